@@ -1,0 +1,26 @@
+"""adp-forensics: crash forensics and replay for TensorRT-LLM's attention-DP executor.
+
+Pipeline: ingest -> dataset -> reconstruct -> replay -> report. The library entry points:
+
+- ``forensics.ingest(inputs, output)``: logs, stats JSON and traces into a Parquet dataset.
+- ``forensics.load(path)``: a dataset with one pandas DataFrame per table.
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from forensics.dataset.store import Dataset, load  # noqa: E402
+
+
+def __getattr__(name: str):
+    # Heavier entry points are imported on first use so `import forensics` stays cheap.
+    if name == "ingest":
+        from forensics.ingest import ingest
+        return ingest
+    if name == "investigate":
+        from forensics.investigate import investigate
+        return investigate
+    raise AttributeError(name)
+
+
+__all__ = ["__version__", "Dataset", "load", "ingest", "investigate"]

@@ -1,0 +1,70 @@
+"""The run configuration read from a trace's run record (traces/FORMAT.md)."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+from forensics.errors import ConfigError
+
+#: ``ceil(multiplier * fair_share)`` in the router (domain doc §5); upstream default 1.
+DEFAULT_EXPECTED_MULTIPLIER = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """What a replay needs to know about the run.
+
+    Fields:
+        tp_size: attention-DP ranks (tensor-parallel group size).
+        pp_size: pipeline stages.
+        max_batch_size: per-rank scheduler limit.
+        max_num_active_requests: the cap on ``expected_num_active_requests``
+            (``pp_size * max_batch_size`` unless the build lowered it).
+        disaggregated: a KV-cache transceiver exists (disaggregated serving).
+        overlap_scheduler: the executor runs ``_executor_loop_overlap``.
+        encoder_decoder: encoder-decoder model (window starts at ENCODER_INIT).
+        enable_attention_dp: ADP on; with it off nothing is ever padded.
+        expected_multiplier: the router's fair-share multiplier.
+        build: free label of the build that recorded the run.
+    """
+
+    tp_size: int
+    pp_size: int = 1
+    max_batch_size: int = 8
+    max_num_active_requests: int | None = None
+    disaggregated: bool = False
+    overlap_scheduler: bool = True
+    encoder_decoder: bool = False
+    enable_attention_dp: bool = True
+    expected_multiplier: float = DEFAULT_EXPECTED_MULTIPLIER
+    build: str = ""
+
+    def __post_init__(self) -> None:
+        if self.tp_size < 1:
+            raise ConfigError(f"tp_size must be at least 1, got {self.tp_size}")
+        if self.pp_size < 1:
+            raise ConfigError(f"pp_size must be at least 1, got {self.pp_size}")
+        if self.max_batch_size < 1:
+            raise ConfigError(f"max_batch_size must be at least 1, got {self.max_batch_size}")
+        if self.max_num_active_requests is None:
+            object.__setattr__(self, "max_num_active_requests", self.pp_size * self.max_batch_size)
+        if self.max_num_active_requests < 1:
+            raise ConfigError(
+                f"max_num_active_requests (the cap) must be at least 1, got {self.max_num_active_requests}")
+
+    @property
+    def cap(self) -> int:
+        """The cap on ``expected_num_active_requests``."""
+        return int(self.max_num_active_requests)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> "RunConfig":
+        """Build from a v1 run record (unknown keys ignored)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: record[k] for k in names if k in record and record[k] is not None}
+        if "tp_size" not in kwargs:
+            raise ConfigError("run record has no tp_size")
+        return cls(**kwargs)
+
+    def to_record(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)

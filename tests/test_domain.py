@@ -1,0 +1,71 @@
+"""The domain model's fixed facts (domain doc §2-3, §5-6)."""
+import pytest
+
+from forensics.errors import ConfigError, PolicyError
+from replay import CATALOGUE, RunConfig, get_policy
+from replay.policy import Predicate
+from replay.states import (ALL_STATES, MICRO_BATCH_WINDOW, RequestState, UnknownStateError,
+                           parse_state, state_index)
+
+
+def test_state_values_match_the_cpp_enum():
+    assert RequestState.CONTEXT_INIT == 10
+    assert RequestState.GENERATION_TO_COMPLETE == 14
+    assert RequestState.DISAGG_GENERATION_INIT == 8
+    assert RequestState.DISAGG_TRANS_ERROR == -1
+
+
+def test_parse_state_accepts_names_prefixed_names_and_ints():
+    assert parse_state("GENERATION_TO_COMPLETE") is RequestState.GENERATION_TO_COMPLETE
+    assert parse_state("LlmRequestState.CONTEXT_INIT") is RequestState.CONTEXT_INIT
+    assert parse_state(13) is RequestState.GENERATION_IN_PROGRESS
+    with pytest.raises(UnknownStateError):
+        parse_state("GENERATION_DONE")
+    with pytest.raises(UnknownStateError):
+        parse_state(5)
+
+
+def test_micro_batch_window_is_10_to_13():
+    inside = [int(s) for s in ALL_STATES if s in MICRO_BATCH_WINDOW]
+    assert inside == [10, 11, 12, 13]
+
+
+def test_state_index_maps_every_state_and_flags_unknown():
+    import numpy as np
+    idx = state_index(np.array([-1, 0, 14, 23, 5]))
+    assert idx.tolist() == [0, 1, ALL_STATES.index(RequestState.GENERATION_TO_COMPLETE),
+                            len(ALL_STATES) - 1, -1]
+
+
+def test_predicates_differ_exactly_on_to_complete_and_wait_scheduler():
+    cfg = RunConfig(tp_size=2, disaggregated=True)
+    legacy = Predicate.NOT_AWAITING_KV.mask(cfg)
+    window = Predicate.WINDOW.mask(cfg)
+    to_complete = ALL_STATES.index(RequestState.GENERATION_TO_COMPLETE)
+    wait_sched = ALL_STATES.index(RequestState.DISAGG_CONTEXT_WAIT_SCHEDULER)
+    assert legacy[to_complete] and not window[to_complete]
+    assert legacy[wait_sched] and not window[wait_sched]
+
+
+def test_cap_defaults_to_pp_times_max_batch_size_and_bad_values_are_refused():
+    assert RunConfig(tp_size=4, pp_size=2, max_batch_size=8).cap == 16
+    with pytest.raises(ConfigError):
+        RunConfig(tp_size=0)
+    with pytest.raises(ConfigError):
+        RunConfig(tp_size=2, max_num_active_requests=0)
+
+
+def test_catalogue_has_the_stable_names_and_each_cites_a_pr():
+    assert list(CATALOGUE) == ["legacy-2025", "prefix-2026", "fix-16161", "sched-aware-16921",
+                               "tolerant-17278", "postpad-17379", "newest"]
+    assert all(p.prs for p in CATALOGUE.values())
+    with pytest.raises(PolicyError):
+        get_policy("nope")
+
+
+def test_fix_keeps_the_legacy_count_on_the_aggregated_path():
+    fix = get_policy("fix-16161")
+    assert fix.predicate(RunConfig(tp_size=2, disaggregated=False)) is Predicate.ALL
+    assert fix.predicate(RunConfig(tp_size=2, disaggregated=True)) is Predicate.WINDOW
+    newest = get_policy("newest")
+    assert newest.predicate(RunConfig(tp_size=2, pp_size=2, disaggregated=True)) is Predicate.NOT_AWAITING_KV
