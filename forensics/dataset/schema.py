@@ -17,7 +17,8 @@ A dataset is a directory::
 
 Line accounting (text inputs): every line of a text input is either the ``line`` of exactly one
 row of ``iterations``, ``events``, ``stats``, ``runs``, ``frames`` or ``unparsed``, or lies inside
-the ``line``..``line_end`` range of exactly one ``events`` row. Lines are 1-based.
+the ``line``..``line_end`` range of exactly one ``events`` or ``stats`` row (a pretty-printed
+IterationStats object spans lines). Lines are 1-based.
 """
 from __future__ import annotations
 
@@ -80,6 +81,7 @@ EVENTS = pa.schema([
 STATS = pa.schema([
     pa.field("source", pa.string(), nullable=False),
     pa.field("line", pa.int64(), nullable=False),          # JSON Lines: its line; array: line of the object start
+    pa.field("line_end", pa.int64(), nullable=False),      # last line of the object (== line for JSON Lines)
     pa.field("iter", pa.int64()),
     pa.field("rank", pa.int32()),                          # attentionDpRank, null when absent
     pa.field("timestamp", pa.string()),
