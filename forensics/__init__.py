@@ -9,11 +9,13 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from forensics.dataset.store import Dataset, load  # noqa: E402
-
 
 def __getattr__(name: str):
-    # Heavier entry points are imported on first use so `import forensics` stays cheap.
+    # Heavier entry points are imported on first use so `import forensics` stays cheap (it
+    # runs in every pytest session through the `pytest11` plugin, so no pandas/pyarrow here).
+    if name in ("Dataset", "load"):
+        from forensics.dataset import store
+        return getattr(store, name)
     if name == "ingest":
         from forensics.ingest import ingest
         return ingest

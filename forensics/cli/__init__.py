@@ -13,6 +13,16 @@ from forensics import __version__
 
 #: Command modules, each defining ``command`` (a click command) to register.
 COMMAND_MODULES = (
+    "ingest",
+    "summary",
+    "bisect",
+    "record",
+    "postmortem",
+    "minimize",
+    "export_test",
+    "simulate",
+    "replay",
+    "fleet",
 )
 
 

@@ -1,0 +1,45 @@
+"""``forensics ingest``: logs, stats JSON and traces into a Parquet dataset."""
+from __future__ import annotations
+
+import click
+
+from forensics.cli.errors import library_errors
+from forensics.ingest import ingest
+from forensics.ingest.kinds import KINDS
+from forensics.report.summary import render_text
+
+
+class PartialIngest(click.ClickException):
+    """Exit code 2: the dataset was written, but some inputs were refused."""
+
+    exit_code = 2
+
+
+@click.command("ingest")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.option("-o", "--output", "output", required=True, type=click.Path(path_type=str),
+              help="Dataset directory to write (replaced atomically if it exists).")
+@click.option("--kind", type=click.Choice(KINDS), default=None,
+              help="Read every input as this kind instead of detecting it per file.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+def command(inputs: tuple[str, ...], output: str, kind: str | None, quiet: bool) -> None:
+    """Ingest logs, iteration-stats JSON and traces into a dataset.
+
+    INPUT is a file (plain, .gz or .zst) or a directory: every .log .txt .out .err .json .jsonl
+    file below it (optionally .gz/.zst) is read. The kind of each file is detected from its
+    content. A missing or binary input is refused (exit code 2) while the others are still
+    ingested. Open the result with `forensics summary DATASET` or `forensics.load(DATASET)`.
+
+    \b
+    Example:
+      forensics ingest logs/ iteration_stats.jsonl traces/run.jsonl.zst -o crash.ds
+    """
+    with library_errors():
+        report = ingest(list(inputs), output, kind=kind, quiet=quiet)
+    click.echo(f"ingested {len(report.inputs)} input(s) into {report.path}")
+    click.echo(render_text(report.summary))
+    if report.skipped:
+        click.echo(f"skipped {len(report.skipped)} unrecognised file(s) in directories, e.g. "
+                   f"{report.skipped[0]}", err=True)
+    if report.refused:
+        raise PartialIngest("not ingested:\n" + "\n".join(f"  {r}" for r in report.refused))

@@ -1,0 +1,67 @@
+"""``forensics record``: switch trace recording in live TensorRT-LLM processes on and off."""
+from __future__ import annotations
+
+import click
+
+from forensics.cli.errors import library_errors
+from forensics.record import install as _install
+
+_SITE_DIR = click.option("--site-dir", type=click.Path(file_okay=False), default=None,
+                         help="site-packages directory to use (default: this Python's purelib).")
+
+
+@click.group("record")
+def command() -> None:
+    """Record request-state traces (traces/FORMAT.md) from a running executor, no code change.
+
+    \b
+    Example:
+      forensics record install
+      ADP_FORENSICS_TRACE_DIR=/tmp/adp trtllm-serve ...   # every rank writes rank-<r>.jsonl
+      forensics ingest /tmp/adp -o run.ds
+    """
+
+
+@command.command("install")
+@_SITE_DIR
+def install_cmd(site_dir: str | None) -> None:
+    """Write the .pth hook into site-packages (inert while ADP_FORENSICS_TRACE_DIR is unset).
+
+    Example: forensics record install --site-dir .venv/lib/python3.11/site-packages
+    """
+    with library_errors():
+        path = _install.install(site_dir)
+    click.echo(f"installed {path}")
+    click.echo("record with: ADP_FORENSICS_TRACE_DIR=DIR <your trtllm command>")
+
+
+@command.command("uninstall")
+@_SITE_DIR
+def uninstall_cmd(site_dir: str | None) -> None:
+    """Remove the .pth hook.
+
+    Example: forensics record uninstall
+    """
+    with library_errors():
+        path = _install.uninstall(site_dir)
+    click.echo(f"removed {path}" if path is not None else "not installed; nothing to remove")
+
+
+@command.command("status")
+@_SITE_DIR
+def status_cmd(site_dir: str | None) -> None:
+    """Say whether the hook is installed and whether recording is switched on here.
+
+    Example: forensics record status
+    """
+    st = _install.status(site_dir)
+    if not st.installed:
+        click.echo(f"not installed ({st.pth_path} absent); run: forensics record install")
+    elif not st.current:
+        click.echo(f"installed but outdated: {st.pth_path}; run: forensics record install")
+    else:
+        click.echo(f"installed: {st.pth_path}")
+    if st.trace_dir:
+        click.echo(f"recording: on, traces go to {st.trace_dir}")
+    else:
+        click.echo("recording: off (set ADP_FORENSICS_TRACE_DIR to switch it on)")

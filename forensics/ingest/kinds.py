@@ -1,0 +1,109 @@
+"""What an input is: which files a directory contributes, and which reader each file needs.
+
+Kinds:
+
+- ``log``: an executor text log (anything textual that is not one of the two below);
+- ``stats``: iteration-stats JSON, a JSON array of objects or JSON Lines of objects;
+- ``trace``: a request-state trace v1 (``traces/FORMAT.md``), JSON Lines whose first record is
+  ``{"kind": "run", "format": "adp-trace", ...}``.
+
+The kind comes from the decompressed content, never from the name: a ``.txt`` holding JSON Lines
+of IterationStats is read as stats. Names matter only when walking a directory (which files to
+consider at all, see :func:`recognised`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+KINDS = ("log", "stats", "trace")
+
+#: Extensions (before an optional compression suffix) a directory walk picks up.
+TEXT_EXTENSIONS = frozenset({".log", ".txt", ".out", ".err", ".stdout", ".stderr",
+                             ".json", ".jsonl", ".ndjson"})
+#: Compression suffixes allowed after a text extension (``rank0.log.gz``).
+COMPRESSION_EXTENSIONS = frozenset({".gz", ".zst", ".zstd"})
+
+#: ``kind`` values of trace records (traces/FORMAT.md).
+TRACE_RECORD_KINDS = frozenset({"run", "frame", "note"})
+
+_ARRAY_START = re.compile(r"\[\s*(\{|\]|$)")
+
+
+def recognised(path: str | os.PathLike) -> bool:
+    """True when a directory walk should ingest this file.
+
+    A file is recognised when its name, less one ``.gz``/``.zst``/``.zstd`` suffix, ends with one
+    of :data:`TEXT_EXTENSIONS`, and it is not hidden (leading dot). Files named explicitly on the
+    command line are always read, whatever their name.
+
+    Example:
+        >>> [recognised(n) for n in ("rank0.log.zst", "stats.jsonl", "core.1234", ".x.log")]
+        [True, True, False, False]
+    """
+    name = Path(path).name
+    if name.startswith("."):
+        return False
+    stem, ext = os.path.splitext(name.lower())
+    if ext in COMPRESSION_EXTENSIONS:
+        ext = os.path.splitext(stem)[1]
+    return ext in TEXT_EXTENSIONS
+
+
+def _first_json_object(head_text: str) -> dict | None:
+    """The first line parsed as a JSON object, or None."""
+    for line in head_text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+    return None
+
+
+def detect_kind(head_text: str) -> str:
+    """The kind of an input from its first decompressed characters.
+
+    - a JSON array whose first element is an object (or an empty array): ``stats``;
+    - first non-blank line a JSON object: ``trace`` if it is an adp-trace run record (decided by
+      the trace reader's ``is_trace``) or any trace record (``"kind": "frame"``, so the reader
+      reports the missing run record), else ``stats``;
+    - anything else: ``log`` (log lines start with ``[MM/DD/...]`` or text, not ``[{``).
+
+    Example:
+        >>> detect_kind('[\\n  {"iter": 3, "numActiveRequests": 1}')
+        'stats'
+        >>> detect_kind('{"kind": "run", "format": "adp-trace", "version": 1}\\n')
+        'trace'
+        >>> detect_kind('[11/30/2026-10:00:00] [TRT-LLM] [I] iter = 3, ...')
+        'log'
+    """
+    text = head_text.lstrip("\ufeff \t\r\n")
+    if text.startswith("[") and _ARRAY_START.match(text):
+        return "stats"
+    if text.startswith("{"):
+        if _is_trace(head_text):
+            return "trace"
+        first = _first_json_object(head_text)
+        if first is not None and first.get("kind") in TRACE_RECORD_KINDS:
+            return "trace"   # a trace without its run record: the trace reader says so
+        # A first line that is not a complete JSON object (pretty-printed JSON Lines do not
+        # exist) still reads best as stats: the stats reader names the bad line.
+        return "stats"
+    return "log"
+
+
+def _is_trace(head_text: str) -> bool:
+    try:
+        from forensics.ingest.trace_v1 import is_trace
+    except ImportError:  # pragma: no cover - the trace reader is part of the package
+        first = _first_json_object(head_text)
+        return bool(first) and first.get("kind") == "run" and first.get("format") == "adp-trace"
+    return is_trace(head_text)
+
+
+__all__ = ["KINDS", "TEXT_EXTENSIONS", "COMPRESSION_EXTENSIONS", "recognised", "detect_kind"]

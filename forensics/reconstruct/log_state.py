@@ -1,0 +1,70 @@
+"""Reconstruction from iteration log lines alone: batch sizes and ``can_queue`` per iteration.
+
+Iteration lines are printed at the top of the next loop, so a line's ``iter`` is one more than
+the stats ``iter`` of the body it describes (domain doc §8). This module reports the **body
+iteration** (``iter = line iter - 1``, the trace's and the stats' numbering) and keeps the
+line's own value in ``log_iter``.
+
+Columns (``LOG_STATE_COLUMNS``), one row per (iter, rank) for every iteration some rank logged
+and every rank in ``[0, tp_size)``:
+
+    iter            the body iteration (stats/trace numbering)
+    log_iter        the iteration line's own ``iter``
+    rank            the rank (global rank of the line, else its ``rank = n`` field)
+    batch           num_scheduled_requests where that rank logged the body, else NA
+    known_ranks     ranks of the iteration with a known batch
+    can_queue       'true' when every rank is known and none is 0, 'false' when a known batch
+                    is 0 (one zero is enough), 'unknown' otherwise
+    source, line    where the batch came from (NA when the rank did not log)
+
+``num_scheduled_requests`` counts dummies like real requests (what ``_can_queue`` all-gathers).
+By default only rank 0 prints iteration lines, so ``can_queue`` is mostly 'unknown' unless a
+zero shows up or ``TLLM_PROFILE_LOG_RANKS=all`` was set.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+LOG_STATE_COLUMNS = ("iter", "log_iter", "rank", "batch", "known_ranks", "can_queue", "source", "line")
+
+
+def log_state(source: Any, tp_size: int | None = None) -> pd.DataFrame:
+    """Batch size per rank and ``can_queue`` per iteration from iteration lines.
+
+    Args:
+        source: a loaded dataset or its ``iterations`` DataFrame.
+        tp_size: attention-DP ranks; default the largest rank seen + 1 (a guess: ranks that never
+            log are then not counted, which is why a run record's ``tp_size`` is better).
+    """
+    it = source if isinstance(source, pd.DataFrame) else source.iterations
+    rank = it["rank"].astype("Int64")
+    if "local_rank" in it:
+        rank = rank.fillna(it["local_rank"].astype("Int64"))
+    df = pd.DataFrame({"log_iter": it["iter"].astype("Int64"), "rank": rank,
+                       "batch": it["num_scheduled_requests"].astype("Int64"),
+                       "source": it["source"], "line": it["line"].astype("Int64")})
+    df = df[df["log_iter"].notna() & df["rank"].notna() & df["batch"].notna()]
+    if df.empty:
+        return pd.DataFrame({c: [] for c in LOG_STATE_COLUMNS})
+    R = int(tp_size) if tp_size is not None else int(df["rank"].max()) + 1
+    df = df[(df["rank"] >= 0) & (df["rank"] < R)]
+    # A line logged twice (restart, duplicated file): keep the first.
+    df = df.sort_values(["log_iter", "rank", "source", "line"]).drop_duplicates(["log_iter", "rank"])
+    iters = np.sort(df["log_iter"].unique().astype(np.int64))
+    grid = pd.DataFrame({"log_iter": np.repeat(iters, R), "rank": np.tile(np.arange(R), iters.size)})
+    grid["log_iter"] = grid["log_iter"].astype("Int64")
+    grid["rank"] = grid["rank"].astype("Int64")
+    out = grid.merge(df, on=["log_iter", "rank"], how="left")
+    out["iter"] = out["log_iter"] - 1
+    g = out.groupby("log_iter")["batch"]
+    known = g.transform("count").astype("int64")
+    zero = (out["batch"] == 0).fillna(False).groupby(out["log_iter"]).transform("any")
+    out["known_ranks"] = known
+    out["can_queue"] = np.where(zero, "false", np.where(known == R, "true", "unknown"))
+    return out[list(LOG_STATE_COLUMNS)].reset_index(drop=True)
+
+
+__all__ = ["LOG_STATE_COLUMNS", "log_state"]

@@ -1,0 +1,435 @@
+"""Capturing frames inside a live ``PyExecutor`` (the wrappers the bootstrap installs).
+
+At entry to ``_pad_attention_dp_dummy_request`` the wrapper reads the rank's ``active_requests``
+(``py_request_id``, ``state_value``, ``is_attention_dp_dummy``), ``iter_counter`` and
+``expected_num_active_requests``; after the call it notes whether a dummy was appended. The
+frame then waits for ``_can_queue`` of the same iteration (its batch size and fleet decision)
+and is handed to the writer; if no ``_can_queue`` call comes, the next pad call or a flush hands
+it over as it is.
+
+Nothing here may raise into the executor: a capture that fails writes a ``note`` record, logs
+one warning and switches the recorder off for the rest of the process.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import socket
+import sys
+import threading
+from typing import Any, Callable
+
+from forensics.record import writer as _writer
+from forensics.record.writer import FrameRecord, TraceWriter
+
+logger = logging.getLogger(__name__)
+
+#: Environment variable naming the trace directory; unset means "do not record".
+TRACE_DIR_ENV = "ADP_FORENSICS_TRACE_DIR"
+#: Optional run id shared by every rank's file (default: the absolute trace directory).
+RUN_ID_ENV = "ADP_FORENSICS_RUN_ID"
+#: Optional build label for the run record (default: ``tensorrt_llm.__version__``).
+BUILD_ENV = "ADP_FORENSICS_BUILD"
+#: Rank variables of common launchers, most specific first (used when ``dist.rank`` is missing).
+RANK_ENVS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "RANK")
+WORLD_SIZE_ENVS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", "WORLD_SIZE")
+#: Attribute under which an executor instance keeps its recorder.
+RECORDER_ATTR = "_adp_forensics_recorder"
+#: Attribute marking a wrapper (and pointing at the wrapped function).
+ORIGINAL_ATTR = "__adp_forensics_original__"
+
+_config: dict[str, Any] = {"trace_dir": None, "notes": [], "executors": 0}
+_config_lock = threading.Lock()
+
+
+def configure(trace_dir: str, notes: list[str] | None = None) -> None:
+    """Set where traces go and the notes every file starts with (what could not be wrapped)."""
+    _config["trace_dir"] = trace_dir
+    _config["notes"] = list(notes or [])
+
+
+def _env_int(names) -> int | None:
+    for name in names:
+        v = os.environ.get(name)
+        if v is not None and v.strip().lstrip("-").isdigit():
+            return int(v)
+    return None
+
+
+def _as_int(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    try:
+        return int(v) if v is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def global_rank(executor: Any) -> int:
+    """``dist.rank``, else the launcher's rank variable, else 0."""
+    r = _as_int(getattr(getattr(executor, "dist", None), "rank", None))
+    if r is None:
+        r = _env_int(RANK_ENVS)
+    return r if r is not None and r >= 0 else 0
+
+
+def _overlap(executor: Any, pp_size: int) -> bool | None:
+    loop = getattr(executor, "event_loop", None)
+    loop = getattr(loop, "__wrapped__", loop)  # TLLM_TRACE_EXECUTOR_LOOP wraps it
+    name = getattr(loop, "__name__", "")
+    if name == "_executor_loop_overlap":
+        return True
+    if name in ("_executor_loop", "_executor_loop_pp"):
+        return False
+    disabled = getattr(executor, "disable_overlap_scheduler", None)
+    if isinstance(disabled, bool):
+        return not disabled and pp_size == 1
+    return None
+
+
+def _build_label() -> str:
+    label = os.environ.get(BUILD_ENV)
+    if label:
+        return label
+    trtllm = sys.modules.get("tensorrt_llm")  # never imported here: only read if loaded
+    version = getattr(trtllm, "__version__", None)
+    return f"tensorrt_llm {version}" if version else "unknown"
+
+
+def run_record(executor: Any, rank: int, grank: int, run_id: str) -> dict:
+    """The v1 run record from the executor's configuration; unreadable fields are guessed and
+    listed under ``guessed``.
+
+    Every rank's record must be identical but for ``rank`` (ingest checks that per-rank files
+    of one run agree), so per-process facts (global rank, pid, host) go into a note instead.
+    """
+    guessed: list[str] = []
+    dist = getattr(executor, "dist", None)
+    tp_size = _as_int(getattr(dist, "tp_size", None))
+    if tp_size is None or tp_size < 1:
+        tp_size = _env_int(WORLD_SIZE_ENVS) or grank + 1
+        guessed.append("tp_size")
+    pp_size = _as_int(getattr(dist, "pp_size", None))
+    if pp_size is None or pp_size < 1:
+        pp_size = 1
+        guessed.append("pp_size")
+    mbs = _as_int(getattr(executor, "max_batch_size", None))
+    cap = _as_int(getattr(executor, "max_num_active_requests", None))
+    if mbs is None or mbs < 1:
+        mbs = max(1, (cap or 1) // pp_size)
+        guessed.append("max_batch_size")
+    if cap is None or cap < 1:
+        cap = pp_size * mbs
+        guessed.append("max_num_active_requests")
+    if hasattr(executor, "kv_cache_transceiver"):
+        disagg = executor.kv_cache_transceiver is not None
+    else:
+        disagg = False
+        guessed.append("disaggregated")
+    overlap = _overlap(executor, pp_size)
+    if overlap is None:
+        overlap = True
+        guessed.append("overlap_scheduler")
+    rec = {"kind": "run", "format": "adp-trace", "version": 1, "tp_size": tp_size,
+           "pp_size": pp_size, "max_batch_size": mbs, "max_num_active_requests": cap,
+           "disaggregated": disagg, "overlap_scheduler": overlap, "build": _build_label(),
+           "run_id": run_id, "rank": rank, "recorder": "adp-forensics record"}
+    adp = getattr(executor, "enable_attention_dp", None)
+    if isinstance(adp, bool):
+        rec["enable_attention_dp"] = adp  # replay reads it (RunConfig); absent means on
+    if guessed:
+        rec["guessed"] = guessed
+    return rec
+
+
+def _slow_requests(reqs) -> tuple[list, list, list]:
+    """Per-request reads for builds whose requests lack ``state_value`` or the dummy flag."""
+    ids, states, dummies = [], [], []
+    for r in reqs:
+        ids.append(int(getattr(r, "py_request_id", getattr(r, "request_id", -1))))
+        st = getattr(r, "state_value", None)
+        if st is None:
+            st = getattr(r, "state", None)
+            value = getattr(st, "value", None)
+            st = int(value) if isinstance(value, int) else getattr(st, "name", str(st))
+        states.append(st)
+        dummies.append(bool(getattr(r, "is_attention_dp_dummy",
+                                    getattr(r, "py_is_attention_dp_dummy", False))))
+    return ids, states, dummies
+
+
+class Recorder:
+    """Records one executor instance's frames into one per-rank file.
+
+    Args:
+        executor: the ``PyExecutor`` (read, never modified beyond the recorder attribute).
+        trace_dir: the output directory.
+        seq: 1 for the process's first executor; later ones (TensorRT-LLM may build a throw-away
+            executor to size the KV cache first) write ``rank-<r>.exec<seq>.jsonl`` with the
+            run id suffixed ``#exec<seq>`` so their restarted ``iter_counter`` never collides.
+    """
+
+    def __init__(self, executor: Any, trace_dir: str, seq: int = 1):
+        self.disabled = False
+        self.writer: TraceWriter | None = None
+        self.pending: FrameRecord | None = None
+        self.fast = True
+        self.last_iter = -1
+        self.own_iter = 0
+        self.warned: set[str] = set()
+        self.grank = global_rank(executor)
+        tp = _as_int(getattr(getattr(executor, "dist", None), "tp_size", None))
+        tp_rank = _as_int(getattr(getattr(executor, "dist", None), "tp_rank", None))
+        if tp_rank is None:
+            tp_rank = self.grank % tp if tp else self.grank
+        self.rank = tp_rank
+        run_id = os.environ.get(RUN_ID_ENV) or os.path.abspath(trace_dir)
+        dist = getattr(executor, "dist", None)
+        pp_size = _as_int(getattr(dist, "pp_size", None))
+        pp_rank = _as_int(getattr(dist, "pp_rank", None))
+        if pp_size and pp_size > 1 and pp_rank is not None:
+            # Every stage sees the same attention-DP ranks: one run per stage keeps
+            # (iter, rank) unique within a run.
+            run_id += f"#pp{pp_rank}"
+        stem = f"rank-{self.grank}"
+        if seq > 1:
+            run_id += f"#exec{seq}"
+            stem += f".exec{seq}"
+        record = run_record(executor, self.rank, self.grank, run_id)
+        fd, self.path = _writer.open_trace_file(trace_dir, stem)
+        self.writer = TraceWriter(fd, self.path)
+        self.writer.add_record(record)
+        self.note(f"recording attention-DP rank {self.rank} (global rank {self.grank}, "
+                  f"pid {os.getpid()}, host {socket.gethostname()})", global_rank=self.grank,
+                  pid=os.getpid(), host=socket.gethostname())
+        for text in _config["notes"]:
+            self.note(text)
+        self.writer.flush()
+        _writer.register(self)
+
+    # -- notes and failure ----------------------------------------------------------------------
+    def note(self, message: str, **fields: Any) -> None:
+        if self.writer is not None:
+            self.writer.add_record({"kind": "note", "rank": self.rank, "message": message,
+                                    **fields})
+
+    def fail(self, where: str, exc: BaseException) -> None:
+        """Switch off for good after a capture error: one note, one warning."""
+        if self.disabled:
+            return
+        self.disabled = True
+        msg = f"recorder disabled: {type(exc).__name__} while {where}: {exc}"
+        logger.warning("adp-forensics: %s (rank %s)", msg, self.grank)
+        try:
+            self.pending = None
+            self.note(msg)
+            if self.writer is not None:
+                self.writer.flush()
+        except Exception:
+            pass
+
+    # -- the capture steps ----------------------------------------------------------------------
+    def enter_pad(self, ex: Any) -> FrameRecord | None:
+        """The frame at entry to the pad step (None when disabled or on a capture error)."""
+        if self.disabled:
+            return None
+        try:
+            if self.pending is not None:
+                self._commit()
+            reqs = ex.active_requests
+            if self.fast:
+                try:
+                    ids = [r.py_request_id for r in reqs]
+                    states = [r.state_value for r in reqs]
+                    dummies = [r.is_attention_dp_dummy for r in reqs]
+                except AttributeError as exc:
+                    self.fast = False
+                    self.note(f"requests lack an attribute ({exc}); reading them one by one")
+                    ids, states, dummies = _slow_requests(reqs)
+            else:
+                ids, states, dummies = _slow_requests(reqs)
+            it = getattr(ex, "iter_counter", None)
+            if not isinstance(it, int):
+                it = self.own_iter
+            self.own_iter += 1
+            if it <= self.last_iter:
+                if "dup" not in self.warned:
+                    self.warned.add("dup")
+                    self.note(f"pad step entered twice in iteration {it}; only the first is "
+                              "recorded", iter=it)
+                return None
+            self.last_iter = it
+            expected = getattr(ex, "expected_num_active_requests", None)
+            return FrameRecord(it, self.rank, ids, states, dummies,
+                               expected if isinstance(expected, int) else _as_int(expected),
+                               len(reqs))
+        except Exception as exc:
+            self.fail("capturing the frame at pad entry", exc)
+            return None
+
+    def exit_pad(self, ex: Any, frame: FrameRecord) -> None:
+        try:
+            frame.padded = len(ex.active_requests) > frame.n_before
+            self.pending = frame
+        except Exception as exc:
+            self.fail("reading the pad result", exc)
+
+    def crashed(self, frame: FrameRecord | None, where: str, exc: BaseException) -> None:
+        """An exception leaves a wrapped method: write its iteration's frame and flush now."""
+        try:
+            if frame is not None and frame is not self.pending:
+                if self.pending is not None:
+                    self._commit()
+                self.pending = frame
+            fields: dict[str, Any] = {}
+            if self.pending is not None:
+                fields = {"iter": self.pending.iter, "expected": self.pending.expected,
+                          "active": len(self.pending.ids)}
+            self._commit()
+            self.note(f"{type(exc).__name__} raised in {where}: {exc}"[:2000], **fields)
+            if self.writer is not None:
+                self.writer.flush()
+        except Exception as inner:
+            self.fail("saving the crashing iteration", inner)
+
+    def on_schedule(self, result: Any) -> None:
+        fr = self.pending
+        if fr is None or self.disabled:
+            return
+        try:
+            batch = result[0] if isinstance(result, tuple) else result
+            size = getattr(batch, "batch_size", None)
+            if isinstance(size, int):
+                fr.scheduled = size
+        except Exception as exc:
+            self.fail("reading the scheduled batch", exc)
+
+    def on_can_queue(self, batch: Any, result: Any) -> None:
+        fr = self.pending
+        if fr is None or self.disabled:
+            return
+        try:
+            size = getattr(batch, "batch_size", None)
+            if isinstance(size, int):
+                fr.scheduled = size
+            can = result[0] if isinstance(result, tuple) else result
+            fr.can_queue = bool(can)
+            self._commit()
+        except Exception as exc:
+            self.fail("reading the can_queue decision", exc)
+
+    def _commit(self) -> None:
+        fr, self.pending = self.pending, None
+        if fr is not None and self.writer is not None:
+            self.writer.add(fr)
+
+    def flush(self) -> None:
+        """Hand over a waiting frame and write everything (atexit, SIGTERM); never raises."""
+        try:
+            if self.pending is not None and not self.disabled:
+                self._commit()
+            if self.writer is not None:
+                self.writer.flush()
+        except Exception:
+            pass
+
+
+_FAILED = object()
+
+
+def recorder_of(ex: Any) -> Recorder | None:
+    """The executor's recorder, created on first use; None when recording is impossible."""
+    try:
+        rec = ex.__dict__.get(RECORDER_ATTR)
+    except Exception:
+        return None
+    if rec is not None:
+        return None if rec is _FAILED else rec
+    with _config_lock:
+        rec = ex.__dict__.get(RECORDER_ATTR)
+        if rec is None:
+            try:
+                _config["executors"] += 1
+                rec = Recorder(ex, _config["trace_dir"], _config["executors"])
+            except Exception as exc:
+                logger.warning("adp-forensics: cannot record this executor (%s: %s)",
+                               type(exc).__name__, exc)
+                rec = _FAILED
+            try:
+                setattr(ex, RECORDER_ATTR, rec)
+            except Exception:
+                return None
+    return None if rec is _FAILED else rec
+
+
+def wrap_pad(original: Callable) -> Callable:
+    """Wrap ``_pad_attention_dp_dummy_request``: capture at entry, note padding after."""
+
+    @functools.wraps(original)
+    def wrapper(self, *args, **kwargs):
+        rec = recorder_of(self) if _config["trace_dir"] else None
+        if rec is None:
+            return original(self, *args, **kwargs)
+        frame = rec.enter_pad(self)
+        try:
+            result = original(self, *args, **kwargs)
+        except BaseException as exc:
+            # The NVBug 6438685 assert fires here: the frame of this iteration must reach disk.
+            rec.crashed(frame, original.__name__, exc)
+            raise
+        if frame is not None:
+            rec.exit_pad(self, frame)
+        return result
+
+    setattr(wrapper, ORIGINAL_ATTR, original)
+    return wrapper
+
+
+def wrap_can_queue(original: Callable) -> Callable:
+    """Wrap ``_can_queue(scheduled_batch)``: attach batch size and decision, hand the frame over."""
+
+    @functools.wraps(original)
+    def wrapper(self, *args, **kwargs):
+        rec = getattr(self, RECORDER_ATTR, None)
+        if rec is None or rec is _FAILED:
+            return original(self, *args, **kwargs)
+        try:
+            result = original(self, *args, **kwargs)
+        except BaseException as exc:
+            rec.crashed(None, original.__name__, exc)
+            raise
+        batch = args[0] if args else kwargs.get("scheduled_batch")
+        rec.on_can_queue(batch, result)
+        return result
+
+    setattr(wrapper, ORIGINAL_ATTR, original)
+    return wrapper
+
+
+def wrap_schedule(original: Callable) -> Callable:
+    """Wrap ``_schedule()``: the batch size, in case ``_can_queue`` is absent or not reached."""
+
+    @functools.wraps(original)
+    def wrapper(self, *args, **kwargs):
+        rec = getattr(self, RECORDER_ATTR, None)
+        if rec is None or rec is _FAILED:
+            return original(self, *args, **kwargs)
+        try:
+            result = original(self, *args, **kwargs)
+        except BaseException as exc:
+            rec.crashed(None, original.__name__, exc)
+            raise
+        rec.on_schedule(result)
+        return result
+
+    setattr(wrapper, ORIGINAL_ATTR, original)
+    return wrapper
+
+
+#: Method name -> wrapper factory, in the order they are installed.
+WRAPPERS: dict[str, Callable[[Callable], Callable]] = {
+    "_pad_attention_dp_dummy_request": wrap_pad,
+    "_schedule": wrap_schedule,
+    "_can_queue": wrap_can_queue,
+}

@@ -1,0 +1,1 @@
+"""Reports: summaries, figures and explanations rendered from datasets and replays."""

@@ -1,0 +1,71 @@
+"""A report as a list of typed blocks, rendered to Markdown (``markdown``) and HTML (``html``).
+
+Building the content once and rendering it twice keeps the two reports saying the same thing.
+Text may use Markdown's inline code spans (`` `like this` ``) and ``**bold**``; both renderers
+understand them.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Union
+
+
+@dataclasses.dataclass(frozen=True)
+class Heading:
+    """A section title (level 1 = the report title)."""
+
+    level: int
+    text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Paragraph:
+    """A paragraph of text."""
+
+    text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Bullets:
+    """A bulleted (or numbered) list of short texts."""
+
+    items: tuple[str, ...]
+    numbered: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """A table: header cells and rows of cells (texts)."""
+
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Code:
+    """A preformatted block (log excerpts)."""
+
+    text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class FigureBlock:
+    """A figure: its file name in the report directory, the PNG bytes and a caption."""
+
+    name: str
+    png: bytes = dataclasses.field(repr=False)
+    caption: str
+
+
+Block = Union[Heading, Paragraph, Bullets, Table, Code, FigureBlock]
+
+
+@dataclasses.dataclass(frozen=True)
+class Document:
+    """A titled sequence of blocks."""
+
+    title: str
+    blocks: tuple[Block, ...]
+
+    def figures(self) -> list[FigureBlock]:
+        return [b for b in self.blocks if isinstance(b, FigureBlock)]

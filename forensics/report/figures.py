@@ -1,0 +1,377 @@
+"""The post-mortem figures: functions that take DataFrames and return a matplotlib Figure.
+
+Each figure is titled and labelled so it reads at a glance, and long runs are windowed around
+the interesting iterations (``forensics.report.windows``), never drawn point by point.
+
+- :func:`active_vs_expected`: per-rank ``len(active_requests)`` against expected and the cap,
+  with leak and crash markers.
+- :func:`decision_strip`: a rank x iteration strip of ran / padded / zero batch / skipped /
+  leaked dummy / crash, one panel per policy.
+- :func:`state_composition`: request states per rank at one iteration (stacked bars).
+
+Figures are built as bare ``matplotlib.figure.Figure`` objects, not through ``pyplot``: no global
+state, no window, whatever backend a notebook selected; PNGs are rendered by Agg.
+"""
+from __future__ import annotations
+
+import io
+from typing import Mapping, Sequence
+
+import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from forensics.report.windows import IterWindows, choose_windows
+from replay.states import RequestState
+
+#: Strip categories, in drawing priority (a cell takes the first that applies), with colours.
+STRIP_CATEGORIES: tuple[tuple[str, str], ...] = (
+    ("ran", "#d9e6f2"),
+    ("padded (dummy added)", "#6baed6"),
+    ("skipped (fleet can_queue False)", "#bdbdbd"),
+    ("carrying a leaked dummy", "#fd8d3c"),
+    ("padded, then skipped: dummy leaks", "#e6550d"),
+    ("zero batch (forces the skip)", "#3f007d"),
+    ("crash", "#cb181d"),
+    ("unknown (rank did not log)", "#ffffff"),
+    ("idle (every rank at batch 0)", "#f0f0f0"),
+)
+#: Highlighted ranks in the line figure.
+MAX_HIGHLIGHT = 6
+_HIGHLIGHT_COLOURS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+
+
+def _bool(series: pd.Series | None, default: bool = False) -> np.ndarray:
+    if series is None:
+        return np.zeros(0, dtype=bool)
+    return series.astype("boolean").fillna(default).to_numpy(dtype=bool)
+
+
+def _col(df: pd.DataFrame, name: str, default=np.nan) -> pd.Series:
+    if name in df.columns:
+        return df[name]
+    return pd.Series(default, index=df.index)
+
+
+def focus_iterations(decisions: pd.DataFrame, leaks: pd.DataFrame | None = None,
+                     crash: Mapping | None = None) -> list[int]:
+    """Interesting iterations, most important first: crash, leaks (skip and creation), skips."""
+    out: list[int] = []
+    if crash and crash.get("iter") is not None:
+        out.append(int(crash["iter"]))
+    if leaks is not None and len(leaks):
+        for _, row in leaks.sort_values("iter_skipped").iterrows():
+            out.extend([int(row["iter_skipped"]), int(row["iter_created"])])
+    if len(decisions) and "can_queue" in decisions.columns:
+        cq = decisions["can_queue"].astype("boolean")
+        skipped = decisions.loc[cq.eq(False).fillna(False), "iter"]
+        out.extend(int(i) for i in pd.unique(skipped))
+    return out
+
+
+def windows_for(decisions: pd.DataFrame, leaks: pd.DataFrame | None = None,
+                crash: Mapping | None = None, **kwargs) -> IterWindows:
+    """The windows a figure of these decisions draws."""
+    iters = decisions["iter"].to_numpy() if len(decisions) else np.zeros(0, dtype=np.int64)
+    return choose_windows(iters, focus_iterations(decisions, leaks, crash), **kwargs)
+
+
+def _decorate_axis(ax, win: IterWindows, *, label: str = "iteration (executor iter_counter)") -> None:
+    xs, labels = win.ticks()
+    ax.set_xticks(xs)
+    ax.set_xticklabels(labels, fontsize=8)
+    ax.set_xlim(-0.5, max(win.width, 1) - 0.5)
+    for x, hidden in win.gap_positions():
+        ax.axvline(x, color="0.35", linestyle=(0, (1, 2)), linewidth=1)
+        ax.text(x, 1.0, f"{hidden} it.\nhidden", transform=ax.get_xaxis_transform(),
+                ha="center", va="bottom", fontsize=7, color="0.35")
+    ax.set_xlabel(label)
+
+
+def _interesting_ranks(decisions: pd.DataFrame, leaks: pd.DataFrame | None,
+                       crash: Mapping | None) -> list[int]:
+    ranks: list[int] = []
+    if crash and crash.get("rank") is not None:
+        ranks.append(int(crash["rank"]))
+    if leaks is not None and len(leaks):
+        for _, row in leaks.iterrows():
+            ranks.append(int(row["rank"]))
+            for r in row.get("cause_ranks", ()) or ():
+                ranks.append(int(r))
+    seen: list[int] = []
+    for r in ranks:
+        if r not in seen:
+            seen.append(r)
+    if not seen and len(decisions):
+        # Nothing happened: the ranks that carried most requests.
+        top = decisions.groupby("rank")["active"].max().sort_values(ascending=False)
+        seen = [int(r) for r in top.index[:3]]
+    return seen[:MAX_HIGHLIGHT]
+
+
+def active_vs_expected(decisions: pd.DataFrame, *, leaks: pd.DataFrame | None = None,
+                       crash: Mapping | None = None, cap: int | None = None,
+                       title: str = "Active requests per rank", radius: int | None = None) -> Figure:
+    """Per-rank ``len(active_requests)`` at pad entry against ``expected`` and the cap.
+
+    Args:
+        decisions: one row per (iter, rank) with ``iter``, ``rank``, ``active`` and
+            optionally ``expected`` (replay decisions, ``replay.run(...).decisions``).
+        leaks: one row per leak with ``rank``, ``iter_created``, ``iter_skipped``, ``cause_ranks``.
+        crash: ``{"iter", "rank", ...}`` of the crash, or None.
+        cap: ``max_num_active_requests`` (drawn as a dashed line), or None when not capped/known.
+        title: figure title (name the policy).
+        radius: iterations drawn around each interesting one (default: windows module's).
+
+    Returns:
+        A figure with one axis; crash rank and leaking ranks are highlighted, the others grey.
+    """
+    kw = {"radius": radius} if radius is not None else {}
+    win = windows_for(decisions, leaks, crash, **kw)
+    fig = Figure(figsize=(11, 4.8), layout="constrained")
+    ax = fig.subplots()
+    fig.suptitle(title, fontsize=12, fontweight="bold")
+    if not len(decisions):
+        ax.text(0.5, 0.5, "no frames to draw", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return fig
+    df = decisions.assign(x=win.position(decisions["iter"].to_numpy()))
+    df = df[df["x"].notna()].sort_values(["rank", "iter"])
+    highlight = _interesting_ranks(decisions, leaks, crash)
+    seg_id = np.searchsorted([s[0] for s in win.segments], df["iter"].to_numpy(), side="right")
+    df = df.assign(seg=seg_id)
+    for rank, g in df.groupby("rank", sort=True):
+        if int(rank) in highlight:
+            continue
+        for _, s in g.groupby("seg"):
+            ax.plot(s["x"], s["active"].astype(float), color="0.75", linewidth=0.8, zorder=1)
+    for i, rank in enumerate(highlight):
+        g = df[df["rank"] == rank]
+        colour = _HIGHLIGHT_COLOURS[i % len(_HIGHLIGHT_COLOURS)]
+        first = True
+        for _, s in g.groupby("seg"):
+            ax.plot(s["x"], s["active"].astype(float), color=colour, linewidth=1.8, zorder=3,
+                    drawstyle="steps-mid", label=f"rank {rank}" if first else None)
+            first = False
+    if "expected" in df.columns:
+        exp = df.groupby(["seg", "x"])["expected"].max().reset_index()
+        first = True
+        for _, s in exp.groupby("seg"):
+            ax.plot(s["x"], s["expected"].astype(float), color="black", linewidth=1.2,
+                    linestyle="--", zorder=2, label="expected_num_active_requests" if first else None)
+            first = False
+    if cap is not None:
+        ax.axhline(cap, color="#cb181d", linestyle=":", linewidth=1.5, zorder=2,
+                   label=f"cap = {cap} (max_num_active_requests)")
+    if leaks is not None and len(leaks):
+        keyed = df.set_index(["iter", "rank"])["active"]
+        xs, ys = [], []
+        for _, row in leaks.iterrows():
+            key = (int(row["iter_skipped"]), int(row["rank"]))
+            x = win.position([key[0]])[0]
+            if np.isnan(x) or key not in keyed.index:
+                continue
+            xs.append(x)
+            ys.append(float(keyed.loc[key]))
+        if xs:
+            ax.scatter(xs, ys, marker="v", s=70, color="#e6550d", edgecolor="black", zorder=4,
+                       label="dummy leaks (fleet skipped)")
+    if crash and crash.get("iter") is not None:
+        x = win.position([int(crash["iter"])])[0]
+        if not np.isnan(x):
+            row = df[(df["iter"] == int(crash["iter"])) & (df["rank"] == int(crash.get("rank", -1)))]
+            y = float(row["active"].iloc[0]) if len(row) else float(crash.get("active") or 0)
+            ax.scatter([x], [y], marker="X", s=160, color="#cb181d", edgecolor="black", zorder=5,
+                       label=f"crash (rank {crash.get('rank')}, iter {crash['iter']})")
+    _decorate_axis(ax, win)
+    ax.set_ylabel("len(active_requests) at pad entry")
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, framealpha=0.9)
+    return fig
+
+
+def strip_codes(decisions: pd.DataFrame) -> np.ndarray:
+    """Category index (into :data:`STRIP_CATEGORIES`) of each decisions row.
+
+    Rows need ``batch`` and ``can_queue``; ``padded``, ``carried_dummy`` and ``crash`` are
+    optional. A null ``batch`` means the rank did not log (logs-only strips).
+    """
+    n = len(decisions)
+    code = np.zeros(n, dtype=np.int8)
+    padded = _bool(_col(decisions, "padded", pd.NA))
+    carried = pd.to_numeric(_col(decisions, "carried_dummy", 0), errors="coerce").fillna(0).to_numpy() > 0
+    cq = decisions["can_queue"].astype("boolean") if "can_queue" in decisions else pd.Series(pd.NA, index=decisions.index, dtype="boolean")
+    skipped = cq.eq(False).fillna(False).to_numpy(dtype=bool)
+    batch = pd.to_numeric(_col(decisions, "batch"), errors="coerce")
+    unknown = batch.isna().to_numpy()
+    zero = (batch == 0).fillna(False).to_numpy(dtype=bool)
+    crash = _bool(_col(decisions, "crash", False))
+    # A zero batch only forces a skip when some other rank had work; all at 0 is an idle fleet.
+    busy_iter = (batch > 0).fillna(False).groupby(decisions["iter"].to_numpy()).transform("any")
+    idle = zero & ~busy_iter.to_numpy(dtype=bool)
+    code[padded] = 1
+    code[skipped] = 2
+    code[carried] = 3
+    code[padded & skipped] = 4
+    code[zero] = 5
+    code[idle] = 8
+    code[crash] = 6
+    code[unknown & ~crash] = 7
+    return code
+
+
+def decision_strip(panels: Mapping[str, pd.DataFrame], *, leaks: pd.DataFrame | None = None,
+                   crash: Mapping | None = None, title: str = "What each rank did, per iteration",
+                   radius: int | None = None) -> Figure:
+    """Rank x iteration strips, one panel per policy (or per source of decisions).
+
+    Args:
+        panels: panel label -> decisions (``iter``, ``rank``, ``batch``, ``can_queue``, optional
+            ``padded``, ``carried_dummy``, ``crash``). All panels share the windows of the first.
+        leaks, crash: of the first panel; they choose the windows.
+        title: figure title.
+
+    Returns:
+        A figure with one heat-strip axis per panel and a legend of the categories.
+    """
+    names = list(panels)
+    fig_h = 1.2 + sum(min(4.0, max(1.4, 0.12 * (panels[n]["rank"].nunique() if len(panels[n]) else 1)))
+                      for n in names)
+    fig = Figure(figsize=(11, min(fig_h + 0.8, 16)), layout="constrained")
+    axes = fig.subplots(max(1, len(names)), 1, squeeze=False)
+    fig.suptitle(title, fontsize=12, fontweight="bold")
+    first = panels[names[0]] if names else pd.DataFrame(columns=["iter", "rank"])
+    kw = {"radius": radius} if radius is not None else {}
+    win = windows_for(first, leaks, crash, **kw) if len(first) else IterWindows(())
+    cmap = ListedColormap([c for _, c in STRIP_CATEGORIES])
+    used: set[int] = set()
+    for ax, name in zip(axes[:, 0], names or ["(none)"]):
+        df = panels.get(name, pd.DataFrame())
+        if not len(df) or not win.segments:
+            ax.text(0.5, 0.5, "no decisions", ha="center", va="center", transform=ax.transAxes)
+            ax.set_axis_off()
+            continue
+        x = win.position(df["iter"].to_numpy())
+        keep = ~np.isnan(x)
+        df = df[keep]
+        ranks = sorted(int(r) for r in pd.unique(df["rank"]))
+        row_of = {r: i for i, r in enumerate(ranks)}
+        grid = np.full((len(ranks), win.width), np.nan)
+        codes = strip_codes(df)
+        rows = np.array([row_of[int(r)] for r in df["rank"]])
+        grid[rows, x[keep].astype(int)] = codes
+        used.update(int(c) for c in np.unique(codes))
+        ax.imshow(np.ma.masked_invalid(grid), aspect="auto", interpolation="nearest", cmap=cmap,
+                  vmin=-0.5, vmax=len(STRIP_CATEGORIES) - 0.5, origin="upper")
+        step = max(1, len(ranks) // 16)
+        ax.set_yticks(range(0, len(ranks), step))
+        ax.set_yticklabels([str(ranks[i]) for i in range(0, len(ranks), step)], fontsize=8)
+        ax.set_ylabel("rank")
+        ax.set_title(name, fontsize=10, loc="left")
+        _decorate_axis(ax, win)
+    handles = [Patch(facecolor=STRIP_CATEGORIES[i][1], edgecolor="0.4", label=STRIP_CATEGORIES[i][0])
+               for i in sorted(used)]
+    if handles:
+        fig.legend(handles=handles, loc="outside lower center", ncols=min(4, len(handles)), fontsize=8)
+    return fig
+
+
+def state_composition(requests: pd.DataFrame, *, iteration: int,
+                      leaked_dummies: Mapping[int, int] | None = None, expected: int | None = None,
+                      cap: int | None = None, title: str | None = None,
+                      ranks: Sequence[int] | None = None) -> Figure:
+    """Request states per rank at one iteration, as stacked bars by state name.
+
+    Args:
+        requests: recorded requests (``rank``, ``state`` int, ``dummy`` bool) of that iteration;
+            recorded dummies are drawn as "ADP dummy (recorded)" unless ``leaked_dummies`` is
+            given (a replay drops the recorded dummies and carries its own).
+        iteration: the iteration shown (in the title).
+        leaked_dummies: rank -> dummies the replayed policy carried into this iteration, drawn
+            as their own segment on top; None when the figure shows the recording itself.
+        expected, cap: horizontal reference lines.
+        title: figure title; default names the iteration.
+        ranks: every rank to draw (ranks holding nothing get an empty bar); default: those seen.
+    """
+    fig = Figure(figsize=(11, 4.8), layout="constrained")
+    ax = fig.subplots()
+    fig.suptitle(title or f"Request states per rank at iteration {iteration}", fontsize=12,
+                 fontweight="bold")
+    req = requests.copy()
+    if leaked_dummies is not None and len(req):
+        req = req[~req["dummy"].astype(bool)]
+    leaked = dict(leaked_dummies or {})
+    if not len(req) and not leaked:
+        ax.text(0.5, 0.5, f"no requests recorded at iteration {iteration}", ha="center",
+                va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return fig
+
+    def label(row) -> str:
+        if bool(row["dummy"]):
+            return "ADP dummy (recorded)"
+        try:
+            return f"{RequestState(int(row['state'])).name} ({int(row['state'])})"
+        except ValueError:
+            return f"state {int(row['state'])}"
+
+    if len(req):
+        req["label"] = req.apply(label, axis=1)
+        req["order"] = req["state"].astype(int) + np.where(req["dummy"].astype(bool), 100, 0)
+        counts = req.groupby(["rank", "label"]).size().unstack(fill_value=0)
+        order = req.groupby("label")["order"].min().sort_values().index
+        counts = counts[list(order)]
+    else:
+        counts = pd.DataFrame()
+    ranks = sorted(set(int(r) for r in counts.index) | set(int(r) for r in leaked)
+                   | set(int(r) for r in (ranks or ())))
+    counts = counts.reindex(ranks, fill_value=0)
+    if leaked:
+        counts["ADP dummy leaked (replay)"] = [leaked.get(r, 0) for r in ranks]
+    cmap = matplotlib.colormaps["tab20"]
+    bottom = np.zeros(len(ranks))
+    xs = np.arange(len(ranks))
+    for i, col in enumerate(counts.columns):
+        vals = counts[col].to_numpy(dtype=float)
+        colour = "#e6550d" if col.startswith("ADP dummy leaked") else (
+            "#fdae6b" if col.startswith("ADP dummy") else cmap(i % 20))
+        hatch = "//" if col.startswith("ADP dummy") else None
+        ax.bar(xs, vals, bottom=bottom, color=colour, edgecolor="0.3", linewidth=0.5, label=col,
+               hatch=hatch)
+        bottom += vals
+    if expected is not None:
+        ax.axhline(expected, color="black", linestyle="--", linewidth=1.2,
+                   label=f"expected_num_active_requests = {expected}"
+                   + (" (= the cap)" if cap == expected else ""))
+    if cap is not None and cap != expected:
+        ax.axhline(cap, color="#cb181d", linestyle=":", linewidth=1.5, label=f"cap = {cap}")
+    ax.set_xticks(xs)
+    ax.set_xticklabels([str(r) for r in ranks], fontsize=8)
+    ax.set_xlabel("rank")
+    ax.set_ylabel("requests in active_requests")
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+    return fig
+
+
+def to_png(fig: Figure, *, dpi: int = 110) -> bytes:
+    """Render a figure to PNG bytes (Agg)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
+
+
+def leaks_frame(leaks: Sequence) -> pd.DataFrame:
+    """Leak records (objects or dicts with rank/iter_created/iter_skipped/cause_ranks) as a frame."""
+    rows = []
+    for leak in leaks:
+        get = leak.get if isinstance(leak, Mapping) else (lambda k, d=None, o=leak: getattr(o, k, d))
+        rows.append({"rank": int(get("rank")), "iter_created": int(get("iter_created")),
+                     "iter_skipped": int(get("iter_skipped")),
+                     "cause_ranks": tuple(int(r) for r in (get("cause_ranks") or ()))})
+    return pd.DataFrame(rows, columns=["rank", "iter_created", "iter_skipped", "cause_ranks"])

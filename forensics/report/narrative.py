@@ -1,0 +1,210 @@
+"""The post-mortem report's content: its figures and its sections, as a ``Document``.
+
+``postmortem`` computes the findings; this module decides what the reader sees and in what order:
+the verdict and next step first, then the crash in the logs, the replay per policy, the causal
+chain, the figures, what the logs alone say, and the inputs.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Sequence
+
+import pandas as pd
+
+from forensics.report import figures as F
+from forensics.report.crash_signatures import excerpt
+from forensics.report.document import (
+    Bullets,
+    Code,
+    Document,
+    FigureBlock,
+    Heading,
+    Paragraph,
+    Table,
+)
+from forensics.report.logs_only import LogsOnlyFindings, log_decisions
+
+_STATUS_TEXT = {0: "no leak, no crash", 1: "leak or crash explained", 2: "bad input",
+                3: "crash seen in the logs but not explained"}
+#: Lines of a logged message shown in the report.
+MESSAGE_LINES = 12
+
+
+def _fig_policy(results: Mapping[str, Any], chain_policy: Optional[str], verdicts) -> Optional[str]:
+    if chain_policy in results:
+        return chain_policy
+    for v in verdicts:
+        if v.is_recording_build:
+            return v.policy
+    return next(iter(results), None)
+
+
+def _crash_map(crash) -> Optional[dict]:
+    if crash is None:
+        return None
+    return {"iter": int(crash.iter), "rank": int(crash.rank), "active": int(crash.active)}
+
+
+def figure_blocks(ds, run: Optional[str], results: Mapping[str, Any], chain_policy: Optional[str],
+                  verdicts: Sequence, lo: LogsOnlyFindings, config) -> list[FigureBlock]:
+    """The report's figures (PNG bytes), drawn from the replay of the story's policy, or from the
+    iteration logs when there is no trace."""
+    out: list[FigureBlock] = []
+    name = _fig_policy(results, chain_policy, verdicts)
+    if run is not None and name is not None:
+        r = results[name]
+        dec = r.decisions
+        leaks = F.leaks_frame(r.leaks)
+        crash = _crash_map(r.crash)
+        cap = config.cap if (config is not None and r.policy.cap) else None
+        fig = F.active_vs_expected(dec, leaks=leaks, crash=crash, cap=cap,
+                                   title=f"Active requests per rank under {name} (run {run})")
+        out.append(FigureBlock("active_requests.png", F.to_png(fig),
+                               f"len(active_requests) at pad entry per rank under {name}, against "
+                               "expected_num_active_requests and the cap; triangles mark dummies "
+                               "that survived a fleet-wide skip, the cross the crash. Long runs "
+                               "show windows around the interesting iterations."))
+        panels = {f"{name} (replayed)": dec}
+        story_clean = next((v.verdict == "clean" for v in verdicts if v.policy == name), True)
+        clean = None if story_clean else next(
+            (v.policy for v in verdicts if v.verdict == "clean" and v.policy != name), None)
+        if clean is not None:
+            panels[f"{clean} (replayed, no leak)"] = results[clean].decisions
+        fig = F.decision_strip(panels, leaks=leaks, crash=crash,
+                               title=f"What each rank did, per iteration (run {run})")
+        out.append(FigureBlock("decision_strip.png", F.to_png(fig),
+                               "Per rank and iteration: ran, padded, zero batch, fleet-wide skip, "
+                               "a dummy leaking through a skip, a rank carrying a leaked dummy, "
+                               "the crash" + (f"; compared with {clean}" if clean else "") + "."))
+        it = _state_iteration(dec, r)
+        if it is not None:
+            req = ds.requests
+            req = req[(req["run"] == run) & (req["iter"] == it)] if len(req) else req
+            at = dec[dec["iter"] == it]
+            carried = pd.to_numeric(at.get("carried_dummy", pd.Series(dtype=float)),
+                                    errors="coerce").fillna(0)
+            leaked = {int(rk): 1 for rk, c in zip(at["rank"], carried) if c}
+            exp = pd.to_numeric(at.get("expected", pd.Series(dtype=float)), errors="coerce").dropna()
+            why = "the crash" if r.crash is not None and int(r.crash.iter) == it else "after the first leak"
+            fig = F.state_composition(req, iteration=it, leaked_dummies=leaked,
+                                      expected=int(exp.max()) if len(exp) else None, cap=cap,
+                                      title=f"Request states per rank at iteration {it} ({why}, {name})",
+                                      ranks=[int(x) for x in at["rank"]])
+            out.append(FigureBlock("request_states.png", F.to_png(fig),
+                                   f"The recorded request states of every rank at iteration {it}, "
+                                   f"with the dummies {name} carried into it."))
+    elif len(ds.iterations):
+        dec = log_decisions(ds.iterations, lo.fleet_size)
+        if len(dec) and dec["batch"].notna().any():
+            fig = F.decision_strip({"iteration logs (batch sizes as logged)": dec},
+                                   title="What each rank logged, per iteration (no request traces)")
+            out.append(FigureBlock("decision_strip.png", F.to_png(fig),
+                                   "Per rank and iteration from the iteration logs alone: a zero "
+                                   "batch, a fleet-wide skip (where every rank logs), a dummy "
+                                   "forwarded (V5 lines), or unknown where the rank did not log."))
+    return out
+
+
+def _state_iteration(dec: pd.DataFrame, result) -> Optional[int]:
+    if not len(dec):
+        return None
+    if result.crash is not None:
+        return int(result.crash.iter)
+    if result.leaks:
+        nxt = int(result.leaks[0].iter_skipped) + 1
+        if (dec["iter"] == nxt).any():
+            return nxt
+        return int(result.leaks[0].iter_skipped)
+    return int(dec["iter"].max())
+
+
+def _opt(v, none: str = "unknown") -> str:
+    return none if v is None else str(v)
+
+
+def build_document(*, summary, run, config, verdicts, signatures, log_crash, logs_only,
+                   chain_policy, chain, next_step, status, reason, figures, results) -> Document:
+    """The report as blocks (rendered by ``markdown`` and ``html``)."""
+    b: list = []
+    b.append(Heading(2, "Verdict"))
+    b.append(Paragraph(f"**Exit status {status} ({_STATUS_TEXT.get(status, '?')})**: {reason}."))
+    b.append(Paragraph(f"**Next step**: {next_step}"))
+
+    b.append(Heading(2, "Crash seen in the logs"))
+    if log_crash is None:
+        b.append(Paragraph("No crash signature in the logs (no pad-dummy assert, no failed dummy "
+                           "allocation crash, no `Error in event loop`, no `MPI_ABORT`)."))
+    else:
+        it = _opt(log_crash.iter) + (" (from the last iteration line before it)"
+                                     if log_crash.iter_inferred else "")
+        b.append(Table(("kind", "rank", "iteration", "where", "code", "policies that produce it"),
+                       ((log_crash.kind.value, _opt(log_crash.rank), it, f"`{log_crash.where}`",
+                         f"`{log_crash.code_location}`" if log_crash.code_location else "-",
+                         ", ".join(log_crash.policies) or "none"),)))
+        b.append(Paragraph(f"Why these policies: {log_crash.reason}."))
+        b.append(Code(excerpt(log_crash, max_lines=MESSAGE_LINES)))
+    if signatures:
+        b.append(Heading(3, "Every crash-related event"))
+        b.append(Table(("kind", "count", "rank", "iteration", "where", "policies"),
+                       tuple((s.kind.value, str(s.count), _opt(s.rank, "-"), _opt(s.iter, "-"),
+                              f"`{s.where}`", ", ".join(s.policies) or "none") for s in signatures)))
+
+    b.append(Heading(2, "Replay per policy"))
+    if not verdicts:
+        b.append(Paragraph("Not replayed: the inputs hold no request-state trace (see *What the logs "
+                           "alone show* below)."))
+    else:
+        cfg = ""
+        if config is not None:
+            cfg = (f" Run `{run}`: tp_size {config.tp_size}, pp_size {config.pp_size}, "
+                   f"max_batch_size {config.max_batch_size}, cap {config.cap}, "
+                   f"{'disaggregated' if config.disaggregated else 'aggregated'}, "
+                   f"{'overlap' if config.overlap_scheduler else 'non-overlap'} loop"
+                   + (f", recorded by build `{config.build}`" if config.build else "") + ".")
+        b.append(Paragraph("Each executor version replays the recorded request states, carrying the "
+                           "dummies it creates itself." + cfg))
+        rows = []
+        for v in verdicts:
+            marks = []
+            if v.reproduces_log_crash is not None:
+                marks.append("crash: " + ("yes" if v.reproduces_log_crash else "no"))
+            if v.reproduces_log_warnings is not None:
+                marks.append("surplus warnings: " + ("yes" if v.reproduces_log_warnings else "no"))
+            rep = "; ".join(marks) or "-"
+            div = "-"
+            if v.is_recording_build:
+                d = v.first_divergence
+                div = "reproduces every recorded decision" if d is None else (
+                    f"first differs at iteration {d['iter']} rank {d['rank']} ({d['field']}: "
+                    f"recorded {d['recorded']}, replayed {d['replayed']})")
+            rows.append((f"`{v.policy}`" + (" (recording build)" if v.is_recording_build else ""),
+                         v.verdict, v.text, rep, div))
+        b.append(Table(("policy", "verdict", "what happens", "matches the logs",
+                        "against the recording"), tuple(rows)))
+
+    if chain:
+        b.append(Heading(2, f"Causal chain under {chain_policy}"))
+        b.append(Bullets(tuple(chain), numbered=True))
+
+    if figures:
+        b.append(Heading(2, "Figures"))
+        b.extend(figures)
+
+    b.append(Heading(2, "What the logs alone show"))
+    b.append(Bullets(tuple(logs_only.conclusions()) or ("Nothing beyond the signatures above.",)))
+    if logs_only.missing:
+        b.append(Heading(3, "Missing, and how to record it next time"))
+        b.append(Bullets(tuple(logs_only.missing)))
+
+    b.append(Heading(2, "Inputs"))
+    if summary.inputs:
+        b.append(Table(("input", "kind", "bytes"),
+                       tuple((f"`{n}`", k, str(s)) for n, k, s in summary.inputs)))
+    b.append(Paragraph("Rows per table: " + ", ".join(f"{t} {n}" for t, n in summary.rows.items())
+                       + "."))
+    if summary.refused:
+        b.append(Bullets(tuple(f"not ingested: {r}" for r in summary.refused)))
+    title = "ADP post-mortem" + (f": run {run}" if run else "")
+    return Document(title=title, blocks=tuple(b))
+
+
+__all__ = ["build_document", "figure_blocks"]

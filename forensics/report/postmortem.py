@@ -1,0 +1,482 @@
+"""The post-mortem: from crash logs (and traces, when recorded) to a report in one call.
+
+Steps: ingest (reusing the dataset cached in ``OUT_DIR/.dataset`` when the inputs are unchanged),
+read crash signatures from the logs, reconstruct and replay every policy on each traced run, then
+write ``report.md``, ``report.html`` (self-contained), ``findings.json`` and the figures as PNG.
+
+Exit status (:attr:`PostmortemResult.exit_status`):
+
+- 0: no leak and no crash, neither in the logs nor in any replay;
+- 1: a leak or a crash, explained (a replay reproduces the logged crash, or the replays or the
+  logs show a leak);
+- 2: bad input (nothing usable, or an input was refused);
+- 3: the logs show a crash that is not explained, with the reason (no request traces, no policy
+  reproduces it, or not a pad-dummy signature).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import pandas as pd
+
+from forensics.report.crash_signatures import (
+    REPLAY_CRASH_KIND,
+    Signature,
+    crash_in_logs,
+    find_signatures,
+)
+from forensics.report.html import render_html
+from forensics.report.logs_only import (
+    LOG_RANKS_ENV,
+    RECORDING_DOC,
+    TRACE_ENV,
+    LogsOnlyFindings,
+    logs_only_findings,
+)
+from forensics.report.markdown import render_markdown
+from forensics.report.narrative import build_document, figure_blocks
+
+logger = logging.getLogger(__name__)
+
+#: Where the dataset is cached inside the report directory.
+DATASET_DIR = ".dataset"
+EXIT_CLEAN, EXIT_EXPLAINED, EXIT_BAD_INPUT, EXIT_UNEXPLAINED = 0, 1, 2, 3
+
+Progress = Callable[[str], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyVerdict:
+    """What one policy does with the traced run.
+
+    Fields:
+        policy: catalogue name.
+        title: the policy's one-line description.
+        verdict: ``"crash"``, ``"leak"`` or ``"clean"``.
+        leaks: number of leaked dummies.
+        crash: ``{"iter", "rank", "kind", "expected", "active"}`` or None.
+        first_leak: ``{"rank", "iter_created", "iter_skipped", "cause_ranks"}`` or None.
+        reproduces_log_crash: the replay crashes like the logs (kind, rank, iteration); None when
+            the logs show no crash.
+        reproduces_log_warnings: every surplus warning of the logs (rank, active, expected) is
+            one this replay warns about too; None when the logs show none.
+        is_recording_build: the run record names this policy as its build.
+        first_divergence: the first recorded decision not reproduced, or None.
+        text: one plain sentence.
+    """
+
+    policy: str
+    title: str
+    verdict: str
+    leaks: int
+    crash: Optional[dict]
+    first_leak: Optional[dict]
+    reproduces_log_crash: Optional[bool]
+    reproduces_log_warnings: Optional[bool]
+    is_recording_build: bool
+    first_divergence: Optional[dict]
+    text: str
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class PostmortemResult:
+    """What the post-mortem found and wrote.
+
+    Fields:
+        out_dir: the report directory.
+        report_md, report_html, findings_json: the files written.
+        figures: PNG files written.
+        run: the traced run replayed (the first when several), or None (logs only).
+        verdicts: one per policy, catalogue order (empty without traces).
+        log_crash: the crash the logs show, or None.
+        signatures: every crash-related event found in the logs.
+        chain_policy: the policy whose causal chain is told, or None.
+        chain: the causal chain of its first leak (and its crash), plain sentences.
+        logs_only: what the logs alone establish and what is missing.
+        next_step: what the user should do next.
+        exit_status: 0, 1, 2 or 3 (module docstring).
+        status_reason: why that status.
+        summary: the dataset summary (``forensics.report.summary.DatasetSummary``).
+        findings: the ``findings.json`` content.
+    """
+
+    out_dir: Path
+    report_md: Path
+    report_html: Path
+    findings_json: Path
+    figures: tuple[Path, ...]
+    run: Optional[str]
+    verdicts: tuple[PolicyVerdict, ...]
+    log_crash: Optional[Signature]
+    signatures: tuple[Signature, ...]
+    chain_policy: Optional[str]
+    chain: tuple[str, ...]
+    logs_only: LogsOnlyFindings
+    next_step: str
+    exit_status: int
+    status_reason: str
+    summary: Any
+    findings: dict = dataclasses.field(repr=False, default_factory=dict)
+
+
+def _noop(_: str) -> None:
+    pass
+
+
+def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir: str | os.PathLike,
+               *, policies: Optional[Sequence[str]] = None,
+               cache_dir: Optional[str | os.PathLike] = None,
+               progress: Optional[Progress] = None) -> PostmortemResult:
+    """Run the whole post-mortem and write the report.
+
+    Args:
+        inputs: logs, stats, traces (files or directories) or one dataset directory.
+        out_dir: the report directory (created; files in it are replaced).
+        policies: policy specs to replay (default: the whole catalogue).
+        cache_dir: where to cache the ingested dataset (default ``OUT_DIR/.dataset``).
+        progress: called with a short message at the start of each long step.
+
+    Returns:
+        :class:`PostmortemResult`.
+
+    Raises:
+        InputError, DatasetError, PolicyError: bad input (exit status 2 in the CLI); the
+            message names the file and line.
+
+    Example:
+        >>> r = postmortem(["traces/samples/nvbug-6438685"], "report")   # doctest: +SKIP
+        >>> r.exit_status, r.log_crash.kind.value, r.report_html          # doctest: +SKIP
+    """
+    from forensics.ingest import as_dataset
+    from forensics.report.summary import summarize
+    from replay.resolve import resolve_policies
+
+    say = progress or _noop
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    inputs = list(inputs)
+    out = Path(out_dir)
+    pols = resolve_policies(list(policies) if policies else None)
+    out.mkdir(parents=True, exist_ok=True)
+    say("ingesting inputs")
+    ds = as_dataset(inputs, cache_dir=cache_dir if cache_dir is not None else out / DATASET_DIR)
+    summary = summarize(ds)
+    refused = list(ds.meta.get("refused", []))
+
+    runs = _run_names(ds)
+    config = None
+    if runs:
+        from replay.frames import RunFrames
+        say("reconstructing frames")
+        frames = {r: RunFrames.from_dataset(ds, r) for r in runs}
+        config = frames[runs[0]].config
+    say("reading crash signatures")
+    signatures = find_signatures(ds.events, pols, config=config, iterations=ds.iterations)
+    log_crash = crash_in_logs(signatures)
+    lo = logs_only_findings(ds.iterations, ds.events, tp_size=config.tp_size if config else None,
+                            has_traces=bool(runs))
+
+    results: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        from replay.engine import run as replay_run
+        per = {}
+        for i, p in enumerate(pols):
+            say(f"replaying {run} under {p.name} ({i + 1}/{len(pols)})")
+            per[p.name] = replay_run(frames[run], None, p)
+        results[run] = per
+    primary = results[runs[0]] if runs else {}
+    build = config.build if config else ""
+    logged = logged_surplus(ds.events)
+    verdicts = tuple(_verdict(name, r, log_crash, build, logged) for name, r in primary.items())
+
+    status, reason = _status(ds, refused, log_crash, verdicts, lo, bool(runs))
+    chain_policy, chain = _chain(primary, verdicts, build)
+    next_step = _next_step(status, verdicts, log_crash, lo, primary)
+
+    say("drawing figures")
+    figs = figure_blocks(ds, runs[0] if runs else None, primary, chain_policy, verdicts, lo, config)
+    findings = _findings(summary, results, verdicts, signatures, log_crash, lo, chain_policy, chain,
+                         next_step, status, reason, config, runs)
+    say("writing the report")
+    doc = build_document(summary=summary, run=runs[0] if runs else None, config=config,
+                         verdicts=verdicts, signatures=signatures, log_crash=log_crash,
+                         logs_only=lo, chain_policy=chain_policy, chain=chain,
+                         next_step=next_step, status=status, reason=reason, figures=figs,
+                         results=primary)
+    written = []
+    for fig in figs:
+        p = out / fig.name
+        _write_bytes(p, fig.png)
+        written.append(p)
+    md, html_path, fj = out / "report.md", out / "report.html", out / "findings.json"
+    _write_bytes(md, render_markdown(doc).encode())
+    _write_bytes(html_path, render_html(doc).encode())
+    _write_bytes(fj, (json.dumps(findings, indent=2, default=_json_default) + "\n").encode())
+    return PostmortemResult(
+        out_dir=out, report_md=md, report_html=html_path, findings_json=fj,
+        figures=tuple(written), run=runs[0] if runs else None, verdicts=verdicts,
+        log_crash=log_crash, signatures=tuple(signatures), chain_policy=chain_policy,
+        chain=tuple(chain), logs_only=lo, next_step=next_step, exit_status=status,
+        status_reason=reason, summary=summary, findings=findings)
+
+
+# --- pieces ---------------------------------------------------------------------------------------
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    """Write atomically (a reader never sees half a report)."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _json_default(o):
+    if hasattr(o, "item"):
+        return o.item()
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    if o is pd.NA:
+        return None
+    return str(o)
+
+
+def _run_names(ds) -> list[str]:
+    runs = ds.runs
+    if not len(runs) or not len(ds.frames):
+        return []
+    with_frames = set(str(r) for r in ds.frames["run"].unique())
+    return [r for r in dict.fromkeys(str(x) for x in runs["run"]) if r in with_frames]
+
+
+def _crash_dict(crash) -> Optional[dict]:
+    if crash is None:
+        return None
+    return {"iter": int(crash.iter), "rank": int(crash.rank), "ranks": [int(r) for r in crash.ranks],
+            "kind": str(crash.kind), "expected": int(crash.expected), "active": int(crash.active)}
+
+
+def matches_log_crash(crash, sig: Optional[Signature]) -> Optional[bool]:
+    """Whether a replayed crash is the one the logs show.
+
+    Same signature kind; same rank when the log names one (any of the crashing ranks); same
+    iteration when the log names one -- within one iteration when it was inferred from the
+    preceding iteration line, whose numbering is only one loop apart (domain doc §8).
+    """
+    if sig is None:
+        return None
+    if crash is None:
+        return False
+    if REPLAY_CRASH_KIND.get(str(crash.kind)) is not sig.kind:
+        return False
+    if sig.rank is not None and sig.rank not in tuple(int(r) for r in crash.ranks):
+        return False
+    if sig.iter is not None:
+        slack = 1 if sig.iter_inferred else 0
+        if abs(int(crash.iter) - int(sig.iter)) > slack:
+            return False
+    return True
+
+
+def logged_surplus(events: pd.DataFrame) -> set[tuple]:
+    """``(rank, active, expected)`` of every surplus warning in the logs (rank None if unknown)."""
+    from forensics.ingest import event_kinds as K
+    if events is None or not len(events):
+        return set()
+    ev = events[events["kind"] == K.ADP_SURPLUS_TOLERATED]
+    out = set()
+    for rank, a, e in zip(ev["rank"], ev["num_active"], ev["num_expected"]):
+        if pd.isna(a) or pd.isna(e):
+            continue
+        out.add((None if pd.isna(rank) else int(rank), int(a), int(e)))
+    return out
+
+
+def replay_surplus(decisions: pd.DataFrame) -> set[tuple]:
+    """``(rank, active, expected)`` of every surplus a replay tolerated (warned, no crash)."""
+    if not len(decisions) or "surplus" not in decisions.columns:
+        return set()
+    hit = decisions["surplus"].astype("boolean").fillna(False).to_numpy(dtype=bool)
+    if "crash" in decisions.columns:
+        hit &= ~decisions["crash"].astype("boolean").fillna(False).to_numpy(dtype=bool)
+    d = decisions[hit]
+    return {(int(r), int(a), int(e)) for r, a, e in zip(d["rank"], d["active"], d["expected"])}
+
+
+def matches_log_warnings(decisions: pd.DataFrame, logged: set[tuple]) -> Optional[bool]:
+    """Whether a replay warns about every surplus the logs warn about (None: the logs have none)."""
+    if not logged:
+        return None
+    mine = replay_surplus(decisions)
+    loose = {(a, e) for _, a, e in mine}
+    return all(((r, a, e) in mine) if r is not None else ((a, e) in loose) for r, a, e in logged)
+
+
+def _verdict(name: str, result, log_crash: Optional[Signature], build: str,
+             logged: set[tuple] = frozenset()) -> PolicyVerdict:
+    leaks = list(result.leaks)
+    crash = _crash_dict(result.crash)
+    first = leaks[0].to_json() if leaks else None
+    if crash:
+        verdict = "crash"
+        text = (f"crashes at iteration {crash['iter']} on rank {crash['rank']} ({crash['kind']}: "
+                f"{crash['active']} active > expected {crash['expected']})"
+                + (f" after {len(leaks)} leaked dumm{'y' if len(leaks) == 1 else 'ies'}" if leaks else ""))
+    elif leaks:
+        verdict = "leak"
+        text = (f"{len(leaks)} leaked dumm{'y' if len(leaks) == 1 else 'ies'}, no crash (first on rank "
+                f"{first['rank']}, padded at {first['iter_created']}, survived the skip at "
+                f"{first['iter_skipped']})")
+    else:
+        verdict, text = "clean", "no leak, no crash"
+    div = result.first_divergence.to_json() if result.first_divergence is not None else None
+    return PolicyVerdict(policy=name, title=result.policy.title, verdict=verdict, leaks=len(leaks),
+                         crash=crash, first_leak=first,
+                         reproduces_log_crash=matches_log_crash(result.crash, log_crash),
+                         reproduces_log_warnings=matches_log_warnings(result.decisions, set(logged)),
+                         is_recording_build=(name == build), first_divergence=div, text=text)
+
+
+def _status(ds, refused, log_crash, verdicts, lo: LogsOnlyFindings, has_traces: bool) -> tuple[int, str]:
+    if refused:
+        names = "; ".join(f"{r.get('name')}: {r.get('reason')}" for r in refused)
+        return EXIT_BAD_INPUT, f"input(s) not ingested: {names}"
+    if not has_traces and not len(ds.iterations) and log_crash is None and not lo.surplus_warnings:
+        return EXIT_BAD_INPUT, ("nothing usable in the inputs: no executor iteration line, no "
+                                "crash event and no request-state trace")
+    if log_crash is not None:
+        if not log_crash.kind.is_cause:
+            return EXIT_UNEXPLAINED, (f"the logs show a crash ({log_crash.kind.value} at "
+                                      f"{log_crash.where}) with no pad-dummy signature before it; "
+                                      "the catalogue does not model it")
+        if not has_traces:
+            who = ", ".join(log_crash.policies) or "no catalogue policy"
+            return EXIT_UNEXPLAINED, (f"no request traces: the {log_crash.kind.value} signature "
+                                      f"matches {who}, but without a request-state trace no replay "
+                                      "can confirm the leak, the iteration or which build survives")
+        hits = [v.policy for v in verdicts if v.reproduces_log_crash]
+        if hits:
+            return EXIT_EXPLAINED, (f"the {log_crash.kind.value} in the logs is reproduced by "
+                                    f"{', '.join(hits)}")
+        crashed = [f"{v.policy} crashes at iteration {v.crash['iter']} on rank {v.crash['rank']}"
+                   for v in verdicts if v.crash]
+        return EXIT_UNEXPLAINED, ("no policy reproduces the logged crash"
+                                  + (f" (rank {log_crash.rank})" if log_crash.rank is not None else "")
+                                  + (f" at iteration {log_crash.iter}" if log_crash.iter is not None else "")
+                                  + ("; " + "; ".join(crashed) if crashed else "; no replay crashes"))
+    bad = [v for v in verdicts if v.verdict != "clean"]
+    surplus = ""
+    if lo.surplus_warnings:
+        who = [v.policy for v in verdicts if v.reproduces_log_warnings]
+        surplus = (f"the logs show {lo.surplus_warnings} surplus warning(s) (a leaked dummy "
+                   "tolerated by the build)" + (f", reproduced by {', '.join(who)}" if who else
+                                                 (", reproduced by no replay" if verdicts else "")))
+    if bad:
+        rec = [v for v in bad if v.is_recording_build]
+        parts = [f"{v.policy} (the recording build): {v.text}" for v in rec]
+        if surplus:
+            parts.append(surplus)
+        others = [v.policy for v in bad if not v.is_recording_build]
+        if others:
+            parts.append(f"{len(others)} other polic{'y' if len(others) == 1 else 'ies'} leak or "
+                         f"crash ({', '.join(others)})")
+        return EXIT_EXPLAINED, "; ".join(parts)
+    if surplus:
+        return EXIT_EXPLAINED, surplus
+    if not has_traces:
+        return EXIT_CLEAN, "no crash and no surplus warning in the logs (no request traces to replay)"
+    return EXIT_CLEAN, "no policy leaks or crashes on this run"
+
+
+def _chain(results: dict, verdicts: Sequence[PolicyVerdict], build: str) -> tuple[Optional[str], list[str]]:
+    """The policy whose story to tell and its causal chain."""
+    order = ([v for v in verdicts if v.reproduces_log_crash and v.is_recording_build]
+             + [v for v in verdicts if v.reproduces_log_crash]
+             + [v for v in verdicts if v.is_recording_build and v.verdict != "clean"]
+             + [v for v in verdicts if v.verdict == "crash"]
+             + [v for v in verdicts if v.verdict == "leak"])
+    if not order:
+        return None, []
+    name = order[0].policy
+    try:
+        lines = [str(x) for x in results[name].explain()]
+    except Exception as e:  # the explanation is a bonus; never lose the report over it
+        logger.warning("explain() failed for %s: %s", name, e)
+        lines = [order[0].text]
+    return name, lines
+
+
+def _next_step(status: int, verdicts: Sequence[PolicyVerdict], log_crash: Optional[Signature],
+               lo: LogsOnlyFindings, results: dict) -> str:
+    clean = [v for v in verdicts if v.verdict == "clean"]
+    if status == EXIT_BAD_INPUT:
+        return "Fix the inputs named above and run `forensics postmortem` again."
+    if status == EXIT_UNEXPLAINED and not verdicts:
+        settings = []
+        if any(LOG_RANKS_ENV in m for m in lo.missing):
+            settings.append(f"`{LOG_RANKS_ENV}=all` (iteration lines from every rank)")
+        settings.append(f"`{TRACE_ENV}=DIR` (the request-state trace, see {RECORDING_DOC})")
+        return (f"Record the next run with {' and '.join(settings)}, then run `forensics "
+                "postmortem` on the logs and DIR together.")
+    if status == EXIT_UNEXPLAINED:
+        return ("Check the run record (tp_size, max_batch_size, cap, disaggregated, overlap) against "
+                "the deployment, then compare decisions with `forensics replay DATASET --policy NAME`.")
+    if status == EXIT_EXPLAINED and clean:
+        fix = clean[0]
+        prs = ""
+        if fix.policy in results:
+            prs = ", ".join(results[fix.policy].policy.prs[:2])
+        return (f"Move to a build with {fix.policy} ({fix.title}{'; PR ' + prs if prs else ''}): it "
+                "replays this run without a leak or a crash.")
+    if status == EXIT_EXPLAINED and verdicts:
+        return ("No catalogue version survives this run: try a candidate fix with "
+                "`forensics replay DATASET --policy py:FILE.py:FUNCTION`.")
+    if status == EXIT_EXPLAINED:
+        return ("Record a request-state trace (`ADP_FORENSICS_TRACE_DIR=DIR`, docs/recording.md) to "
+                "see which dummy leaked and which build would survive.")
+    if lo.missing:
+        return "Nothing crashed. To replay a future incident: " + lo.missing[0]
+    return "Nothing to do: no leak and no crash."
+
+
+def _findings(summary, results, verdicts, signatures, log_crash, lo, chain_policy, chain,
+              next_step, status, reason, config, runs) -> dict:
+    primary = results.get(runs[0], {}) if runs else {}
+    d: dict[str, Any] = {
+        "tool": "adp-forensics postmortem",
+        "exit_status": status,
+        "status_reason": reason,
+        "next_step": next_step,
+        "run": runs[0] if runs else None,
+        "config": config.to_record() if config else None,
+        "policies": {name: r.to_json() for name, r in primary.items()},
+        "verdicts": {v.policy: v.to_json() for v in verdicts},
+        "log_crash": log_crash.to_json() if log_crash else None,
+        "crash_events": [s.to_json() for s in signatures],
+        "chain": {"policy": chain_policy, "lines": list(chain)},
+        "logs_only": lo.to_json(),
+        "dataset": summary.to_dict(),
+    }
+    if len(runs) > 1:
+        d["runs"] = {run: {"policies": {n: r.to_json() for n, r in per.items()}}
+                     for run, per in results.items()}
+    return d
+
+
+__all__ = [
+    "DATASET_DIR",
+    "EXIT_BAD_INPUT",
+    "EXIT_CLEAN",
+    "EXIT_EXPLAINED",
+    "EXIT_UNEXPLAINED",
+    "PolicyVerdict",
+    "PostmortemResult",
+    "matches_log_crash",
+    "postmortem",
+]

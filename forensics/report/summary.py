@@ -1,0 +1,238 @@
+"""What a dataset holds, on one screen: ranks, iteration ranges, rows, events, formats, runs.
+
+:func:`summarize` reads only the columns it needs (a dataset from a 1 GB log stays cheap to
+summarise); :func:`render_text` formats the result for a terminal, ``to_dict`` for ``--json``.
+"""
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from forensics.dataset.schema import SCHEMAS, TABLES
+from forensics.dataset.store import Dataset
+
+#: Tables whose ``iter`` ranges are reported; their ``iter`` means differ (the log's is one more
+#: than the stats/frames ``iter`` of the same loop body), so they are never merged.
+ITER_TABLES = ("iterations", "stats", "frames")
+#: Tables whose ``rank`` column contributes to the ranks seen.
+RANK_TABLES = ("iterations", "events", "stats", "frames")
+#: At most this many inputs are listed by :func:`render_text`.
+MAX_LISTED_INPUTS = 10
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One request-state trace run.
+
+    Attributes:
+        run: the run key (``run_id``, else the trace file).
+        build: the run record's build label.
+        tp_size: attention-DP ranks declared by the run record.
+        frames: frame rows of the run.
+        ranks: distinct ranks that have frames.
+        iter_min: first frame ``iter`` (None without frames).
+        iter_max: last frame ``iter``.
+    """
+
+    run: str
+    build: str | None
+    tp_size: int
+    frames: int
+    ranks: int
+    iter_min: int | None
+    iter_max: int | None
+
+
+@dataclass(frozen=True)
+class DatasetSummary:
+    """The one-screen summary of a dataset.
+
+    Attributes:
+        path: the dataset directory.
+        schema_version: from ``_meta.json``.
+        tool_version: the version of the tool that wrote it.
+        inputs: (name, kind, size in bytes) per ingested input.
+        refused: "name: reason" per input not ingested.
+        rows: rows per table, every table listed.
+        ranks: distinct non-null ranks in iterations, events, stats and frames, ascending.
+        iter_ranges: table -> (min iter, max iter) for iterations, stats and frames with rows.
+        events_by_kind: event kind -> rows, most frequent first (ties by name).
+        formats: iteration line format (V1..V5) -> rows, by format name.
+        runs: one entry per trace run, by run key.
+    """
+
+    path: str
+    schema_version: str
+    tool_version: str | None
+    inputs: tuple[tuple[str, str, int], ...]
+    refused: tuple[str, ...]
+    rows: Mapping[str, int]
+    ranks: tuple[int, ...]
+    iter_ranges: Mapping[str, tuple[int, int]]
+    events_by_kind: Mapping[str, int]
+    formats: Mapping[str, int]
+    runs: tuple[RunSummary, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (``--json``)."""
+        d = asdict(self)
+        d["inputs"] = [{"name": n, "kind": k, "size": s} for n, k, s in self.inputs]
+        d["iter_ranges"] = {t: list(r) for t, r in self.iter_ranges.items()}
+        d["rows"] = dict(self.rows)
+        d["events_by_kind"] = dict(self.events_by_kind)
+        d["formats"] = dict(self.formats)
+        d["ranks"] = list(self.ranks)
+        d["refused"] = list(self.refused)
+        d["runs"] = [asdict(r) for r in self.runs]
+        return d
+
+
+def _read(ds: Dataset, table: str, columns: list[str]) -> pa.Table:
+    file = ds.path / f"{table}.parquet"
+    if not file.is_file():
+        return SCHEMAS[table].empty_table().select(columns)
+    return pq.read_table(file, columns=columns)
+
+
+def _rows(ds: Dataset, table: str) -> int:
+    file = ds.path / f"{table}.parquet"
+    return pq.ParquetFile(file).metadata.num_rows if file.is_file() else 0
+
+
+def _counts(column: pa.ChunkedArray) -> dict[str, int]:
+    counts = Counter({str(v["values"]): int(v["counts"])
+                      for v in pc.value_counts(column.drop_null()).to_pylist()})
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def summarize(dataset: Dataset | str | os.PathLike) -> DatasetSummary:
+    """Summarise a dataset, loaded or by path (reads only the columns it needs).
+
+    Raises:
+        DatasetError: ``dataset`` is a path that is not a dataset.
+
+    Example:
+        >>> print(render_text(summarize(forensics.load("crash.ds"))))   # doctest: +SKIP
+    """
+    ds = dataset if isinstance(dataset, Dataset) else Dataset(dataset)
+    meta = ds.meta
+    rows = {t: _rows(ds, t) for t in TABLES}
+
+    ranks: set[int] = set()
+    for t in RANK_TABLES:
+        if rows[t]:
+            ranks.update(int(r) for r in pc.unique(_read(ds, t, ["rank"]).column("rank")
+                                                    .drop_null()).to_pylist())
+    iter_ranges: dict[str, tuple[int, int]] = {}
+    for t in ITER_TABLES:
+        if rows[t]:
+            mm = pc.min_max(_read(ds, t, ["iter"]).column("iter"))
+            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+            if lo is not None:
+                iter_ranges[t] = (int(lo), int(hi))
+    events_by_kind = _counts(_read(ds, "events", ["kind"]).column("kind")) if rows["events"] else {}
+    formats = (dict(sorted(_counts(_read(ds, "iterations", ["format"]).column("format")).items()))
+               if rows["iterations"] else {})
+
+    runs: list[RunSummary] = []
+    if rows["runs"]:
+        run_rows = _read(ds, "runs", ["run", "build", "tp_size"]).to_pylist()
+        frames = _read(ds, "frames", ["run", "iter", "rank"])
+        seen: set[str] = set()
+        for r in sorted(run_rows, key=lambda r: r["run"]):
+            if r["run"] in seen:       # per-rank files of one run each carry the run record
+                continue
+            seen.add(r["run"])
+            f = frames.filter(pc.equal(frames.column("run"), r["run"]))
+            mm = pc.min_max(f.column("iter")) if f.num_rows else None
+            runs.append(RunSummary(
+                run=r["run"], build=r["build"], tp_size=int(r["tp_size"]), frames=f.num_rows,
+                ranks=len(pc.unique(f.column("rank"))) if f.num_rows else 0,
+                iter_min=mm["min"].as_py() if mm else None,
+                iter_max=mm["max"].as_py() if mm else None))
+
+    inputs = tuple((str(i.get("name")), str(i.get("kind")), int(i.get("size", 0)))
+                   for i in meta.get("inputs", []))
+    refused = tuple(f"{r.get('name')}: {r.get('reason')}" for r in meta.get("refused", []))
+    return DatasetSummary(
+        path=str(ds.path), schema_version=str(meta.get("schema_version")),
+        tool_version=meta.get("tool_version"), inputs=inputs, refused=refused, rows=rows,
+        ranks=tuple(sorted(ranks)), iter_ranges=iter_ranges, events_by_kind=events_by_kind,
+        formats=formats, runs=tuple(runs))
+
+
+def compact_ranks(ranks: tuple[int, ...] | list[int]) -> str:
+    """Ranks as ranges.
+
+    Example:
+        >>> compact_ranks([0, 1, 2, 3, 5, 7, 8])
+        '0-3, 5, 7-8'
+    """
+    parts: list[str] = []
+    start = prev = None
+    for r in sorted(ranks):
+        if start is None:
+            start = prev = r
+        elif r == prev + 1:
+            prev = r
+        else:
+            parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = prev = r
+    if start is not None:
+        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+    return ", ".join(parts)
+
+
+def human_size(n: int) -> str:
+    """Bytes for people: ``1.5 MB``."""
+    size = float(n)
+    for unit in ("B", "kB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{n} B"  # pragma: no cover
+
+
+def render_text(s: DatasetSummary) -> str:
+    """The summary as plain text for a terminal (fits one screen)."""
+    out: list[str] = [f"dataset {s.path} (schema {s.schema_version}, adp-forensics {s.tool_version})"]
+    kinds = Counter(k for _, k, _ in s.inputs)
+    out.append(f"inputs: {len(s.inputs)} ("
+               + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) + ")")
+    width = max((len(n) for n, _, _ in s.inputs[:MAX_LISTED_INPUTS]), default=0)
+    for name, kind, size in s.inputs[:MAX_LISTED_INPUTS]:
+        out.append(f"  {name:<{width}}  {kind:<5}  {human_size(size)}")
+    if len(s.inputs) > MAX_LISTED_INPUTS:
+        out.append(f"  ... and {len(s.inputs) - MAX_LISTED_INPUTS} more")
+    for r in s.refused:
+        out.append(f"refused: {r}")
+    n = len(s.ranks)
+    out.append(f"ranks: {compact_ranks(s.ranks) or 'none'} ({n} rank{'' if n == 1 else 's'})")
+    for t in ITER_TABLES:
+        if t in s.iter_ranges:
+            lo, hi = s.iter_ranges[t]
+            out.append(f"iter range ({t}): {lo}..{hi}")
+    out.append("rows:")
+    for t in TABLES:
+        out.append(f"  {t:<10} {s.rows.get(t, 0):>10}")
+    if s.events_by_kind:
+        out.append("events by kind:")
+        kw = max(len(k) for k in s.events_by_kind)
+        for k, n in s.events_by_kind.items():
+            out.append(f"  {k:<{kw}} {n:>8}")
+    if s.formats:
+        out.append("iteration line formats: " + ", ".join(f"{f} {n}" for f, n in s.formats.items()))
+    for r in s.runs:
+        span = f"iter {r.iter_min}..{r.iter_max}" if r.iter_min is not None else "no frames"
+        out.append(f"run {r.run}: build {r.build}, tp {r.tp_size}, {r.frames} frames "
+                   f"from {r.ranks} ranks, {span}")
+    return "\n".join(out)
+
+
+__all__ = ["DatasetSummary", "RunSummary", "summarize", "render_text", "compact_ranks", "human_size"]

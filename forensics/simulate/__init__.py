@@ -1,0 +1,244 @@
+"""``forensics simulate``: run a workload forward under a policy and write consistent artefacts.
+
+The simulator owns the workload (arrivals, routing, request states, ``workload.py`` and
+``run_loop.py``); every executor decision comes from ``replay.step.decide``, so a simulated run
+behaves as the replay engine says that build behaves, and replaying its trace under the same
+policy reproduces every recorded decision. It writes, consistently with each other:
+
+* ``executor.log``: iteration lines (V1-V5), warnings and the crash traceback (``log_writer``);
+* ``stats.jsonl``: IterationStats JSON Lines with the ADP per-rank quirks (``stats_writer``);
+* ``trace.jsonl``: the request-state trace v1 (``trace_writer``).
+
+Example:
+    >>> from forensics.simulate import simulate                      # doctest: +SKIP
+    >>> res = simulate("nvbug-6438685", out_dir="out/")                # doctest: +SKIP
+    >>> res.summary.crash_iter, res.summary.crash_ranks                 # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gzip
+import io
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from forensics.errors import ConfigError
+from forensics.simulate.log_writer import LOG_FORMATS, LogWriter, parse_log_ranks
+from forensics.simulate.run_loop import LoopSummary, run
+from forensics.simulate.scenarios import (
+    SCENARIOS,
+    Scenario,
+    get_scenario,
+    scenario_names,
+)
+from forensics.simulate.stats_writer import StatsWriter
+from forensics.simulate.trace_writer import TraceWriter, run_record
+from forensics.simulate.workload import LengthDist, Workload
+from replay.policy import Policy
+from replay.resolve import resolve_policy
+
+#: File names written into ``out_dir``.
+LOG_NAME, STATS_NAME, TRACE_NAME = "executor.log", "stats.jsonl", "trace.jsonl"
+#: Seed used when neither the call nor the scenario gives one.
+DEFAULT_SEED = 0
+#: Loop bodies run for a bare workload when ``iters`` is not given.
+DEFAULT_ITERS = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class SimulationResult:
+    """What a simulation wrote and what happened.
+
+    Fields:
+        scenario: the scenario name (None for a bare workload).
+        policy: the policy name.
+        seed: the seed used.
+        workload: the workload simulated.
+        files: written paths by role (``log``, ``stats``, ``trace``, ``expect``: the
+            ``trace.expect.toml`` replay expectation of the producing policy).
+        summary: the run's :class:`~forensics.simulate.run_loop.LoopSummary`.
+    """
+
+    scenario: str | None
+    policy: str
+    seed: int
+    workload: Workload
+    files: dict[str, Path]
+    summary: LoopSummary
+
+    @property
+    def verdict(self) -> str:
+        """``crash``, ``leak`` or ``clean`` (the vocabulary of ``Scenario.verdicts``)."""
+        if self.summary.crash_iter is not None:
+            return "crash"
+        return "leak" if self.summary.leaked_dummies else "clean"
+
+
+def _open(path: Path, compress: str | None):
+    """A text stream; ``gz``/``zst`` output is byte-identical for a seed (no mtime, fixed level)."""
+    if compress is None:
+        return open(path, "w", encoding="utf-8", newline="\n", buffering=1 << 20)
+    if compress == "gz":
+        raw = open(path, "wb")  # noqa: SIM115 (closed by _Closing)
+        gz = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6)
+        return _Closing(io.TextIOWrapper(gz, encoding="utf-8", newline="\n"), raw)
+    if compress == "zst":
+        import zstandard
+        raw = open(path, "wb")  # noqa: SIM115 (closed by _Closing)
+        zw = zstandard.ZstdCompressor(level=3).stream_writer(raw)
+        return _Closing(io.TextIOWrapper(zw, encoding="utf-8", newline="\n"), raw)
+    raise ConfigError(f"unknown compression {compress!r}", hint="use gz or zst")
+
+
+class _Closing(contextlib.AbstractContextManager):
+    """A wrapper stream that also closes the raw file under it."""
+
+    def __init__(self, text, raw):
+        self.text, self.raw = text, raw
+
+    def write(self, s: str) -> int:
+        return self.text.write(s)
+
+    def close(self) -> None:
+        self.text.close()
+        if not self.raw.closed:
+            self.raw.close()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _expect_toml(policy: str, scenario: str, seed: int, s: LoopSummary) -> str:
+    """``trace.expect.toml`` (``forensics.expectations``): what replaying the trace under the
+    policy that produced it must show, so ``pytest --adp-traces DIR`` checks the sample."""
+    lines = [f"# Written by forensics simulate (scenario {scenario}, seed {seed}): replaying",
+             "# trace.jsonl under the policy that produced it must show this.",
+             f'["{policy}"]', f"leak = {'true' if s.leaked_dummies else 'false'}"]
+    if s.first_leak_iter is not None:
+        lines.append(f"first_leak_iter = {s.first_leak_iter}")
+    if s.crash_iter is None:
+        lines.append("crash = false")
+    else:
+        lines += [f"crash_iter = {s.crash_iter}", f"crash_rank = {min(s.crash_ranks)}"]
+    return "\n".join(lines) + "\n"
+
+
+def simulate(scenario_or_workload: str | Scenario | Workload, *, out_dir: str | os.PathLike,
+             policy: str | Policy | None = None, ranks: int | None = None, iters: int | None = None,
+             seed: int | None = None, cap: int | None = None, log_format: str = "V4",
+             log_ranks: str | Iterable[int] = "all", launcher: str | None = None,
+             prefix_style: str = "rank", write: Iterable[str] = ("log", "stats", "trace"),
+             compression: str | None = None, state_names: bool = True,
+             version: str | None = None) -> SimulationResult:
+    """Simulate a scenario (or a bare workload) under a policy and write its artefacts.
+
+    Args:
+        scenario_or_workload: a scenario name, a :class:`Scenario` or a :class:`Workload`.
+        out_dir: directory to write into (created).
+        policy: catalogue name or Policy; default: the scenario's (``fix-16161`` for a workload).
+        ranks: override the number of attention-DP ranks.
+        iters: loop bodies to run (default: the scenario's).
+        seed: seed of every random draw (default: the scenario's).
+        cap: override ``max_num_active_requests``.
+        log_format: iteration-line variant ``V1`` .. ``V5``.
+        log_ranks: ``"all"`` or the ranks that print iteration lines (``"0"``).
+        launcher: None, ``"srun"`` or ``"mpirun"`` line prefixes.
+        prefix_style: logger prefix, see ``log_writer.PREFIX_STYLES``.
+        write: which artefacts to write (``log``, ``stats``, ``trace``).
+        compression: None, ``"gz"`` or ``"zst"``: compress every file (``.gz``/``.zst`` suffix;
+            still byte-identical for a seed). Advisable for ``fleet-1h`` (GBs uncompressed).
+        state_names: trace states as names (else ints).
+        version: print a ``TensorRT-LLM version`` banner first.
+
+    Returns:
+        A :class:`SimulationResult`.
+
+    Raises:
+        ConfigError: an unknown scenario, bad parameters (0 ranks, cap below 1, ...).
+        PolicyError: an unknown policy.
+    """
+    if isinstance(scenario_or_workload, str):
+        scenario_or_workload = get_scenario(scenario_or_workload)
+    if isinstance(scenario_or_workload, Scenario):
+        sc: Scenario | None = scenario_or_workload
+        workload = sc.workload
+    elif isinstance(scenario_or_workload, Workload):
+        sc, workload = None, scenario_or_workload
+    else:
+        raise ConfigError(f"expected a scenario name, Scenario or Workload, got "
+                          f"{type(scenario_or_workload).__name__}")
+    changes = {}
+    if ranks is not None:
+        changes["ranks"] = ranks
+    if cap is not None:
+        changes["cap"] = cap
+    if changes:
+        workload = workload.with_overrides(**changes)
+    pol = resolve_policy(policy if policy is not None else (sc.policy if sc else "fix-16161"))
+    n_iters = iters if iters is not None else (sc.iters if sc else DEFAULT_ITERS)
+    if n_iters < 1:
+        raise ConfigError(f"iters must be at least 1, got {n_iters}")
+    the_seed = seed if seed is not None else (sc.seed if sc else DEFAULT_SEED)
+    if the_seed < 0:
+        raise ConfigError(f"seed must be >= 0, got {the_seed}")
+    if log_format.upper() not in LOG_FORMATS:
+        raise ConfigError(f"unknown log format {log_format!r}", hint="formats: " + ", ".join(LOG_FORMATS))
+    parse_log_ranks(log_ranks)
+    wanted = set(write)
+    unknown = wanted - {"log", "stats", "trace"}
+    if unknown:
+        raise ConfigError(f"unknown artefacts {sorted(unknown)}", hint="choose among log, stats, trace")
+
+    if compression not in (None, "gz", "zst"):
+        raise ConfigError(f"unknown compression {compression!r}", hint="use gz or zst")
+    suffix = "" if compression is None else "." + compression
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ConfigError("the output exists and is not a directory", path=str(out))
+    out.mkdir(parents=True, exist_ok=True)
+    config = workload.run_config(build=pol.name)
+    name = sc.name if sc else "workload"
+    files: dict[str, Path] = {}
+    with contextlib.ExitStack() as stack:
+        sinks = []
+        if "log" in wanted:
+            files["log"] = out / (LOG_NAME + suffix)
+            f = stack.enter_context(_open(files["log"], compression))
+            sinks.append(LogWriter(f, ranks=workload.ranks, overlap=workload.overlap,
+                                   log_format=log_format, log_ranks=log_ranks, launcher=launcher,
+                                   prefix_style=prefix_style, version=version))
+        if "stats" in wanted:
+            files["stats"] = out / (STATS_NAME + suffix)
+            f = stack.enter_context(_open(files["stats"], compression))
+            sinks.append(StatsWriter(f, ranks=workload.ranks,
+                                     max_num_active_requests=workload.effective_cap))
+        if "trace" in wanted:
+            files["trace"] = out / (TRACE_NAME + suffix)
+            f = stack.enter_context(_open(files["trace"], compression))
+            rec = run_record(config, build=pol.name, run_id=f"sim-{name}-{pol.name}-{the_seed}",
+                             extra={"simulator": {"scenario": name, "seed": the_seed,
+                                                  "iters": n_iters}})
+            sinks.append(TraceWriter(f, record=rec, state_names=state_names))
+        summary = run(workload, pol, iters=n_iters, seed=the_seed, sinks=sinks)
+        for s in sinks:
+            s.close()
+    if "trace" in wanted:
+        files["expect"] = out / (TRACE_NAME.rsplit(".", 1)[0] + ".expect.toml")
+        files["expect"].write_text(_expect_toml(pol.name, name, the_seed, summary), encoding="utf-8")
+    return SimulationResult(scenario=sc.name if sc else None, policy=pol.name, seed=the_seed,
+                            workload=workload, files=files, summary=summary)
+
+
+__all__ = [
+    "SCENARIOS",
+    "LengthDist",
+    "LoopSummary",
+    "Scenario",
+    "SimulationResult",
+    "Workload",
+    "get_scenario",
+    "scenario_names",
+    "simulate",
+]

@@ -1,0 +1,442 @@
+"""Replay a recorded run under one executor version (policy), iteration by iteration.
+
+The model (domain doc §4-7; issue #3):
+
+* **Inputs.** Per (iter, rank) frame: the real requests at pad entry (id, state, position).
+  Recorded dummies are dropped; the policy's own dummies are carried instead, so a replay under
+  ``fix-16161`` of a ``prefix-2026`` recording does not inherit the recording's leaked dummies.
+* **Real requests keep their recorded states.** This is the main limit: a different policy would
+  have changed real progress (a skip that did not happen under the replayed policy would have let
+  requests advance, finish or be fetched at other times). Decisions are exact up to the first
+  iteration where the replayed ``can_queue`` differs from the recorded one; after it they answer
+  "what this version decides on the same request mix", not "what would have happened".
+* **Carried dummy.** At most one per rank, state GENERATION_IN_PROGRESS, in ``active_requests``
+  at the position it was appended: last iff no real request first seen on that rank after the
+  iteration it was created is in the frame (``max_first_seen <= created``).
+* **expected** is the recorded value when the frame has one and every rank's replayed count
+  equals its recorded count (dummies included); else it is computed as in §5 (fair share of the
+  all-gathered counts, floor ``max(counts before new requests)``, cap if the policy caps). The
+  recorded value is also ignored when the run's ``build`` is a catalogue version whose formula
+  differs from the replayed policy's (cap or no cap): a capped recording says nothing about an
+  uncapped build's floor. "New" requests are those first seen on the rank at this iteration;
+  at the run's first frame none are (whether they were just fetched is unknown), so there the
+  floor is the largest count.
+* **Entry check, pad, schedule, post-pad, can_queue, removal**: ``replay.step.decide``. The real
+  batch is the recorded ``scheduled`` minus a recorded dummy when recorded, else the real requests
+  in the micro-batch window, at most ``max_batch_size``; with the dummy the batch stays within
+  ``max_batch_size``. A crash (entry assert, a None dummy used
+  unchecked, a hook exception) stops the run at that iteration: its row is kept (pads of the other
+  ranks happen before they block in ``_can_queue``) but ``can_queue`` is NA and nothing later
+  is decided.
+* **Leak**: a dummy that survives a skipped iteration (one :class:`~replay.results.Leak` per
+  dummy, at its first skip). The cause ranks are the ranks with a zero batch that iteration.
+* Iterations where some rank has no frame are dropped (listed in ``skipped_iters``).
+* ``_handle_responses`` of the overlap loop's previous batch is not modelled beyond
+  ``processed_prev``: a rank with batch 0 holds no dummy, so it changes no dummy's fate.
+* A hooked policy (``Policy.pad_hook``) may not pad a second dummy beside a carried one (the real
+  code counts the carried dummy, in the window, as schedulable); such a pad is ignored.
+
+Speed: every iteration is first decided at once as ``(I, R)`` arrays assuming no carried dummy;
+only the iterations that follow a skip with surviving dummies are redone one ``(R,)`` row at a
+time until the fleet clears them. A hooked policy is walked row by row (its hook is Python).
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from replay.config import RunConfig
+from replay.frames import RunFrames
+from replay.policy import FrameView, PadOutcome, Policy
+from replay.resolve import resolve_policy
+from replay.results import (
+    DIVERGENCE_FIELDS,
+    Crash,
+    Divergence,
+    Leak,
+    ReplayResult,
+    crash_message,
+)
+from replay.states import RequestState
+from replay.step import (
+    CRASH_KIND_NAMES,
+    EXPECTED_SOURCE_NAMES,
+    REMOVAL_PATH_NAMES,
+    PadDecision,
+    StepInputs,
+    StepOutputs,
+    decide,
+    expected_step,
+)
+
+log = logging.getLogger(__name__)
+
+_FIELDS = ("active", "expected", "expected_source", "surplus", "crash", "crash_kind", "padded",
+           "role_context", "alloc_failed", "postpadded", "batch", "can_queue",
+           "can_queue_this_rank", "processed_prev", "removed_path", "survives")
+
+
+def run(frames: RunFrames, config: RunConfig | None = None,
+        policy: Policy | str | None = None) -> ReplayResult:
+    """Replay one run under one policy.
+
+    Args:
+        frames: the run (``RunFrames.from_dataset`` / ``from_records``).
+        config: the configuration to replay; default the run record's.
+        policy: a :class:`Policy` or a spec ``resolve_policy`` accepts.
+
+    Returns:
+        :class:`~replay.results.ReplayResult`.
+    """
+    if policy is None and isinstance(config, (Policy, str)):
+        config, policy = None, config
+    if policy is None:
+        raise TypeError("run() needs a policy")
+    pol = resolve_policy(policy)
+    cfg = config or frames.config
+    if cfg.tp_size != frames.num_ranks:
+        raise ValueError(f"config tp_size {cfg.tp_size} != the run's {frames.num_ranks} ranks")
+    I, R = frames.n_real.shape
+    state = _State(I, R)
+    if I:
+        if pol.pad_hook is None:
+            crash_row = _walk_fast(frames, pol, cfg, state)
+        else:
+            crash_row = _walk_hooked(frames, pol, cfg, state)
+    else:
+        crash_row = None
+    return _result(frames, pol, cfg, state, crash_row)
+
+
+def run_all(frames: RunFrames, policies: Iterable[Policy | str] | None = None,
+            config: RunConfig | None = None) -> dict[str, ReplayResult]:
+    """Replay one run under several policies (default: the whole catalogue), by policy name."""
+    from replay.resolve import resolve_policies
+    pols = resolve_policies(list(policies) if policies is not None else None)
+    return {p.name: run(frames, config, p) for p in pols}
+
+
+def replay_input(inputs, policies: Iterable[Policy | str] | None = None, *, run: str | None = None,
+                 cache_dir=None) -> dict[str, ReplayResult]:
+    """Replay a dataset or raw inputs (ingested on the fly) under several policies.
+
+    Args:
+        inputs: a dataset directory, or files ``forensics ingest`` accepts.
+        policies: policy names/specs (default: the whole catalogue).
+        run: the run to replay when the input holds several.
+        cache_dir: where raw inputs are ingested (default: a temporary directory).
+
+    Raises:
+        ForensicsError: bad input (exit code 2 in the CLI).
+    """
+    from replay.resolve import resolve_policies
+    pols = resolve_policies(list(policies) if policies else None)  # bad names fail before ingest
+    from forensics.ingest import as_dataset
+    ds = as_dataset(inputs, cache_dir=cache_dir)
+    frames = RunFrames.from_dataset(ds, run=run)
+    return run_all(frames, pols)
+
+
+class _State:
+    """The final decisions, filled by the walks: one ``(I, R)`` array per output field."""
+
+    def __init__(self, I: int, R: int):
+        self.out: dict[str, np.ndarray] = {}
+        self.carried = np.zeros((I, R), bool)
+        self.carried_last = np.zeros((I, R), bool)
+        self.schedulable = np.zeros((I, R), np.int64)
+        self.hook_messages: dict[tuple[int, int], str] = {}
+
+    def set_all(self, o: StepOutputs, inp: StepInputs) -> None:
+        self.out = {k: np.array(getattr(o, k)) for k in _FIELDS}
+        self.schedulable = inp.sched_real + inp.carried
+
+    def set_row(self, i: int, o: StepOutputs, inp: StepInputs) -> None:
+        for k in _FIELDS:
+            self.out[k][i] = getattr(o, k)
+        self.carried[i] = inp.carried
+        self.carried_last[i] = inp.carried & inp.carried_last
+        self.schedulable[i] = inp.sched_real + inp.carried
+
+
+def _walk_fast(frames: RunFrames, pol: Policy, cfg: RunConfig, st: _State) -> int | None:
+    """Decide every row at once, then redo the rows that follow a skip with survivors.
+
+    The redo runs in rounds: each round recomputes, in one batched ``decide``, every row whose
+    carried dummies (from the row before) differ from those it was computed with. A chain of
+    skips of length L takes L rounds; chains are short, so a few rounds settle the whole run.
+    """
+    inp = frames.inputs(pol, cfg)
+    base = decide(pol, cfg, inp)
+    st.set_all(base, inp)
+    I, R = frames.n_real.shape
+    out = st.out
+    created_in = np.full((I, R), -1, np.int64)
+    iters = frames.iters
+    pending = np.flatnonzero(out["survives"][:-1].any(axis=1)) + 1
+    while pending.size:
+        prev = pending - 1
+        surv = out["survives"][prev]
+        fresh = out["padded"][prev] | out["postpadded"][prev]
+        c_in = surv
+        cr_in = np.where(surv, np.where(fresh, iters[prev][:, None], created_in[prev]), -1)
+        changed = (c_in != st.carried[pending]).any(axis=1) | (cr_in != created_in[pending]).any(axis=1)
+        k = pending[changed]
+        if not k.size:
+            break
+        c_in, cr_in = c_in[changed], cr_in[changed]
+        c_last = c_in & (frames.max_first_seen[k] <= cr_in)
+        sub = inp.take(k).with_carried(c_in, c_last)
+        o = decide(pol, cfg, sub)
+        for name in out:
+            out[name][k] = getattr(o, name)
+        st.carried[k] = c_in
+        st.carried_last[k] = c_last
+        st.schedulable[k] = sub.sched_real + c_in
+        created_in[k] = cr_in
+        pending = k + 1
+        pending = pending[pending < I]
+    crashed = np.flatnonzero(out["crash"].any(axis=1))
+    return int(crashed[0]) if crashed.size else None
+
+
+def _walk_hooked(frames: RunFrames, pol: Policy, cfg: RunConfig, st: _State) -> int | None:
+    """Walk every row; the pad step of each frame is the policy's hook."""
+    inp = frames.inputs(pol, cfg)
+    I, R = frames.n_real.shape
+    st.set_all(decide(pol, cfg, inp, pad=_no_pad((I, R))), inp)
+    carried = np.zeros(R, bool)
+    created = np.full(R, -1, np.int64)
+    for i in range(I):
+        carried_last = carried & (frames.max_first_seen[i] <= created)
+        row_in = inp.take(i).with_carried(carried, carried_last)
+        _, expected, _ = expected_step(pol, cfg, row_in)
+        pad = _hook_pad(frames, pol, cfg, i, row_in, created, expected, st)
+        o = decide(pol, cfg, row_in, pad=pad)
+        st.set_row(i, o, row_in)
+        if o.crash.any():
+            return i
+        created = np.where(o.padded | o.postpadded, frames.iters[i], created)
+        carried = o.survives
+        created = np.where(carried, created, -1)
+    return None
+
+
+def _no_pad(shape) -> PadDecision:
+    z = np.zeros(shape, bool)
+    return PadDecision(padded=z, role_context=z, alloc_failed=z, crash=z, surplus=z)
+
+
+def _hook_pad(frames: RunFrames, pol: Policy, cfg: RunConfig, i: int, row_in: StepInputs,
+              created: np.ndarray, expected: np.ndarray, st: _State) -> PadDecision:
+    R = frames.num_ranks
+    res = {k: np.zeros(R, bool) for k in ("padded", "role_context", "alloc_failed", "crash", "surplus")}
+    it = int(frames.iters[i])
+    for r in range(R):
+        k = i * R + r
+        a, b = frames.req_offsets[k], frames.req_offsets[k + 1]
+        reqs = [(int(x), int(s), False) for x, s in zip(frames.req_id[a:b], frames.req_state[a:b])]
+        if row_in.carried[r]:
+            dummy = (0, int(RequestState.GENERATION_IN_PROGRESS), True)
+            before = int((frames.req_first[a:b] <= created[r]).sum())
+            # Requests first seen after the dummy's creation were appended after it.
+            order = np.argsort(frames.req_first[a:b] > created[r], kind="stable")
+            reqs = [reqs[j] for j in order]
+            reqs.insert(before, dummy)
+        view = FrameView(iter=it, rank=r, requests=tuple(reqs), expected=int(expected[r]),
+                         config=cfg, alloc_ok=bool(row_in.alloc_ok[r]))
+        try:
+            outcome = pol.pad_hook(view)  # type: ignore[misc]
+        except Exception as e:  # the hook is code under test: its exception is a crash verdict
+            outcome = PadOutcome(padded=False, crash=f"{type(e).__name__}: {e}")
+        res["padded"][r] = bool(outcome.padded)
+        res["role_context"][r] = bool(outcome.padded) and outcome.role == "context"
+        res["alloc_failed"][r] = bool(outcome.alloc_failed)
+        res["crash"][r] = outcome.crash is not None
+        res["surplus"][r] = bool(outcome.surplus_warning)
+        if outcome.crash is not None:
+            st.hook_messages[(it, r)] = outcome.crash
+    return PadDecision(**res)
+
+
+def _result(frames: RunFrames, pol: Policy, cfg: RunConfig, st: _State,
+            crash_row: int | None) -> ReplayResult:
+    I, R = frames.n_real.shape
+    n = I if crash_row is None else crash_row + 1
+    o = {k: v[:n] for k, v in st.out.items()} if st.out else {}
+    notes: list[str] = []
+    if frames.skipped_iters:
+        notes.append(f"{len(frames.skipped_iters)} iterations not replayed (some rank has no frame): "
+                     + _span(frames.skipped_iters))
+    if not n:
+        return ReplayResult(policy=pol, config=cfg, run=frames.run, decisions=_empty_decisions(),
+                            ledger=_ledger_frame([], [], [], [], [], [], [], [], []), leaks=(),
+                            crash=None, skipped_iters=frames.skipped_iters, first_divergence=None,
+                            notes=tuple(notes), frames=frames)
+    iters = frames.iters[:n]
+    crashed_row = np.zeros((n, R), bool)
+    stopped = np.zeros(n, bool)
+    if crash_row is not None:
+        stopped[-1] = True
+        crashed_row[-1] = o["crash"][-1]
+    survives = o["survives"].copy()
+    removed = o["removed_path"].copy()
+    if crash_row is not None:
+        # The crash iteration never reaches _can_queue: no removal, no skip.
+        alive_at_stop = o["padded"][-1] | o["postpadded"][-1] | st.carried[n - 1]
+        removed[-1] = 0
+        survives[-1] = False
+    else:
+        alive_at_stop = survives[-1]
+
+    decisions = _decisions_frame(frames, o, st, n, stopped, crashed_row, removed, alive_at_stop)
+    ledger, leaks = _ledger(frames, o, st, n, survives, removed, crashed_row)
+    crash = None
+    if crash_row is not None:
+        ranks = tuple(int(r) for r in np.flatnonzero(o["crash"][-1]))
+        r0 = ranks[0]
+        kind = CRASH_KIND_NAMES[int(o["crash_kind"][-1, r0])] or "assert"
+        act, exp = int(o["active"][-1, r0]), int(o["expected"][-1, r0])
+        msg = crash_message(kind, exp, act, st.hook_messages.get((int(iters[-1]), r0)))
+        crash = Crash(iter=int(iters[-1]), rank=r0, ranks=ranks, kind=kind, expected=exp, active=act,
+                      message=msg)
+    div = _first_divergence(frames, o, n, stopped, crashed_row)
+    return ReplayResult(policy=pol, config=cfg, run=frames.run, decisions=decisions, ledger=ledger,
+                        leaks=tuple(leaks), crash=crash, skipped_iters=frames.skipped_iters,
+                        first_divergence=div, notes=tuple(notes), frames=frames)
+
+
+def _span(iters) -> str:
+    iters = list(iters)
+    shown = ", ".join(str(x) for x in iters[:10])
+    return shown + (f", ... ({len(iters) - 10} more)" if len(iters) > 10 else "")
+
+
+def _cat(codes: np.ndarray, names: tuple) -> pd.Categorical:
+    cats = [x for x in names if x is not None]
+    c = np.asarray(codes, np.int64).ravel()
+    if None in names:
+        c = c - 1  # code 0 (None) becomes -1 (missing)
+    return pd.Categorical.from_codes(c, categories=cats)
+
+
+def _nullable(values: np.ndarray, mask: np.ndarray, dtype: str) -> pd.arrays.ExtensionArray:
+    return pd.array(values.ravel(), dtype=dtype) if not mask.any() else \
+        pd.arrays.BooleanArray(values.ravel().astype(bool), mask.ravel()) if dtype == "boolean" else \
+        pd.arrays.IntegerArray(values.ravel().astype(np.int64), mask.ravel())
+
+
+def _decisions_frame(frames, o, st, n, stopped, crashed_row, removed, alive_at_stop) -> pd.DataFrame:
+    R = frames.num_ranks
+    stop_mask = np.broadcast_to(stopped[:, None], (n, R))
+    role = np.where(o["padded"], np.where(o["role_context"], 1, 2), 0)
+    alive = o["survives"].copy()
+    alive[-1] = alive_at_stop if stopped[-1] else alive[-1]
+    return pd.DataFrame({
+        "iter": np.repeat(frames.iters[:n], R),
+        "rank": np.tile(np.arange(R, dtype=np.int64), n),
+        "active": o["active"].ravel(),
+        "real": frames.n_real[:n].ravel(),
+        "schedulable": st.schedulable[:n].ravel(),
+        "window_real": frames.window_real[:n].ravel(),
+        "expected": o["expected"].ravel(),
+        "expected_source": _cat(o["expected_source"], EXPECTED_SOURCE_NAMES),
+        "carried_dummy": st.carried[:n].ravel(),
+        "carried_last": st.carried_last[:n].ravel(),
+        "padded": o["padded"].ravel(),
+        "pad_role": _cat(role, (None, "context", "generation")),
+        "alloc_failed": o["alloc_failed"].ravel(),
+        "postpadded": o["postpadded"].ravel(),
+        "batch": _nullable(o["batch"], crashed_row, "Int64"),
+        "can_queue": _nullable(o["can_queue"], stop_mask, "boolean"),
+        "can_queue_this_rank": _nullable(o["can_queue_this_rank"], stop_mask, "boolean"),
+        "processed_prev": _nullable(o["processed_prev"], stop_mask, "boolean"),
+        "surplus": o["surplus"].ravel() | (o["crash"] & (o["crash_kind"] == 1)).ravel(),
+        "crash": o["crash"].ravel(),
+        "removed_path": _cat(removed, REMOVAL_PATH_NAMES),
+        "dummy_alive": alive.ravel(),
+    })
+
+
+def _empty_decisions() -> pd.DataFrame:
+    from replay.results import DECISION_COLUMNS
+    return pd.DataFrame({c: [] for c in DECISION_COLUMNS})
+
+
+def _ledger_frame(seq, rank, created, origin, role, iter_removed, path, skips, leaked) -> pd.DataFrame:
+    return pd.DataFrame({
+        "dummy": np.asarray(seq, np.int64),
+        "rank": np.asarray(rank, np.int64),
+        "iter_created": np.asarray(created, np.int64),
+        "origin": pd.Categorical(origin, categories=["pad", "postpad"]),
+        "role": pd.Categorical(role, categories=["context", "generation"]),
+        "iter_removed": pd.array(iter_removed, dtype="Int64"),
+        "removal_path": pd.Categorical(path, categories=[x for x in REMOVAL_PATH_NAMES if x]),
+        "skips_survived": np.asarray(skips, np.int64),
+        "leaked": np.asarray(leaked, bool),
+    })
+
+
+def _ledger(frames, o, st, n, survives, removed, crashed_row):
+    iters = frames.iters[:n]
+    new = o["padded"] | o["postpadded"]
+    ci, cr = np.nonzero(new)                          # row-major: ordered by (iter, rank)
+    ri, rr = np.nonzero(removed)
+    stride = n + 1
+    ckey = cr.astype(np.int64) * stride + ci
+    rkey_order = np.argsort(rr.astype(np.int64) * stride + ri, kind="stable")
+    rkey = (rr.astype(np.int64) * stride + ri)[rkey_order]
+    pos = np.searchsorted(rkey, ckey, side="left")
+    pos_c = np.minimum(pos, max(rkey.size - 1, 0))
+    has_rm = (pos < rkey.size) & (rkey[pos_c] // stride == cr) if rkey.size else np.zeros(ci.size, bool)
+    rm_row = np.where(has_rm, rkey[pos_c] % stride if rkey.size else 0, -1)
+    cs = np.cumsum(survives, axis=0)
+    end_row = np.where(has_rm, rm_row, n - 1)
+    skips = cs[end_row, cr] - np.where(ci > 0, cs[np.maximum(ci - 1, 0), cr], 0)
+    leaked = skips > 0
+    origin = np.where(o["postpadded"][ci, cr], "postpad", "pad")
+    role = np.where(o["role_context"][ci, cr] & o["padded"][ci, cr], "context", "generation")
+    path = [REMOVAL_PATH_NAMES[int(removed[a, b])] if h else None
+            for a, b, h in zip(rm_row, cr, has_rm)]
+    iter_removed = [int(iters[a]) if h else None for a, h in zip(rm_row, has_rm)]
+    ledger = _ledger_frame(np.arange(ci.size), cr, iters[ci], origin, role, iter_removed, path,
+                           skips, leaked)
+    leaks = []
+    for d in np.flatnonzero(leaked):
+        row, rank = int(ci[d]), int(cr[d])
+        # A dummy not removed at its creation row survived it: that is its first skip.
+        first = row
+        cause = tuple(int(r) for r in np.flatnonzero(o["batch"][first] == 0))
+        states = {c: tuple((rid, RequestState(s).name) for rid, s in frames.requests_of(first, c))
+                  for c in cause}
+        leaks.append(Leak(rank=rank, iter_created=int(iters[row]), iter_skipped=int(iters[first]),
+                          cause_ranks=cause, cause_states=states, role=str(role[d]), dummy=int(d)))
+    return ledger, leaks
+
+
+def _first_divergence(frames, o, n, stopped, crashed_row) -> Divergence | None:
+    R = frames.num_ranks
+    padded = o["padded"]  # recorded `padded` is the pad step's (traces/FORMAT.md), not the post-pad
+    rp, rs, rc = frames.rec_padded[:n], frames.rec_scheduled[:n], frames.rec_can_queue[:n]
+    stop_mask = np.broadcast_to(stopped[:, None], (n, R))
+    m_pad = (rp >= 0) & (rp.astype(bool) != padded) & ~crashed_row
+    m_sched = (rs >= 0) & (rs != o["batch"]) & ~crashed_row
+    m_cq = (rc >= 0) & (rc.astype(bool) != o["can_queue"]) & ~stop_mask
+    any_m = m_pad | m_sched | m_cq
+    if not any_m.any():
+        return None
+    flat = int(np.argmax(any_m.ravel()))
+    i, r = divmod(flat, R)
+    it = int(frames.iters[i])
+    for name, m, rec, rep in zip(DIVERGENCE_FIELDS, (m_pad, m_sched, m_cq),
+                                 (bool(rp[i, r] == 1), int(rs[i, r]), bool(rc[i, r] == 1)),
+                                 (bool(padded[i, r]), int(o["batch"][i, r]), bool(o["can_queue"][i, r]))):
+        if m[i, r]:
+            return Divergence(iter=it, rank=r, field=name, recorded=rec, replayed=rep)
+    return None  # pragma: no cover
+
+
+__all__ = ["replay_input", "run", "run_all"]

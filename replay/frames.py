@@ -1,0 +1,364 @@
+"""One run's frames as dense ``(iterations, ranks)`` arrays, precomputed once for every policy.
+
+A frame is what a rank held at pad entry (traces/FORMAT.md). The replay only needs per-frame
+counts, so the requests table is reduced with ``bincount`` to arrays of shape ``(I, R)``:
+real requests, requests in the scheduler window, requests first seen this iteration, and so on.
+Recorded dummies are dropped here (each policy carries its own, see ``replay.engine``).
+
+Iterations where some rank has no frame cannot be replayed (the all-gather needs every rank);
+they are dropped and listed in ``skipped_iters``.
+
+Example:
+    >>> rf = RunFrames.from_records([                              # doctest: +SKIP
+    ...     {"kind": "run", "format": "adp-trace", "version": 1, "tp_size": 2, ...},
+    ...     {"kind": "frame", "iter": 0, "rank": 0, "requests": []}, ...])
+    >>> rf.n_real.shape                                            # doctest: +SKIP
+    (1, 2)
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from forensics.errors import ConfigError, DatasetError
+from replay.config import RunConfig
+from replay.policy import Policy, Predicate
+from replay.states import ALL_STATES, RequestState, micro_batch_window, state_index
+from replay.step import StepInputs
+
+log = logging.getLogger(__name__)
+
+_CONFIG_KEYS = ("expected_multiplier", "enable_attention_dp")
+
+
+def _np(col, dtype=None, fill=None) -> np.ndarray:
+    """An Arrow column as numpy, nulls replaced by ``fill``."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if fill is not None and col.null_count:
+        col = col.fill_null(fill)
+    out = col.to_numpy(zero_copy_only=False)
+    return out.astype(dtype) if dtype is not None else out
+
+
+def _as_arrow(t) -> pa.Table:
+    if isinstance(t, pa.Table):
+        return t
+    if isinstance(t, pd.DataFrame):
+        return pa.Table.from_pandas(t, preserve_index=False)
+    raise TypeError(f"expected a pyarrow Table or pandas DataFrame, got {type(t).__name__}")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RunFrames:
+    """One run's frames on an ``(I, R)`` grid of (kept iteration, rank).
+
+    Fields:
+        run: the run key.
+        source: the file the run record came from.
+        config: the run configuration from the run record.
+        iters: ``(I,)`` executor iteration of each row (sorted, every rank has a frame).
+        skipped_iters: iterations dropped because some rank had no frame.
+        n_real: real requests per frame.
+        window_real: real requests in the micro-batch window.
+        new_real: real requests first seen on the rank at this iteration.
+        all_before_ctx: the frame has real requests, all in states < CONTEXT_INIT.
+        max_first_seen: the latest first-seen iteration among the frame's requests (-1 if none).
+        alloc_ok: recorded ``alloc_ok`` (absent: True).
+        real_batch: recorded real batch (``scheduled`` minus a recorded dummy, at most
+            ``window_real``) or -1.
+        expected_recorded: recorded ``expected`` or -1.
+        recorded_counts: recorded ``len(active_requests)`` (dummies included).
+        recorded_dummies: recorded dummies in the frame.
+        rec_padded, rec_can_queue: recorded decisions, -1 absent, else 0/1.
+        rec_scheduled: recorded ``scheduled`` or -1.
+        line: the frame's line in its source.
+        req_frame: ``(N,)`` flat frame index ``i * R + r`` of each real request, sorted.
+        req_id, req_state, req_pos: the real requests, in frame then list order.
+        req_first: the iteration each of them was first seen on its rank.
+        req_offsets: ``(I * R + 1,)`` start of each frame's requests in the ``req_*`` arrays.
+    """
+
+    run: str
+    source: str
+    config: RunConfig
+    iters: np.ndarray
+    skipped_iters: tuple[int, ...]
+    n_real: np.ndarray
+    window_real: np.ndarray
+    new_real: np.ndarray
+    all_before_ctx: np.ndarray
+    max_first_seen: np.ndarray
+    alloc_ok: np.ndarray
+    real_batch: np.ndarray
+    expected_recorded: np.ndarray
+    recorded_counts: np.ndarray
+    recorded_dummies: np.ndarray
+    rec_padded: np.ndarray
+    rec_scheduled: np.ndarray
+    rec_can_queue: np.ndarray
+    line: np.ndarray
+    req_frame: np.ndarray
+    req_id: np.ndarray
+    req_state: np.ndarray
+    req_pos: np.ndarray
+    req_first: np.ndarray
+    req_offsets: np.ndarray
+    _sched_cache: dict = dataclasses.field(default_factory=dict, repr=False)
+
+    @property
+    def num_iters(self) -> int:
+        return int(self.iters.size)
+
+    @property
+    def num_ranks(self) -> int:
+        return int(self.config.tp_size)
+
+    # ----------------------------------------------------------------- construction
+    @classmethod
+    def from_records(cls, records: Iterable[dict], source: str = "<records>") -> RunFrames:
+        """From in-memory trace v1 records (one run record first)."""
+        from forensics.ingest.trace_v1 import tables_from_records
+        t = tables_from_records(records, source)
+        return cls.from_tables(t.runs, t.frames, t.requests)
+
+    @classmethod
+    def from_dataset(cls, ds: Any, run: str | None = None) -> RunFrames:
+        """From a loaded dataset (``forensics.load``); ``run`` is needed when it holds several."""
+        return cls.from_tables(ds.arrow("runs"), ds.arrow("frames"), ds.arrow("requests"), run=run)
+
+    @classmethod
+    def from_tables(cls, runs, frames, requests, run: str | None = None) -> RunFrames:
+        """From ``runs``, ``frames`` and ``requests`` tables (Arrow or pandas, dataset schema)."""
+        runs, frames, requests = _as_arrow(runs), _as_arrow(frames), _as_arrow(requests)
+        names = [str(x) for x in runs.column("run").to_pylist()] if runs.num_rows else []
+        if not names:
+            raise DatasetError("no request-state trace run in the input (nothing to replay)",
+                               hint="record a trace (traces/FORMAT.md) and ingest it")
+        if run is None:
+            uniq = list(dict.fromkeys(names))
+            if len(uniq) > 1:
+                raise ConfigError(f"the input holds {len(uniq)} runs; choose one",
+                                  hint="runs: " + ", ".join(uniq))
+            run = uniq[0]
+        if run not in names:
+            raise ConfigError(f"no run {run!r}", hint="runs: " + ", ".join(dict.fromkeys(names)))
+        row = names.index(run)
+        rec = runs.slice(row, 1).to_pylist()[0]
+        extra: dict[str, Any] = {}
+        try:
+            full = json.loads(rec["record_json"])
+            extra = {k: full[k] for k in _CONFIG_KEYS if isinstance(full, dict) and k in full}
+        except (ValueError, TypeError):
+            pass
+        config = RunConfig(tp_size=int(rec["tp_size"]), pp_size=int(rec["pp_size"]),
+                           max_batch_size=int(rec["max_batch_size"]),
+                           max_num_active_requests=int(rec["max_num_active_requests"]),
+                           disaggregated=bool(rec["disaggregated"]),
+                           overlap_scheduler=bool(rec["overlap_scheduler"]),
+                           encoder_decoder=bool(rec["encoder_decoder"]),
+                           build=rec.get("build") or "", **extra)
+        if len(set(names)) > 1:  # a single-run input needs no (costly) string filter
+            frames = frames.filter(pc.equal(frames.column("run"), run))
+            requests = requests.filter(pc.equal(requests.column("run"), run))
+        return cls._build(run, str(rec["source"]), config, frames, requests)
+
+    @classmethod
+    def _build(cls, run: str, source: str, config: RunConfig, frames: pa.Table,
+               requests: pa.Table) -> RunFrames:
+        R = config.tp_size
+        f_iter = _np(frames.column("iter"), np.int64)
+        f_rank = _np(frames.column("rank"), np.int64)
+        if f_rank.size and (f_rank.min() < 0 or f_rank.max() >= R):
+            raise DatasetError(f"run {run!r}: a frame rank is outside [0, {R})", path=source)
+        all_iters, per_iter = np.unique(f_iter, return_counts=True)
+        kept = all_iters[per_iter == R]
+        skipped = tuple(int(x) for x in all_iters[per_iter != R])
+        if skipped:
+            log.info("run %s: %d iterations lack a frame on some rank and are not replayed",
+                     run, len(skipped))
+        I = kept.size
+        pos = np.searchsorted(kept, f_iter)
+        pos_c = np.minimum(pos, max(I - 1, 0))
+        ok = (I > 0) & (kept[pos_c] == f_iter) if I else np.zeros(f_iter.size, bool)
+        flat = pos_c[ok] * R + f_rank[ok]
+
+        def grid(values: np.ndarray, fill, dtype) -> np.ndarray:
+            g = np.full(I * R, fill, dtype=dtype)
+            g[flat] = values[ok]
+            return g.reshape(I, R)
+
+        def col(name, fill, dtype):
+            return _np(frames.column(name), dtype, fill)
+
+        num_req = col("num_requests", 0, np.int64)
+        num_dummy = col("num_dummies", 0, np.int64)
+        rec_padded = _bool_code(frames, "padded")
+        rec_cq = _bool_code(frames, "can_queue")
+        rec_sched = col("scheduled", -1, np.int64)
+        alloc = _bool_code(frames, "alloc_ok") != 0
+        had_dummy = (rec_padded == 1) | (num_dummy > 0)
+        real_batch = np.where(rec_sched >= 0, np.maximum(rec_sched - had_dummy, 0), -1)
+
+        # Requests: real ones only, on the grid.
+        r_iter = _np(requests.column("iter"), np.int64)
+        r_rank = _np(requests.column("rank"), np.int64)
+        r_id = _np(requests.column("request_id"), np.int64)
+        r_state = _np(requests.column("state"), np.int64)
+        r_pos = _np(requests.column("pos"), np.int64)
+        r_dummy = _np(requests.column("dummy"), bool, False)
+        if r_dummy.any():
+            real = ~r_dummy
+            r_iter, r_rank, r_id, r_state, r_pos = (a[real] for a in (r_iter, r_rank, r_id, r_state, r_pos))
+        # First iteration each request id appeared on its rank (over every frame of the run).
+        first = _first_seen(r_rank, r_id, r_iter, R)
+        rpos = np.searchsorted(kept, r_iter) if I else np.zeros(r_iter.size, np.int64)
+        rpos_c = np.minimum(rpos, max(I - 1, 0))
+        rok = (kept[rpos_c] == r_iter) if I else np.zeros(r_iter.size, bool)
+        if not rok.all():
+            r_rank, r_id, r_state, r_pos, first, r_iter, rpos_c = (
+                a[rok] for a in (r_rank, r_id, r_state, r_pos, first, r_iter, rpos_c))
+        r_flat = rpos_c * R + r_rank
+        key = r_flat * (int(r_pos.max()) + 1 if r_pos.size else 1) + r_pos
+        if key.size > 1 and not (key[1:] >= key[:-1]).all():  # usually already in order
+            order = np.argsort(key, kind="stable")
+            r_flat, r_id, r_state, r_pos, first, r_iter = (a[order] for a in
+                                                           (r_flat, r_id, r_state, r_pos, first, r_iter))
+        n = I * R
+        n_real = np.bincount(r_flat, minlength=n).astype(np.int64)
+        sidx = state_index(r_state).astype(np.int64)
+        win = micro_batch_window(config.encoder_decoder).mask()[sidx]
+        window_real = np.bincount(r_flat, weights=win, minlength=n).astype(np.int64)
+        # At the run's first frame nothing counts as new: whether it was fetched then is unknown.
+        first_iter = int(f_iter.min()) if f_iter.size else 0
+        is_new = (first == r_iter) & (r_iter != first_iter)
+        new_real = np.bincount(r_flat, weights=is_new, minlength=n).astype(np.int64)
+        before = np.bincount(r_flat, weights=(r_state < int(RequestState.CONTEXT_INIT)),
+                             minlength=n).astype(np.int64)
+        mfs = np.full(n, -1, np.int64)
+        if r_flat.size:
+            np.maximum.at(mfs, r_flat, first) if r_flat.size < 4096 else _segment_max(mfs, r_flat, first)
+        offsets = np.zeros(n + 1, np.int64)
+        np.cumsum(n_real, out=offsets[1:])
+        shape = (I, R)
+        return cls(
+            run=run, source=source, config=config, iters=kept, skipped_iters=skipped,
+            n_real=n_real.reshape(shape), window_real=window_real.reshape(shape),
+            new_real=new_real.reshape(shape),
+            all_before_ctx=((n_real > 0) & (before == n_real)).reshape(shape),
+            max_first_seen=mfs.reshape(shape), alloc_ok=grid(alloc, True, bool),
+            real_batch=_real_batch(grid(real_batch, -1, np.int64), window_real.reshape(shape)),
+            expected_recorded=grid(col("expected", -1, np.int64), -1, np.int64),
+            recorded_counts=grid(num_req, 0, np.int64), recorded_dummies=grid(num_dummy, 0, np.int64),
+            rec_padded=grid(rec_padded, -1, np.int8), rec_scheduled=grid(rec_sched, -1, np.int64),
+            rec_can_queue=grid(rec_cq, -1, np.int8), line=grid(col("line", -1, np.int64), -1, np.int64),
+            req_frame=r_flat, req_id=r_id, req_state=r_state.astype(np.int16),
+            req_pos=r_pos, req_first=first, req_offsets=offsets)
+
+    # ----------------------------------------------------------------- derived inputs
+    def sched_real(self, predicate: Predicate) -> np.ndarray:
+        """``(I, R)`` real requests the predicate counts (cached per predicate)."""
+        key = predicate
+        if key not in self._sched_cache:
+            mask = predicate.mask(self.config)
+            if mask.all():
+                out = self.n_real
+            else:
+                sidx = state_index(self.req_state).astype(np.int64)
+                w = mask[sidx]
+                out = np.bincount(self.req_frame, weights=w, minlength=self.n_real.size
+                                  ).astype(np.int64).reshape(self.n_real.shape)
+            self._sched_cache[key] = out
+        return self._sched_cache[key]
+
+    def inputs(self, policy: Policy, config: RunConfig | None = None) -> StepInputs:
+        """``(I, R)`` step inputs for a policy, with no carried dummies."""
+        cfg = config or self.config
+        z = np.zeros(self.n_real.shape, bool)
+        exp_rec = self.expected_recorded
+        if not self.recorded_expected_applies(policy):
+            exp_rec = np.full(self.n_real.shape, -1, np.int64)
+        return StepInputs(n_real=self.n_real, sched_real=self.sched_real(policy.predicate(cfg)),
+                          window_real=self.window_real, new_real=self.new_real,
+                          all_before_ctx=self.all_before_ctx, alloc_ok=self.alloc_ok,
+                          real_batch=self.real_batch, expected_recorded=exp_rec,
+                          recorded_counts=self.recorded_counts, carried=z, carried_last=z)
+
+    def recorded_expected_applies(self, policy: Policy) -> bool:
+        """False when the recording build is a catalogue version whose expected formula differs
+        from the policy's (cap or no cap): its recorded ``expected`` would mislead the replay."""
+        from replay.catalogue import CATALOGUE
+        rec = CATALOGUE.get(self.config.build)
+        return rec is None or rec.cap == policy.cap
+
+    def requests_of(self, i: int, r: int) -> list[tuple[int, int]]:
+        """``[(request_id, state_value), ...]`` of the real requests of row ``i``, rank ``r``."""
+        k = i * self.num_ranks + r
+        a, b = self.req_offsets[k], self.req_offsets[k + 1]
+        return [(int(x), int(s)) for x, s in zip(self.req_id[a:b], self.req_state[a:b])]
+
+    def request_positions(self, i: int, r: int) -> list[int]:
+        k = i * self.num_ranks + r
+        return [int(p) for p in self.req_pos[self.req_offsets[k]:self.req_offsets[k + 1]]]
+
+    def state_counts(self, i: int, r: int) -> dict[str, int]:
+        """Real requests per state name in one frame (for explanations)."""
+        out: dict[str, int] = {}
+        for _, s in self.requests_of(i, r):
+            name = RequestState(s).name
+            out[name] = out.get(name, 0) + 1
+        return out
+
+
+def _real_batch(recorded: np.ndarray, window_real: np.ndarray) -> np.ndarray:
+    """Recorded real batch, at most the real requests in the window.
+
+    The scheduler takes only window requests, so a recorded ``scheduled`` above them (after
+    removing a recorded pad or carried dummy) held a dummy the frame does not show: a post-schedule
+    dummy (PR #17379), which ``padded`` (the pad step) does not cover. Limit: a post-pad dummy on
+    a rank whose window requests were all refused by capacity is not seen.
+    """
+    return np.where(recorded >= 0, np.minimum(recorded, window_real), -1)
+
+
+def _first_seen(rank: np.ndarray, rid: np.ndarray, it: np.ndarray, R: int) -> np.ndarray:
+    """The first iteration each (rank, request id) appears, for every request row."""
+    if not rid.size:
+        return np.zeros(0, np.int64)
+    if rid.min() >= 0 and rid.max() < (2 ** 62) // max(R, 1) and (it[1:] >= it[:-1]).all():
+        # Rows in iteration order (the usual layout): a key's first appearance is its first
+        # iteration, and factorize numbers keys in order of first appearance (hash, O(n)).
+        codes, _ = pd.factorize(rid * R + rank, sort=False)
+        run_max = np.maximum.accumulate(codes)
+        starts = np.flatnonzero(np.r_[True, run_max[1:] > run_max[:-1]])
+        return it[starts][codes]
+    return pd.DataFrame({"k1": rank, "k2": rid, "it": it}).groupby(
+        ["k1", "k2"], sort=False)["it"].transform("min").to_numpy(np.int64)
+
+
+def _bool_code(frames: pa.Table, name: str) -> np.ndarray:
+    """-1 null, 0 false, 1 true."""
+    if not frames.num_rows:
+        return np.zeros(0, np.int8)
+    c = frames.column(name)
+    vals = _np(c, np.int8, False)
+    nulls = _np(c.is_null(), bool)
+    return np.where(nulls, -1, vals).astype(np.int8)
+
+
+def _segment_max(out: np.ndarray, index: np.ndarray, values: np.ndarray) -> None:
+    """``out[index] = max(out[index], values)`` for sorted ``index`` (vectorised ``maximum.at``)."""
+    starts = np.flatnonzero(np.r_[True, index[1:] != index[:-1]])
+    mx = np.maximum.reduceat(values, starts)
+    out[index[starts]] = np.maximum(out[index[starts]], mx)
+
+
+__all__ = ["ALL_STATES", "RunFrames"]

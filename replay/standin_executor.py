@@ -1,0 +1,456 @@
+"""A stand-in ``PyExecutor`` built from one :class:`~replay.policy.FrameView` (issue #6).
+
+Real TensorRT-LLM pad code (extracted by ``replay.trtllm_source``) and a user's candidate
+(``replay.candidate``) run as methods of :class:`StandinExecutor`. It holds exactly what the pad
+step touches upstream, with the names the upstream methods use (read from the public sources;
+no code copied): ``active_requests``, ``expected_num_active_requests``, ``kv_cache_transceiver``
+(an object or None per ``config.disaggregated``), ``enable_attention_dp``, ``dist``
+(``tp_size``, ``pp_size``, ``rank``), ``scheduler`` (the micro-batch window as
+``scheduling_state_range`` / ``no_schedule_until_state`` / ``no_schedule_after_state``),
+``kv_cache_manager`` whose ``add_dummy_requests`` returns ``[dummy]`` or None per
+``FrameView.alloc_ok``, ``resource_manager``, and each era's feature flags at their upstream
+defaults (:data:`FEATURE_FLAGS`). Anything else is absent on purpose: the code touching it fails
+with a :class:`~forensics.errors.PolicyError` naming the attribute and the revision.
+
+Collectives cannot be replayed from one rank's frame: ``dist.tp_allgather`` returns the local
+value for every rank and ``dist.tp_allreduce`` (the non-overlap "forward intent" of PR #16921)
+combines the local value with a peer holding generation work (``PEER_FORWARD_INTENT``) when
+``expected > 0`` (some rank holds requests), with nothing otherwise.
+
+Checked by hand against the shape of upstream main (2026): its pad method and the helpers it
+reaches (``_count_schedulable_active_requests``, ``_get_non_overlap_adp_forward_intent``,
+``_has_adp_dummy_kv_capacity``, ``_should_skip_dummy_for_benchmark_disagg``, the scheduler's
+``is_request_in_schedulable_state``) run on this stand-in unchanged.
+"""
+from __future__ import annotations
+
+import enum
+import math
+import os
+import traceback
+import types
+from typing import Any, Callable, Optional
+
+from forensics.errors import PolicyError
+from replay.config import RunConfig
+from replay.policy import FrameView, PadOutcome
+from replay.states import (
+    CONTEXT_DUMMY_STATE,
+    DUMMY_REQUEST_ID,
+    GENERATION_DUMMY_STATE,
+    NOT_SCHEDULABLE_STATES,
+    RequestState,
+    micro_batch_window,
+)
+
+#: Upstream names for the request-state enum (the C++ ``LlmRequestState`` ints).
+LlmRequestState = RequestState
+
+
+class ADPForwardIntent(enum.IntEnum):
+    """The all-reduced "forward intent" of the non-overlap newest path (MAX: context wins)."""
+
+    NONE = 0
+    GENERATION = 1
+    CONTEXT = 2
+
+
+#: What ``dist.tp_allreduce`` assumes the peers contribute (see module docstring).
+PEER_FORWARD_INTENT = ADPForwardIntent.GENERATION
+
+#: Free KV tokens the stand-in reports when the dummy can be allocated (effectively unlimited).
+AVAILABLE_TOKENS_OK = 1 << 30
+
+
+class ReduceOp(enum.Enum):
+    """The reduction operators the pad code passes to ``dist.tp_allreduce``."""
+
+    SUM = "sum"
+    MAX = "max"
+    MIN = "min"
+
+
+class ResourceManagerType(enum.Enum):
+    """Keys of ``resource_manager.get_resource_manager``; every one maps to None here."""
+
+    KV_CACHE_MANAGER = "kv"
+    DRAFT_KV_CACHE_MANAGER = "draft_kv"
+    SEQ_SLOT_MANAGER = "seq_slot"
+    SPEC_RESOURCE_MANAGER = "spec"
+    PEFT_CACHE_MANAGER = "peft"
+
+
+class NoFreeSlotsError(RuntimeError):
+    """Stand-in for the resource managers' out-of-slots error (never raised here)."""
+
+
+class OutOfPagesError(RuntimeError):
+    """Stand-in for KV-cache manager v2's out-of-pages error (never raised here)."""
+
+
+def feature_flags(config: RunConfig) -> dict[str, Any]:
+    """The executor attributes of later eras, at their upstream defaults for this run.
+
+    PR #16921 gates its fixes on a transceiver and ``pp_size == 1`` (``_enable_adp_dummy_fixes``);
+    the forward-intent role applies to the non-overlap loop only. Benchmark-fill (PR #12208 era)
+    and warm-up switches are off in a recorded production run.
+    """
+    fixes = bool(config.disaggregated and config.pp_size == 1)
+    return {
+        "is_warmup": False,
+        "benchmark_req_queues_size": 0,
+        "_benchmark_fill_phase_active": False,
+        "is_benchmark_disagg": False,
+        "num_fetch_requests": 0,
+        "has_context_request": False,
+        "_adp_dummy_is_gen": True,
+        "_pending_adp_dummy_request": None,
+        "_enable_adp_dummy_fixes": fixes,
+        "_enable_scheduler_aware_adp_dummy": fixes,
+        "_enable_non_overlap_adp_forward_intent": fixes and not config.overlap_scheduler,
+        "max_total_draft_tokens": 0,
+        "max_draft_len": 0,
+        "max_num_tokens": 8192,
+    }
+
+
+#: Names of :func:`feature_flags`, for documentation and tests.
+FEATURE_FLAGS = tuple(feature_flags(RunConfig(tp_size=1)))
+
+
+class StandinRequest:
+    """An ``LlmRequest`` reduced to what the pad step reads: state, id, dummy flags."""
+
+    def __init__(self, request_id: int, state_value: int, is_dummy: bool = False):
+        self.py_request_id = int(request_id)
+        self.request_id = int(request_id)
+        self.state = RequestState(int(state_value))
+        self.is_attention_dp_dummy = bool(is_dummy)
+        self.is_dummy_request = bool(is_dummy)
+        self.is_child = False
+        self.parent_request_id = None
+        self.llm_request_type = None
+        self.py_seq_slot = None
+        self.py_encoder_output_ready_event = None
+        self.py_skip_gen_alloc_revert = False
+        self.py_kv_transfer_timed_out = False
+
+    @property
+    def state_value(self) -> int:
+        return int(self.state)
+
+    # The C++ binding's state predicates, one per state the pad code asks about.
+    @property
+    def is_encoder_init_state(self) -> bool:
+        return self.state == RequestState.ENCODER_INIT
+
+    @property
+    def is_context_init_state(self) -> bool:
+        return self.state == RequestState.CONTEXT_INIT
+
+    @property
+    def is_disagg_context_wait_scheduler_state(self) -> bool:
+        return self.state == RequestState.DISAGG_CONTEXT_WAIT_SCHEDULER
+
+    @property
+    def is_disagg_generation_init_state(self) -> bool:
+        return self.state == RequestState.DISAGG_GENERATION_INIT
+
+    @property
+    def is_disagg_generation_transmission_in_progress(self) -> bool:
+        return self.state == RequestState.DISAGG_GENERATION_TRANS_IN_PROGRESS
+
+    @property
+    def is_disagg_generation_transmission_complete(self) -> bool:
+        return self.state == RequestState.DISAGG_GENERATION_TRANS_COMPLETE
+
+    @property
+    def is_disagg_context_transmission_state(self) -> bool:
+        return self.state == RequestState.DISAGG_CONTEXT_TRANS_IN_PROGRESS
+
+    @property
+    def is_disagg_context_complete_state(self) -> bool:
+        return self.state == RequestState.DISAGG_CONTEXT_COMPLETE
+
+    @property
+    def is_generation_in_progress_state(self) -> bool:
+        return self.state == RequestState.GENERATION_IN_PROGRESS
+
+    @property
+    def is_generation_to_complete_state(self) -> bool:
+        return self.state == RequestState.GENERATION_TO_COMPLETE
+
+    @property
+    def is_generation_complete_state(self) -> bool:
+        return self.state == RequestState.GENERATION_COMPLETE
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state == RequestState.GENERATION_COMPLETE
+
+    def __repr__(self) -> str:
+        dummy = ", dummy" if self.is_attention_dp_dummy else ""
+        return f"StandinRequest({self.py_request_id}, {self.state.name}{dummy})"
+
+
+class RecordingLogger:
+    """The ``logger`` the extracted code sees: records every message by severity."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[str, str]] = []
+
+    def _log(self, level: str, msg: object, *args: object) -> None:
+        text = str(msg)
+        if args:
+            try:
+                text = text % args
+            except (TypeError, ValueError):
+                text = " ".join([text, *map(str, args)])
+        self.records.append((level, text))
+
+    def warning(self, msg: object, *args: object, **_: object) -> None:
+        self._log("warning", msg, *args)
+
+    warn = warning
+
+    def info(self, msg: object, *args: object, **_: object) -> None:
+        self._log("info", msg, *args)
+
+    def debug(self, msg: object, *args: object, **_: object) -> None:
+        self._log("debug", msg, *args)
+
+    def error(self, msg: object, *args: object, **_: object) -> None:
+        self._log("error", msg, *args)
+
+    def verbose(self, msg: object, *args: object, **_: object) -> None:
+        self._log("verbose", msg, *args)
+
+    def warning_once(self, msg: object, *args: object, **_: object) -> None:
+        self._log("warning", msg, *args)
+
+    def info_once(self, msg: object, *args: object, **_: object) -> None:
+        self._log("info", msg, *args)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(text for level, text in self.records if level == "warning")
+
+
+class StandinKvCacheManager:
+    """``kv_cache_manager``: hands out one dummy, or None when the frame says allocation fails."""
+
+    def __init__(self, alloc_ok: bool):
+        self.alloc_ok = alloc_ok
+        self.calls: list[dict[str, Any]] = []
+        self.refused = False
+        self.freed: list[StandinRequest] = []
+        self.mapping = types.SimpleNamespace(has_cp_helix=lambda: False)
+        self.is_linear_attention = False
+        self.max_seq_len = 8192
+        self.num_extra_kv_tokens = 0
+        self.tokens_per_block = 32
+
+    def add_dummy_requests(self, request_ids, token_nums=None, is_gen=False, prepare_resource=True,
+                           max_num_draft_tokens=0, **_: Any) -> Optional[list[StandinRequest]]:
+        self.calls.append({"request_ids": list(request_ids), "token_nums": token_nums,
+                           "is_gen": is_gen, "prepare_resource": prepare_resource})
+        if not self.alloc_ok:
+            self.refused = True
+            return None
+        state = GENERATION_DUMMY_STATE if is_gen else CONTEXT_DUMMY_STATE
+        return [StandinRequest(request_ids[0], int(state), is_dummy=False)]
+
+    def get_num_available_tokens(self, *_: Any, **__: Any) -> int:
+        if not self.alloc_ok:
+            self.refused = True
+            return 0
+        return AVAILABLE_TOKENS_OK
+
+    def free_resources(self, request: StandinRequest, *_: Any, **__: Any) -> None:
+        self.freed.append(request)
+
+
+class StandinResourceManager:
+    """``resource_manager``: no speculative-decoding or other managers exist in a replay."""
+
+    def __init__(self) -> None:
+        self.resource_managers: dict[Any, Any] = {}
+
+    def get_resource_manager(self, _kind: Any) -> None:
+        return None
+
+    def free_resources(self, _request: Any) -> None:
+        return None
+
+
+class StandinDist:
+    """``dist``: sizes and rank of this frame; collectives as described in the module docstring."""
+
+    def __init__(self, config: RunConfig, rank: int, peers_busy: bool = True):
+        self.peer_intent = PEER_FORWARD_INTENT if peers_busy else ADPForwardIntent.NONE
+        self.tp_size = config.tp_size
+        self.pp_size = config.pp_size
+        self.rank = rank
+        self.tp_rank = rank
+        self.pp_rank = 0
+        self.has_pp = config.pp_size > 1
+        self.world_size = config.tp_size * config.pp_size
+        self.mapping = types.SimpleNamespace(enable_attention_dp=config.enable_attention_dp,
+                                             tp_size=config.tp_size, pp_size=config.pp_size)
+
+    def tp_allgather(self, value: Any) -> list[Any]:
+        return [value] * self.tp_size
+
+    def tp_allreduce(self, value: Any, op: Any = None) -> Any:
+        return max(int(value), int(self.peer_intent))
+
+
+class StandinScheduler:
+    """The scheduler's window; ``is_request_in_schedulable_state`` comes from the source or a model.
+
+    A trtllm source that delegates supplies the method (``replay.trtllm_source`` binds it on a
+    subclass); otherwise :meth:`model_is_request_in_schedulable_state` models PR #16921.
+    """
+
+    def __init__(self, config: RunConfig):
+        window = micro_batch_window(config.encoder_decoder)
+        self.scheduling_state_range = (window.start, window.end)
+        self.no_schedule_until_state = window.start
+        self.no_schedule_after_state = window.end
+
+    def model_is_request_in_schedulable_state(self, request: StandinRequest) -> bool:
+        """PR #16921 as modelled in ``replay.states``: 7, 8, 9 refused, else the window."""
+        if request.state in NOT_SCHEDULABLE_STATES:
+            return False
+        start, end = self.scheduling_state_range
+        return int(start) <= request.state_value < int(end)
+
+
+class StandinExecutor:
+    """``self`` of the replayed pad method: one rank's state at pad entry (see module docstring)."""
+
+    #: Scheduler class to instantiate; hooks substitute a subclass carrying extracted methods.
+    scheduler_class: type = StandinScheduler
+
+    def __init__(self, frame: FrameView):
+        config = frame.config
+        self.frame = frame
+        self.config = config
+        self.active_requests = [StandinRequest(rid, state, dummy)
+                                for rid, state, dummy in frame.requests]
+        self.expected_num_active_requests = int(frame.expected)
+        self.max_num_active_requests = config.cap
+        self.max_batch_size = config.max_batch_size
+        self.enable_attention_dp = config.enable_attention_dp
+        self.kv_cache_transceiver = (types.SimpleNamespace(kv_transfer_timeout_ms=None)
+                                     if config.disaggregated else None)
+        self.dist = StandinDist(config, frame.rank, peers_busy=frame.expected > 0)
+        self.scheduler = self.scheduler_class(config)
+        self.kv_cache_manager = StandinKvCacheManager(frame.alloc_ok)
+        self.resource_manager = StandinResourceManager()
+        self.model_engine = types.SimpleNamespace(max_num_tokens=8192, max_seq_len=8192,
+                                                  iter_counter=frame.iter)
+        self.iter_counter = frame.iter
+        self.terminated: list[StandinRequest] = []
+        for name, value in feature_flags(config).items():
+            setattr(self, name, value)
+        # The dummy's role (domain doc §9, as the catalogue models it): a rank whose real requests
+        # all precede CONTEXT_INIT (awaiting KV or the scheduler) gets a context dummy. Upstream
+        # derives it from ``has_context_request`` (2025) or ``_adp_dummy_is_gen`` (2026).
+        real = [r for r in self.active_requests if not r.is_attention_dp_dummy]
+        context_role = bool(real) and all(r.state_value < int(RequestState.CONTEXT_INIT)
+                                          for r in real)
+        self.has_context_request = context_role
+        self._adp_dummy_is_gen = not context_role
+
+    def _terminate_request(self, request: StandinRequest) -> None:
+        """Termination frees the request's resources; recorded, nothing else to do here."""
+        self.terminated.append(request)
+
+
+#: Methods of the stand-in that extracted code must not replace (effects at the edge).
+STANDIN_EFFECT_METHODS = frozenset({"_terminate_request"})
+
+
+def outcome_of(executor: StandinExecutor, before: list[StandinRequest], logger: RecordingLogger,
+               crash: Optional[str] = None) -> PadOutcome:
+    """Read a :class:`PadOutcome` off the stand-in after the pad method ran (or raised)."""
+    before_ids = {id(r) for r in before}
+    added = [r for r in executor.active_requests if id(r) not in before_ids]
+    dummy = next((r for r in added if r.is_attention_dp_dummy), added[0] if added else None)
+    padded = dummy is not None and crash is None
+    role = "generation"
+    if dummy is not None and dummy.state_value < int(RequestState.GENERATION_IN_PROGRESS):
+        role = "context"
+    warnings = logger.warnings
+    surplus = (crash is None and len(before) > executor.expected_num_active_requests
+               and any("expected" in w or "exceed" in w for w in warnings))
+    return PadOutcome(padded=padded, role=role,
+                      alloc_failed=(not padded and crash is None
+                                    and executor.kv_cache_manager.refused),
+                      crash=crash, surplus_warning=surplus, warnings=warnings)
+
+
+def _crash_message(e: BaseException) -> str:
+    """``Type: message``, with the raising source line when the message is empty (a bare assert)."""
+    text = f"{type(e).__name__}: {e}".rstrip(": ")
+    if not str(e):
+        frames = traceback.extract_tb(e.__traceback__)
+        if frames and frames[-1].line:
+            last = frames[-1]
+            text += f" at {last.filename}, line {last.lineno}: {last.line.strip()}"
+    return text
+
+
+def call_pad(executor: StandinExecutor, method: Callable[[], Any], logger: RecordingLogger,
+             label: str) -> PadOutcome:
+    """Run ``method`` (the bound pad step) and classify what happened.
+
+    An exception the executor itself would raise (AssertionError, TypeError on a None dummy, ...)
+    is a replayed crash. A missing name or a stand-in attribute the code expects is a tool
+    problem: :class:`PolicyError` naming it and ``label`` (the source and revision).
+    """
+    before = list(executor.active_requests)
+    try:
+        method()
+    except PolicyError:
+        raise
+    except NameError as e:
+        raise PolicyError(f"{label}: the extracted code needs {e.name!r}, which the stand-in "
+                          "executor does not provide",
+                          hint="extend replay/standin_executor.py or pick another revision") from e
+    except AttributeError as e:
+        owner = getattr(e, "obj", None)
+        if owner is not None and isinstance(owner, (StandinExecutor, StandinRequest,
+                                                    StandinKvCacheManager, StandinScheduler,
+                                                    StandinDist, StandinResourceManager,
+                                                    types.SimpleNamespace, enum.EnumMeta)):
+            raise PolicyError(f"{label}: the extracted code needs {type(owner).__name__}."
+                              f"{e.name}, which the stand-in executor does not provide",
+                              hint="extend replay/standin_executor.py or pick another revision"
+                              ) from e
+        return outcome_of(executor, before, logger, crash=f"AttributeError: {e}")
+    except Exception as e:  # the executor's own failure: replayed as a crash
+        return outcome_of(executor, before, logger, crash=_crash_message(e))
+    return outcome_of(executor, before, logger)
+
+
+#: Modules and helpers every namespace gets (the extracted code's module-level imports).
+def base_namespace(logger: RecordingLogger) -> dict[str, Any]:
+    """Names the extracted functions may use, standing in for their module's imports."""
+    return {
+        "__name__": "replay.standin",
+        "__builtins__": __builtins__,
+        "os": os,
+        "math": math,
+        "logger": logger,
+        "LlmRequestState": LlmRequestState,
+        "ATTENTION_DP_DUMMY_REQUEST_ID": DUMMY_REQUEST_ID,
+        "_ADPForwardIntent": ADPForwardIntent,
+        "ReduceOp": ReduceOp,
+        "ResourceManagerType": ResourceManagerType,
+        "NoFreeSlotsError": NoFreeSlotsError,
+        "OutOfPagesError": OutOfPagesError,
+        "Optional": Optional,
+        "nvtx_range": lambda *_a, **_k: (lambda f: f),
+    }

@@ -1,0 +1,346 @@
+"""One executor iteration of every attention-DP rank, as array arithmetic (domain doc §4-7).
+
+:func:`decide` is the single step function of the replay: the engine calls it once on
+``(I, R)`` arrays (every iteration at once, assuming no carried dummies) and then once per
+``(R,)`` row for the few iterations that follow a skip with surviving dummies; the simulator
+calls it one iteration at a time. Arrays have shape ``(..., R)``: the last axis is the rank and
+fleet-wide decisions (the all-gathers) reduce over it.
+
+Per rank, in loop order (see ``replay.engine`` for the assumptions):
+
+1. ``active = n_real + carried`` (what ``gather_all_rank_states`` all-gathers; a leaked dummy counts).
+2. ``expected``: the recorded value when there is one and every rank's replayed count equals its
+   recorded count, else computed (§5): ``max(ceil(multiplier * ceil(sum(active) / tp)),
+   max(active - new_real))``, then ``min(., cap)`` when the policy caps.
+3. Entry check (ADP on): ``active > expected`` asserts (crash) or warns (PR #17278).
+4. Pad: ``needs = expected > 0 and sched_real + carried == 0``; a failed allocation crashes
+   (TypeError on None) or is skipped with a warning (PR #16161).
+5. Batch: the recorded real batch, else ``min(window_real, max_batch_size)``; plus the dummy
+   (the total stays within ``max_batch_size``).
+6. Post-pad (PR #17379): an empty batch on a rank with active requests gets a generation dummy.
+7. ``can_queue`` = no zero batch in the fleet. With it every dummy is removed (by
+   ``_update_request_states_tp`` when last, else ``_handle_responses``); without it a dummy padded
+   this iteration is rolled back (PR #16921) where the policy does so, every other dummy survives.
+
+Example (two ranks, prefix-2026, rank 1 holds only a GENERATION_TO_COMPLETE request):
+    >>> import numpy as np
+    >>> from replay import RunConfig, get_policy
+    >>> inp = StepInputs.make(n_real=[1, 1], sched_real=[0, 1], window_real=[0, 0],
+    ...                       all_before_ctx=[True, False])
+    >>> out = decide(get_policy("prefix-2026"), RunConfig(tp_size=2, disaggregated=True), inp)
+    >>> out.padded.tolist(), out.batch.tolist(), bool(out.can_queue[0]), out.survives.tolist()
+    ([True, False], [1, 0], False, [True, False])
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from replay.config import RunConfig
+from replay.policy import AllocFailure, EntryCheck, Policy
+
+#: ``StepOutputs.expected_source`` codes.
+EXPECTED_COMPUTED = 0
+EXPECTED_RECORDED = 1
+EXPECTED_SOURCE_NAMES = ("computed", "recorded")
+
+#: ``StepOutputs.removed_path`` codes (0: no dummy removed on this rank this iteration).
+REMOVED_NONE = 0
+REMOVED_UPDATE_STATES_TP = 1
+REMOVED_HANDLE_RESPONSES = 2
+REMOVED_ROLLBACK = 3
+REMOVAL_PATH_NAMES = (None, "update_states_tp", "handle_responses", "rollback")
+
+#: ``StepOutputs.crash_kind`` codes.
+CRASH_NONE = 0
+CRASH_ASSERT = 1
+CRASH_ALLOC_NONE = 2
+CRASH_HOOK = 3
+CRASH_KIND_NAMES = (None, "assert", "dummy_alloc_none", "hook")
+
+
+def _arr(v, dtype) -> np.ndarray:
+    return np.asarray(v, dtype=dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class StepInputs:
+    """What each rank holds at pad entry, as ``(..., R)`` arrays (real requests only).
+
+    Fields:
+        n_real: real requests in ``active_requests`` (recorded dummies excluded).
+        sched_real: real requests the policy's pad predicate counts as schedulable.
+        window_real: real requests in the micro-batch scheduler window.
+        new_real: real requests fetched this iteration (first seen on the rank now).
+        all_before_ctx: the rank has real requests and all are in states < CONTEXT_INIT
+            (a dummy padded there takes the context role, §9).
+        alloc_ok: ``add_dummy_requests`` succeeds this iteration.
+        real_batch: real requests the scheduler takes (at most ``window_real``), or -1 to use
+            ``min(window_real, max_batch_size)``.
+        expected_recorded: the recorded ``expected_num_active_requests`` or -1.
+        recorded_counts: the recorded ``len(active_requests)`` (dummies included) or -1; the
+            recorded expected is used only when every rank's replayed count equals it.
+        carried: a dummy of this policy survived an earlier iteration on the rank.
+        carried_last: that dummy is still the last element of ``active_requests``.
+    """
+
+    n_real: np.ndarray
+    sched_real: np.ndarray
+    window_real: np.ndarray
+    new_real: np.ndarray
+    all_before_ctx: np.ndarray
+    alloc_ok: np.ndarray
+    real_batch: np.ndarray
+    expected_recorded: np.ndarray
+    recorded_counts: np.ndarray
+    carried: np.ndarray
+    carried_last: np.ndarray
+
+    @classmethod
+    def make(cls, n_real, *, sched_real=None, window_real=None, new_real=0, all_before_ctx=False,
+             alloc_ok=True, real_batch=-1, expected_recorded=-1, recorded_counts=-1,
+             carried=False, carried_last=True) -> StepInputs:
+        """Build inputs from array-likes, broadcasting scalars to ``n_real``'s shape.
+
+        ``sched_real`` and ``window_real`` default to ``n_real`` (every request schedulable).
+        """
+        n = _arr(n_real, np.int64)
+        shape = n.shape
+
+        def b(v, dtype):
+            return np.broadcast_to(_arr(v, dtype), shape).copy()
+
+        return cls(n_real=n,
+                   sched_real=b(n if sched_real is None else sched_real, np.int64),
+                   window_real=b(n if window_real is None else window_real, np.int64),
+                   new_real=b(new_real, np.int64), all_before_ctx=b(all_before_ctx, bool),
+                   alloc_ok=b(alloc_ok, bool), real_batch=b(real_batch, np.int64),
+                   expected_recorded=b(expected_recorded, np.int64),
+                   recorded_counts=b(recorded_counts, np.int64), carried=b(carried, bool),
+                   carried_last=b(carried_last, bool))
+
+    def take(self, index) -> StepInputs:
+        """The inputs of some iterations (``index`` applies to the leading axes)."""
+        return StepInputs(**{f.name: getattr(self, f.name)[index] for f in dataclasses.fields(self)})
+
+    def with_carried(self, carried, carried_last) -> StepInputs:
+        return dataclasses.replace(self, carried=_arr(carried, bool), carried_last=_arr(carried_last, bool))
+
+
+def inputs_from_states(policy: Policy, config: RunConfig, ranks, *, new_real=0, alloc_ok=True,
+                       real_batch=-1, expected_recorded=-1, recorded_counts=-1, carried=False,
+                       carried_last=True) -> StepInputs:
+    """Inputs of one iteration from each rank's real request states (ints or names).
+
+    Args:
+        ranks: one sequence of states per rank, e.g. ``[[13, 13], ["GENERATION_TO_COMPLETE"]]``.
+        Other arguments: scalars or ``(R,)`` sequences, as in :class:`StepInputs`.
+
+    Example:
+        >>> from replay import get_policy, RunConfig
+        >>> inp = inputs_from_states(get_policy("fix-16161"), RunConfig(tp_size=2, disaggregated=True),
+        ...                          [[14], [13, 13]])
+        >>> inp.sched_real.tolist(), inp.window_real.tolist()
+        ([0, 2], [0, 2])
+    """
+    from replay.states import ALL_STATES, RequestState, micro_batch_window, parse_state
+    pmask = policy.predicate(config).mask(config)
+    wmask = micro_batch_window(config.encoder_decoder).mask()
+    col = {int(st): i for i, st in enumerate(ALL_STATES)}
+    rows = [[int(parse_state(x)) for x in states] for states in ranks]
+    n = [len(r) for r in rows]
+    return StepInputs.make(
+        n, sched_real=[sum(bool(pmask[col[v]]) for v in r) for r in rows],
+        window_real=[sum(bool(wmask[col[v]]) for v in r) for r in rows],
+        all_before_ctx=[bool(r) and all(v < int(RequestState.CONTEXT_INIT) for v in r) for r in rows],
+        new_real=new_real, alloc_ok=alloc_ok, real_batch=real_batch,
+        expected_recorded=expected_recorded, recorded_counts=recorded_counts, carried=carried,
+        carried_last=carried_last)
+
+
+@dataclasses.dataclass(frozen=True)
+class PadDecision:
+    """The pad step decided elsewhere (a policy's ``pad_hook``), as ``(..., R)`` arrays.
+
+    Fields:
+        padded: a dummy was appended.
+        role_context: it has the context role.
+        alloc_failed: a dummy was wanted but not allocated.
+        crash: the pad step raised (the run stops this iteration).
+        surplus: the surplus warning was logged.
+    """
+
+    padded: np.ndarray
+    role_context: np.ndarray
+    alloc_failed: np.ndarray
+    crash: np.ndarray
+    surplus: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class StepOutputs:
+    """Every decision of one or many iterations, ``(..., R)`` arrays.
+
+    Fields:
+        active: ``len(active_requests)`` all-gathered at fetch (carried dummy included).
+        expected: ``expected_num_active_requests``.
+        expected_source: ``EXPECTED_RECORDED`` or ``EXPECTED_COMPUTED``.
+        surplus: ``active > expected`` at pad entry (ADP on).
+        crash: the rank dies this iteration (assert, failed allocation, hook exception).
+        crash_kind: ``CRASH_*`` code.
+        padded: the pad step appended a dummy.
+        role_context: that dummy has the context role.
+        alloc_failed: a dummy was wanted but could not be allocated (skipped with a warning).
+        postpadded: a generation dummy was appended after scheduling (PR #17379).
+        batch: the batch size offered to ``_can_queue`` (dummy included).
+        can_queue: the fleet-wide decision (same on every rank).
+        can_queue_this_rank: ``batch > 0``.
+        processed_prev: the rank processed its previous batch (overlap loop: ``can_queue or not
+            can_queue_this_rank``; non-overlap: ``can_queue``).
+        removed_path: ``REMOVED_*`` code of the dummy removed on this rank this iteration.
+        survives: a dummy is alive on the rank after this iteration (carried into the next).
+        leaked_now: a dummy survived this (skipped) iteration.
+    """
+
+    active: np.ndarray
+    expected: np.ndarray
+    expected_source: np.ndarray
+    surplus: np.ndarray
+    crash: np.ndarray
+    crash_kind: np.ndarray
+    padded: np.ndarray
+    role_context: np.ndarray
+    alloc_failed: np.ndarray
+    postpadded: np.ndarray
+    batch: np.ndarray
+    can_queue: np.ndarray
+    can_queue_this_rank: np.ndarray
+    processed_prev: np.ndarray
+    removed_path: np.ndarray
+    survives: np.ndarray
+    leaked_now: np.ndarray
+
+
+def expected_step(policy: Policy, config: RunConfig, inputs: StepInputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Steps 1-2: ``(active, expected, expected_source)`` for ``(..., R)`` inputs."""
+    active = inputs.n_real + inputs.carried.astype(np.int64)
+    total = active.sum(axis=-1, keepdims=True)
+    fair = -(-total // config.tp_size)
+    scaled = np.ceil(config.expected_multiplier * fair).astype(np.int64)
+    floor = (active - inputs.new_real).max(axis=-1, keepdims=True)
+    computed = np.maximum(scaled, floor)
+    if policy.cap:
+        computed = np.minimum(computed, config.cap)
+    computed = np.broadcast_to(computed, active.shape)
+    counts_match = (active == inputs.recorded_counts).all(axis=-1, keepdims=True)
+    use_rec = (inputs.expected_recorded >= 0) & counts_match
+    expected = np.where(use_rec, inputs.expected_recorded, computed)
+    source = np.where(use_rec, EXPECTED_RECORDED, EXPECTED_COMPUTED).astype(np.int8)
+    return active, expected, source
+
+
+def pad_step(policy: Policy, config: RunConfig, inputs: StepInputs, active: np.ndarray,
+             expected: np.ndarray) -> PadDecision:
+    """Steps 3-4, the catalogue's vectorised pad decision (entry check and padding)."""
+    adp = bool(config.enable_attention_dp)
+    surplus = (active > expected) & adp
+    assert_crash = surplus & (policy.entry_check is EntryCheck.ASSERT)
+    warn = surplus & (policy.entry_check is EntryCheck.WARN)
+    schedulable = inputs.sched_real + inputs.carried.astype(np.int64)
+    needs = adp & (expected > 0) & (schedulable == 0) & ~assert_crash
+    alloc_fail = needs & ~inputs.alloc_ok
+    crash = assert_crash | (alloc_fail & (policy.alloc_failure is AllocFailure.CRASH))
+    padded = needs & inputs.alloc_ok
+    role_context = padded & (inputs.n_real >= 1) & inputs.all_before_ctx
+    return PadDecision(padded=padded, role_context=role_context,
+                       alloc_failed=alloc_fail & ~crash, crash=crash, surplus=warn)
+
+
+def decide(policy: Policy, config: RunConfig, inputs: StepInputs,
+           pad: PadDecision | None = None) -> StepOutputs:
+    """Run one iteration (or many independent ones) of every rank.
+
+    Args:
+        policy: the executor version.
+        config: the run configuration (``tp_size`` must equal the rank axis length).
+        inputs: ``(..., R)`` arrays, see :class:`StepInputs`.
+        pad: the pad step already decided (policies with a ``pad_hook``); default: the
+            vectorised catalogue semantics of :func:`pad_step`.
+
+    Returns:
+        :class:`StepOutputs`. Rows with a crash are still filled; callers stop there.
+    """
+    active, expected, source = expected_step(policy, config, inputs)
+    if pad is None:
+        pad = pad_step(policy, config, inputs, active, expected)
+    adp = bool(config.enable_attention_dp)
+    padded = pad.padded & ~inputs.carried  # at most one dummy per rank
+    crash = pad.crash
+    if policy.pad_hook is not None:
+        crash_kind = np.where(crash, CRASH_HOOK, CRASH_NONE)
+    else:
+        tripped = (active > expected) & adp & (policy.entry_check is EntryCheck.ASSERT)
+        crash_kind = np.where(crash, np.where(tripped, CRASH_ASSERT, CRASH_ALLOC_NONE), CRASH_NONE)
+    crash_kind = crash_kind.astype(np.int8)
+
+    real_batch = np.where(inputs.real_batch >= 0, inputs.real_batch,
+                          np.minimum(inputs.window_real, config.max_batch_size))
+    has_dummy = padded | inputs.carried
+    # The dummy is scheduled like any request in the window, within max_batch_size.
+    batch = np.minimum(real_batch + has_dummy.astype(np.int64),
+                       np.maximum(config.max_batch_size, real_batch))
+    postpadded = np.zeros_like(padded)
+    if policy.postpad_empty_batch and adp:
+        postpadded = (batch == 0) & (active > 0) & (active < config.cap) & inputs.alloc_ok & ~crash
+        batch = batch + postpadded.astype(np.int64)
+
+    this_rank = batch > 0
+    if adp:
+        can_queue = np.broadcast_to(this_rank.all(axis=-1, keepdims=True), batch.shape)
+    else:
+        can_queue = this_rank
+    if config.overlap_scheduler:
+        processed_prev = can_queue | ~this_rank
+    else:
+        processed_prev = can_queue.copy()
+
+    new_dummy = padded | postpadded
+    any_dummy = new_dummy | inputs.carried
+    last = new_dummy | inputs.carried_last
+    removed = np.where(can_queue & any_dummy,
+                       np.where(last, REMOVED_UPDATE_STATES_TP, REMOVED_HANDLE_RESPONSES), REMOVED_NONE)
+    if policy.rolls_back(config):
+        removed = np.where(~can_queue & new_dummy, REMOVED_ROLLBACK, removed)
+    removed = removed.astype(np.int8)
+    survives = any_dummy & (removed == REMOVED_NONE)
+    return StepOutputs(active=active, expected=expected, expected_source=source,
+                       surplus=pad.surplus, crash=crash, crash_kind=crash_kind, padded=padded,
+                       role_context=pad.role_context & padded, alloc_failed=pad.alloc_failed,
+                       postpadded=postpadded, batch=batch, can_queue=np.array(can_queue),
+                       can_queue_this_rank=this_rank, processed_prev=processed_prev,
+                       removed_path=removed, survives=survives, leaked_now=survives.copy())
+
+
+__all__ = [
+    "CRASH_ALLOC_NONE",
+    "CRASH_ASSERT",
+    "CRASH_HOOK",
+    "CRASH_KIND_NAMES",
+    "CRASH_NONE",
+    "EXPECTED_COMPUTED",
+    "EXPECTED_RECORDED",
+    "EXPECTED_SOURCE_NAMES",
+    "REMOVAL_PATH_NAMES",
+    "REMOVED_HANDLE_RESPONSES",
+    "REMOVED_NONE",
+    "REMOVED_ROLLBACK",
+    "REMOVED_UPDATE_STATES_TP",
+    "PadDecision",
+    "StepInputs",
+    "StepOutputs",
+    "decide",
+    "expected_step",
+    "inputs_from_states",
+    "pad_step",
+]

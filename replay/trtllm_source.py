@@ -1,0 +1,504 @@
+"""Policies that run the real TensorRT-LLM pad code: ``trtllm:PATH[@REV]`` and ``trtllm:installed``.
+
+The source file is never imported. It is parsed with :mod:`ast`; only the function definitions
+the pad step needs are compiled and executed (no module-level statement and no class body of the
+file ever runs), in a namespace of stand-ins (``replay.standin_executor``):
+
+* from class ``PyExecutor``: ``_pad_attention_dp_dummy_request`` and every method of the class it
+  reaches through ``self.NAME`` (``_count_schedulable_active_requests`` since PR #12208, the
+  benchmark-fill skip, the KV-capacity check, ...), unless the stand-in provides ``NAME`` itself;
+* from the scheduler module, when the build delegates (PR #16921): the class method
+  ``is_request_in_schedulable_state`` and what it reaches;
+* module-level functions of either file that the extracted code calls by name.
+
+Decorators other than ``property``/``staticmethod``/``classmethod`` (``nvtx_range``) are dropped
+and annotations are never evaluated. A global name the code uses and the namespace lacks is bound
+to a sentinel that raises :class:`~forensics.errors.PolicyError` naming it and the revision when the
+code reaches it; the static list of such names is stated in the policy's notes.
+
+The era is read off what the source contains (``replay.era.detect_era``) and picks the catalogue
+policy that supplies the rest of the loop (can_queue, removal, rollback, cap).
+"""
+from __future__ import annotations
+import __future__
+
+import ast
+import builtins
+import copy
+import dataclasses
+import importlib.util
+import linecache
+import logging
+import subprocess
+import symtable
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from forensics.errors import PolicyError
+from replay.catalogue import get_policy
+from replay.era import (
+    DELEGATE_METHOD,
+    PAD_METHOD,
+    attr_names,
+    detect_era,
+    find_cap,
+    loaded_names,
+)
+from replay.policy import FrameView, PadOutcome, Policy
+from replay.standin_executor import (
+    STANDIN_EFFECT_METHODS,
+    RecordingLogger,
+    StandinExecutor,
+    StandinScheduler,
+    base_namespace,
+    call_pad,
+)
+
+log = logging.getLogger(__name__)
+
+#: The executor file, relative to a checkout root.
+EXECUTOR_FILE = "tensorrt_llm/_torch/pyexecutor/py_executor.py"
+#: Where ``is_request_in_schedulable_state`` lives: a package since 2026, a module before.
+SCHEDULER_FILES = ("tensorrt_llm/_torch/pyexecutor/scheduler/scheduler.py",
+                   "tensorrt_llm/_torch/pyexecutor/scheduler.py")
+#: Where ``expected_num_active_requests`` has been computed over time (the cap, domain doc §5):
+#: the executor itself (2025), the request queue (mid 2025), the ADP router (2026).
+ROUTER_FILES = ("tensorrt_llm/_torch/pyexecutor/executor_request_queue.py",
+                "tensorrt_llm/_torch/pyexecutor/scheduler/adp_router.py",
+                "tensorrt_llm/_torch/pyexecutor/request_utils.py")
+#: Files whose history matters to the pad step (``replay.bisect`` walks commits touching them).
+WATCHED_FILES = (EXECUTOR_FILE, *SCHEDULER_FILES, *ROUTER_FILES)
+_KEPT_DECORATORS = frozenset({"property", "staticmethod", "classmethod"})
+_PACKAGE = "tensorrt_llm"
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceText:
+    """The text of the files the pad step needs, at one revision.
+
+    Fields:
+        executor: text of ``py_executor.py``.
+        scheduler: text of the scheduler module, or None when no candidate file exists.
+        label: ``PATH@REV (sha)`` or ``PATH (working tree)``, used in every error and report.
+        revision: the full commit id, or "" for a working tree / install.
+        routers: text of the :data:`ROUTER_FILES` that exist, by path (read for the cap only).
+    """
+
+    executor: str
+    scheduler: Optional[str]
+    label: str
+    revision: str = ""
+    routers: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class Extracted:
+    """The function definitions taken from one revision, still as AST.
+
+    Fields:
+        methods: ``PyExecutor`` methods by name (pad first).
+        module_functions: module-level functions of the executor file they call.
+        scheduler_methods: methods of the scheduler class (``is_request_in_schedulable_state``...).
+        scheduler_functions: module-level functions of the scheduler file those call.
+        class_methods: every method name ``PyExecutor`` defines (for era detection).
+        label: as in :class:`SourceText`.
+        executor_text, scheduler_text: the files' text (so tracebacks can quote the real lines).
+        cap: where the cap on ``expected_num_active_requests`` was found (``file:function``),
+            or None.
+    """
+
+    methods: dict[str, ast.FunctionDef]
+    module_functions: dict[str, ast.FunctionDef]
+    scheduler_methods: dict[str, ast.FunctionDef]
+    scheduler_functions: dict[str, ast.FunctionDef]
+    class_methods: frozenset[str]
+    label: str
+    executor_text: str = ""
+    scheduler_text: str = ""
+    cap: Optional[str] = None
+
+
+# --------------------------------------------------------------------------- locating the source
+
+def locate_installed() -> Path:
+    """The directory of the installed ``tensorrt_llm`` package, found without importing it.
+
+    Only the top-level spec is looked up (a submodule's ``find_spec`` would import the parent).
+    """
+    try:
+        spec = importlib.util.find_spec(_PACKAGE)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise PolicyError("tensorrt_llm is not installed in this Python environment",
+                          hint="point at a source checkout instead: --policy trtllm:/path/to/"
+                               "TensorRT-LLM or trtllm:/path/to/TensorRT-LLM@<git revision>")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _relative_paths(root: Path, relpath: str) -> list[str]:
+    """``relpath`` as seen from a checkout root, and as seen from the package directory itself."""
+    inside = relpath[len(_PACKAGE) + 1:]
+    return [relpath, inside]
+
+
+def run_git(root: Path, *args: str) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                              check=False)
+    except FileNotFoundError:
+        raise PolicyError("git is not installed; a revision (@REV) needs it",
+                          hint="drop @REV to read the working tree") from None
+
+
+def resolve_revision(root: Path, rev: str) -> str:
+    """The full commit id of ``rev`` in the checkout at ``root``."""
+    out = run_git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    if out.returncode != 0:
+        raise PolicyError(f"{root}: unknown git revision {rev!r}",
+                          hint="any commit-ish works: a sha, tag or branch of that checkout")
+    return out.stdout.strip()
+
+
+def _read_file(root: Path, relpath: str, sha: str) -> Optional[str]:
+    """One file's text at ``sha`` (``git show``) or in the tree; None when absent."""
+    for rel in _relative_paths(root, relpath):
+        if sha:
+            out = run_git(root, "show", f"{sha}:./{rel}")
+            if out.returncode == 0:
+                return out.stdout
+        else:
+            path = root / rel
+            if path.is_file():
+                return path.read_text(encoding="utf-8", errors="replace")
+    return None
+
+
+def read_source(path: str | Path, rev: Optional[str] = None) -> SourceText:
+    """Read the executor (and scheduler) source of a checkout or package, at ``rev`` if given."""
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise PolicyError(f"{root}: no such directory",
+                          hint="trtllm:PATH wants a TensorRT-LLM checkout or the installed package")
+    sha = resolve_revision(root, rev) if rev else ""
+    if not rev:
+        label = f"{root} (working tree)"
+    elif sha.startswith(rev):
+        label = f"{root}@{sha[:12]}"
+    else:
+        label = f"{root}@{rev} ({sha[:12]})"
+    executor = _read_file(root, EXECUTOR_FILE, sha)
+    if executor is None:
+        raise PolicyError(f"{label}: no {EXECUTOR_FILE} here",
+                          hint="PATH must be the repository root (or the tensorrt_llm package)")
+    scheduler = None
+    for relpath in SCHEDULER_FILES:
+        scheduler = _read_file(root, relpath, sha)
+        if scheduler is not None:
+            break
+    routers = {rel: text for rel in ROUTER_FILES
+               if (text := _read_file(root, rel, sha)) is not None}
+    return SourceText(executor=executor, scheduler=scheduler, label=label, revision=sha,
+                      routers=routers)
+
+
+# --------------------------------------------------------------------------- extraction
+
+def _parse(text: str, label: str, what: str) -> ast.Module:
+    try:
+        return ast.parse(text, filename=f"{label}:{what}")
+    except SyntaxError as e:
+        raise PolicyError(f"{label}: {what} does not parse: {e.msg}", line=e.lineno) from None
+
+
+def _functions(body: list[ast.stmt]) -> dict[str, ast.FunctionDef]:
+    return {n.name: n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def _self_attrs(node: ast.AST) -> set[str]:
+    """Attribute names read off ``self`` inside a function."""
+    return {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
+            and isinstance(n.value, ast.Name) and n.value.id == "self"}
+
+
+def _closure(start: list[str], methods: dict[str, ast.FunctionDef],
+             provided: set[str]) -> dict[str, ast.FunctionDef]:
+    """``start`` plus the methods they reach via ``self.NAME`` that the stand-in lacks."""
+    out: dict[str, ast.FunctionDef] = {}
+    todo = list(start)
+    while todo:
+        name = todo.pop(0)
+        if name in out or name not in methods:
+            continue
+        out[name] = methods[name]
+        todo.extend(sorted(a for a in _self_attrs(methods[name])
+                           if a in methods and a not in provided and a not in out))
+    return out
+
+
+def _module_closure(nodes: list[ast.AST],
+                    functions: dict[str, ast.FunctionDef]) -> dict[str, ast.FunctionDef]:
+    """Module-level functions called by name from ``nodes``, transitively."""
+    out: dict[str, ast.FunctionDef] = {}
+    todo = sorted(set().union(*(loaded_names(n) for n in nodes)) if nodes else set())
+    while todo:
+        name = todo.pop(0)
+        if name in out or name not in functions:
+            continue
+        out[name] = functions[name]
+        todo.extend(sorted(loaded_names(functions[name]) - set(out)))
+    return out
+
+
+def _provided(cls: type, sample_attrs: set[str]) -> set[str]:
+    return {n for n in dir(cls) if not n.startswith("__")} | sample_attrs
+
+
+def _standin_executor_attrs() -> set[str]:
+    from replay.config import RunConfig
+    sample = StandinExecutor(FrameView(iter=0, rank=0, requests=(), expected=0,
+                                       config=RunConfig(tp_size=1)))
+    return _provided(StandinExecutor, set(vars(sample))) | set(STANDIN_EFFECT_METHODS)
+
+
+def extract(source: SourceText) -> Extracted:
+    """Pick the pad step's functions out of the source, without running anything."""
+    tree = _parse(source.executor, source.label, EXECUTOR_FILE)
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "PyExecutor"),
+               None)
+    if cls is None:
+        raise PolicyError(f"{source.label}: {EXECUTOR_FILE} has no class PyExecutor")
+    class_methods = _functions(cls.body)
+    if PAD_METHOD not in class_methods:
+        raise PolicyError(f"{source.label}: PyExecutor has no {PAD_METHOD}",
+                          hint="this revision predates attention-DP padding or moved it; try "
+                               "another revision")
+    provided = _standin_executor_attrs() - {PAD_METHOD}
+    methods = _closure([PAD_METHOD], class_methods, provided)
+    module_fns = _module_closure(list(methods.values()), _functions(tree.body))
+
+    sched_methods: dict[str, ast.FunctionDef] = {}
+    sched_fns: dict[str, ast.FunctionDef] = {}
+    delegates = any(DELEGATE_METHOD in attr_names(m) for m in methods.values())
+    if delegates:
+        if source.scheduler is None:
+            raise PolicyError(f"{source.label}: the pad code calls scheduler.{DELEGATE_METHOD} "
+                              f"but no scheduler module exists ({' or '.join(SCHEDULER_FILES)})")
+        stree = _parse(source.scheduler, source.label, "scheduler")
+        owners = [n for n in stree.body if isinstance(n, ast.ClassDef)
+                  and DELEGATE_METHOD in _functions(n.body)]
+        owners.sort(key=lambda c: c.name != "RequestScheduler")
+        if not owners:
+            raise PolicyError(f"{source.label}: the pad code needs scheduler.{DELEGATE_METHOD}, "
+                              "which no class of the scheduler module defines")
+        sched_provided = (_provided(StandinScheduler, {"scheduling_state_range",
+                                                       "no_schedule_until_state",
+                                                       "no_schedule_after_state"})
+                          - {DELEGATE_METHOD})
+        sched_methods = _closure([DELEGATE_METHOD], _functions(owners[0].body), sched_provided)
+        sched_fns = _module_closure(list(sched_methods.values()), _functions(stree.body))
+    cap = find_cap({EXECUTOR_FILE: tree, **{rel: _try_parse(text)
+                                            for rel, text in source.routers.items()}})
+    return Extracted(methods=methods, module_functions=module_fns, scheduler_methods=sched_methods,
+                     scheduler_functions=sched_fns, class_methods=frozenset(class_methods),
+                     label=source.label, executor_text=source.executor,
+                     scheduler_text=source.scheduler or "", cap=cap)
+
+
+def _try_parse(text: str) -> Optional[ast.Module]:
+    try:
+        return ast.parse(text)
+    except SyntaxError:
+        return None
+
+
+# --------------------------------------------------------------------------- compiling
+
+class MissingName:
+    """Bound to a global the extracted code uses but the namespace lacks; any use fails clearly."""
+
+    def __init__(self, name: str, label: str):
+        object.__setattr__(self, "_name", name)
+        object.__setattr__(self, "_label", label)
+
+    def _fail(self, *_: Any, **__: Any):
+        raise PolicyError(f"{object.__getattribute__(self, '_label')}: the extracted code needs "
+                          f"{object.__getattribute__(self, '_name')!r}, which the stand-in "
+                          "executor does not provide",
+                          hint="extend replay/standin_executor.py or pick another revision")
+
+    __call__ = __iter__ = __bool__ = __len__ = __int__ = __index__ = _fail
+    __getitem__ = __contains__ = __eq__ = __lt__ = __le__ = __gt__ = __ge__ = _fail
+    __hash__ = None  # type: ignore[assignment]
+
+    def __getattr__(self, _attr: str):
+        self._fail()
+
+    def __repr__(self) -> str:
+        return f"<missing {object.__getattribute__(self, '_name')}>"
+
+
+def _strip(fn: ast.FunctionDef) -> ast.FunctionDef:
+    fn = copy.deepcopy(fn)
+    fn.decorator_list = [d for d in fn.decorator_list
+                         if isinstance(d, ast.Name) and d.id in _KEPT_DECORATORS]
+    return fn
+
+
+def _global_names(fns: list[ast.FunctionDef]) -> set[str]:
+    """Globals the functions read (symtable: exact scoping, comprehensions and lambdas included)."""
+    if not fns:
+        return set()
+    src = ast.unparse(ast.Module(body=[_strip(f) for f in fns], type_ignores=[]))
+    found: set[str] = set()
+
+    def walk(table: symtable.SymbolTable) -> None:
+        for sym in table.get_symbols():
+            if sym.is_global() and sym.is_referenced():
+                found.add(sym.get_name())
+        for child in table.get_children():
+            walk(child)
+
+    for child in symtable.symtable(src, "<extracted>", "exec").get_children():
+        walk(child)
+    return found
+
+
+def _compile_into(ns: dict[str, Any], fns: dict[str, ast.FunctionDef], label: str,
+                  what: str, text: str = "") -> dict[str, Any]:
+    """Execute each function definition (and only it) in ``ns``; return the objects by name.
+
+    The nodes keep their line numbers, and the file's text is registered with ``linecache``
+    under the same name, so a replayed crash can quote the real line.
+    """
+    out: dict[str, Any] = {}
+    flags = __future__.annotations.compiler_flag
+    filename = f"{label}:{what}"
+    if text:
+        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    for name, fn in fns.items():
+        module = ast.Module(body=[_strip(fn)], type_ignores=[])
+        ast.fix_missing_locations(module)
+        code = compile(module, filename, "exec", flags=flags, dont_inherit=True)
+        exec(code, ns)  # a single def statement: binds the function, runs none of its body
+        out[name] = ns[name]
+    return out
+
+
+def _namespace(logger: RecordingLogger, fns: list[ast.FunctionDef], local: set[str],
+               label: str) -> tuple[dict[str, Any], list[str]]:
+    ns = base_namespace(logger)
+    missing = sorted(n for n in _global_names(fns)
+                     if n not in ns and n not in local and not hasattr(builtins, n))
+    for name in missing:
+        ns[name] = MissingName(name, label)
+    return ns, missing
+
+
+@dataclasses.dataclass(frozen=True)
+class CompiledSource:
+    """Extracted code turned into stand-in classes.
+
+    Fields:
+        executor_class: a :class:`StandinExecutor` subclass carrying the extracted methods.
+        logger: the recording logger every extracted function writes to.
+        missing: global names the code uses that the stand-in lacks (fail only if reached).
+        label: as in :class:`SourceText`.
+    """
+
+    executor_class: type
+    logger: RecordingLogger
+    missing: tuple[str, ...]
+    label: str
+
+    def pad_hook(self) -> Callable[[FrameView], PadOutcome]:
+        """A ``Policy.pad_hook``: build the stand-in for a frame and run the real pad method."""
+        def hook(frame: FrameView) -> PadOutcome:
+            self.logger.records.clear()
+            executor = self.executor_class(frame)
+            return call_pad(executor, getattr(executor, PAD_METHOD), self.logger, self.label)
+        hook.__qualname__ = f"trtllm_pad_hook[{self.label}]"
+        return hook
+
+
+def compile_extracted(ex: Extracted) -> CompiledSource:
+    """Compile only the extracted function definitions, bound to stand-in classes."""
+    logger = RecordingLogger()
+    ns, missing = _namespace(logger, [*ex.methods.values(), *ex.module_functions.values()],
+                             set(ex.module_functions), ex.label)
+    _compile_into(ns, ex.module_functions, ex.label, EXECUTOR_FILE, ex.executor_text)
+    methods = _compile_into(ns, ex.methods, ex.label, EXECUTOR_FILE, ex.executor_text)
+    for name in ex.methods:
+        ns.pop(name, None)  # methods are not module globals upstream either
+    scheduler_class: type = StandinScheduler
+    if ex.scheduler_methods:
+        sns, smissing = _namespace(logger, [*ex.scheduler_methods.values(),
+                                            *ex.scheduler_functions.values()],
+                                   set(ex.scheduler_functions), ex.label)
+        missing = sorted(set(missing) | set(smissing))
+        _compile_into(sns, ex.scheduler_functions, ex.label, "scheduler", ex.scheduler_text)
+        smethods = _compile_into(sns, ex.scheduler_methods, ex.label, "scheduler",
+                                 ex.scheduler_text)
+        for name in ex.scheduler_methods:
+            sns.pop(name, None)
+        scheduler_class = type("ExtractedScheduler", (StandinScheduler,), smethods)
+    executor_class = type("ExtractedExecutor", (StandinExecutor,),
+                          {**methods, "scheduler_class": scheduler_class})
+    return CompiledSource(executor_class=executor_class, logger=logger, missing=tuple(missing),
+                          label=ex.label)
+
+
+# --------------------------------------------------------------------------- policies
+
+def parse_spec(spec: str) -> tuple[Optional[str], Optional[str]]:
+    """``trtllm:PATH[@REV]`` → ``(PATH, REV)``; ``trtllm:installed`` → ``(None, None)``."""
+    body = spec[len("trtllm:"):] if spec.startswith("trtllm:") else spec
+    if not body:
+        raise PolicyError(f"policy {spec!r} names no source",
+                          hint="trtllm:PATH, trtllm:PATH@REV or trtllm:installed")
+    path, _, rev = body.rpartition("@") if "@" in body else (body, "", "")
+    if body == "installed":
+        return None, None
+    if path == "installed":
+        return "installed", rev or None
+    return path, rev or None
+
+
+def load_source(path: Optional[str | Path], rev: Optional[str] = None) -> SourceText:
+    """Read the source of a checkout (``path``), or of the installed package (``path`` None)."""
+    if path is None or str(path) == "installed":
+        pkg = locate_installed()
+        if rev:
+            return read_source(pkg.parent, rev)
+        return read_source(pkg)
+    return read_source(path, rev)
+
+
+def policy_from_source(source: SourceText, name: str) -> Policy:
+    """A hooked :class:`Policy`: the real pad code of ``source`` plus its era's catalogue loop."""
+    extracted = extract(source)
+    era = detect_era(extracted.methods, extracted.class_methods, extracted.cap)
+    compiled = compile_extracted(extracted)
+    base = get_policy(era.policy)
+    notes = [f"real pad code from {source.label}; rest of the loop from catalogue policy "
+             f"{base.name} ({'; '.join(era.reasons)})",
+             "extracted: " + ", ".join([*extracted.methods, *extracted.scheduler_methods])]
+    if compiled.missing:
+        notes.append("names the stand-in lacks (fail only if reached): "
+                     + ", ".join(compiled.missing))
+    log.info("%s: era %s (%s)", source.label, base.name, "; ".join(era.reasons))
+    return dataclasses.replace(base, name=name, title=f"TensorRT-LLM source {source.label}",
+                               notes=" | ".join(notes), pad_hook=compiled.pad_hook(),
+                               source=f"{source.label} [era: {base.name}]")
+
+
+def era_of(policy: Policy) -> Optional[str]:
+    """The catalogue policy a ``trtllm:`` policy took its loop from (from ``Policy.source``)."""
+    head, sep, tail = policy.source.rpartition(" [era: ")
+    return tail.rstrip("]") if sep else None
+
+
+def resolve_trtllm(spec: str) -> Policy:
+    """Resolve ``trtllm:PATH[@REV]`` or ``trtllm:installed`` to a hooked policy."""
+    path, rev = parse_spec(spec)
+    return policy_from_source(load_source(path, rev), name=spec)

@@ -1,0 +1,123 @@
+"""Crash signatures: classification of events rows and the policies derived from Policy fields."""
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+
+from forensics.dataset.schema import EVENTS
+from forensics.ingest import as_dataset
+from forensics.report.crash_signatures import (
+    SignatureKind,
+    crash_in_logs,
+    find_signatures,
+    leak_paths,
+    policies_for,
+)
+from replay.catalogue import CATALOGUE
+from replay.config import RunConfig
+from replay.policy import AllocFailure, EntryCheck, Predicate
+
+POLICIES = list(CATALOGUE.values())
+DISAGG = RunConfig(tp_size=4, disaggregated=True)
+AGG = RunConfig(tp_size=4, disaggregated=False)
+
+
+def events(*rows) -> pd.DataFrame:
+    cols = EVENTS.names
+    base = {c: None for c in cols}
+    return pd.DataFrame([{**base, "source": "x.log", "line_end": r.get("line"), **r} for r in rows],
+                        columns=cols)
+
+
+def test_assert_policies_follow_the_fields_per_path():
+    """Assert needs EntryCheck.ASSERT, a cap and a path where a dummy can survive a skip:
+    - disaggregated pp 1: prefix-2026 only (legacy has no cap; fix-16161's window predicate and
+      sched-aware's scheduler predicate refuse GENERATION_TO_COMPLETE; sched-aware rolls back);
+    - aggregated: every version counts len(active_requests) -> prefix, fix, sched-aware (no
+      rollback off the gated path); tolerant and later warn instead."""
+    assert policies_for(SignatureKind.ENTRY_ASSERT, POLICIES, DISAGG)[0] == ("prefix-2026",)
+    assert policies_for(SignatureKind.ENTRY_ASSERT, POLICIES, AGG)[0] == (
+        "prefix-2026", "fix-16161", "sched-aware-16921")
+    pp2 = RunConfig(tp_size=4, pp_size=2, disaggregated=True)
+    assert "sched-aware-16921" in policies_for(SignatureKind.ENTRY_ASSERT, POLICIES, pp2)[0]
+    assert "fix-16161" not in policies_for(SignatureKind.ENTRY_ASSERT, POLICIES, pp2)[0]
+    # With failed allocations in the logs, fix-16161's skipped padding leaves a zero batch.
+    assert "fix-16161" in policies_for(SignatureKind.ENTRY_ASSERT, POLICIES, DISAGG,
+                                       alloc_failures=True)[0]
+
+
+def test_other_signatures_follow_the_fields():
+    assert policies_for(SignatureKind.SURPLUS_WARNING, POLICIES)[0] == (
+        "tolerant-17278", "postpad-17379", "newest")
+    assert policies_for(SignatureKind.ALLOC_FAILURE_CRASH, POLICIES)[0] == ("legacy-2025", "prefix-2026")
+    assert "legacy-2025" not in policies_for(SignatureKind.ALLOC_FAILURE_WARNING, POLICIES)[0]
+
+
+def test_a_new_policy_is_matched_without_naming_it():
+    """Derived from fields: a hypothetical build asserting with a wide predicate is matched."""
+    mine = dataclasses.replace(CATALOGUE["newest"], name="my-build", entry_check=EntryCheck.ASSERT,
+                               disagg_predicate=Predicate.NOT_AWAITING_KV, rollback_on_skip=False,
+                               alloc_failure=AllocFailure.CRASH)
+    assert policies_for(SignatureKind.ENTRY_ASSERT, [mine], DISAGG)[0] == ("my-build",)
+    assert policies_for(SignatureKind.ALLOC_FAILURE_CRASH, [mine])[0] == ("my-build",)
+    assert leak_paths(CATALOGUE["newest"], DISAGG) == []
+
+
+def test_classify_and_fold():
+    ev = events(
+        {"line": 1, "rank": 2, "kind": "adp_surplus_tolerated", "num_active": 9, "num_expected": 8,
+         "message": "active_requests (9) exceeds expected_num_active_requests (8); tolerating"},
+        {"line": 2, "rank": 2, "kind": "adp_surplus_tolerated", "num_active": 9, "num_expected": 8,
+         "message": "active_requests (9) exceeds expected_num_active_requests (8); tolerating"},
+        {"line": 3, "rank": 1, "kind": "adp_dummy_alloc_failed", "message": "Cannot allocate a pad dummy"},
+        {"line": 10, "line_end": 14, "rank": 1, "kind": "traceback", "exception_type": "TypeError",
+         "innermost_function": "_pad_attention_dp_dummy_request",
+         "message": "'NoneType' object is not subscriptable"},
+        {"line": 15, "rank": 1, "kind": "event_loop_error", "message": "'NoneType' object is not subscriptable"},
+        {"line": 30, "rank": 1, "kind": "log", "message": "unrelated"},
+    )
+    sigs = find_signatures(ev, POLICIES)
+    assert [s.kind for s in sigs] == [SignatureKind.SURPLUS_WARNING, SignatureKind.ALLOC_FAILURE_WARNING,
+                                      SignatureKind.ALLOC_FAILURE_CRASH, SignatureKind.EVENT_LOOP_ERROR]
+    assert sigs[0].count == 2
+    assert sigs[3].follows == 2 and sigs[3].policies == sigs[2].policies == ("legacy-2025", "prefix-2026")
+    assert crash_in_logs(sigs) is sigs[2]
+
+
+def test_traceback_iteration_is_inferred_from_the_last_iteration_line():
+    ev = events({"line": 5, "line_end": 8, "rank": 3, "kind": "adp_assert",
+                 "exception_type": "AssertionError", "innermost_file": "py_executor.py",
+                 "innermost_function": "_pad_attention_dp_dummy_request"})
+    it = pd.DataFrame({"source": ["x.log"] * 3, "line": [1, 2, 3], "rank": [3, 0, 3],
+                       "iter": [40, 41, 41]})
+    (sig,) = find_signatures(ev, POLICIES, iterations=it)
+    assert sig.iter == 41 and sig.iter_inferred and sig.rank == 3
+    assert sig.code_location == "py_executor.py"   # abridged: no line number
+
+
+def test_event_loop_error_without_a_cause_is_unexplained():
+    sigs = find_signatures(events({"line": 1, "rank": 0, "kind": "event_loop_error",
+                                   "message": "CUDA error: an illegal memory access"}), POLICIES)
+    assert sigs[0].policies == () and "not explained" in sigs[0].reason
+
+
+def test_real_logs_every_file(shared_logs, tmp_path):
+    """Every shared real log ingests; exactly the two PR excerpts carry the pad-dummy assert."""
+    ds = as_dataset([shared_logs], cache_dir=tmp_path / "ds")
+    sigs = find_signatures(ds.events, POLICIES, iterations=ds.iterations)
+    asserts = sorted(s.source.rsplit("/", 1)[-1] for s in sigs if s.kind is SignatureKind.ENTRY_ASSERT)
+    assert asserts == ["trtllm_pr_16161.txt", "trtllm_pr_17278.txt"]
+    aborts = [s for s in sigs if s.kind is SignatureKind.MPI_ABORT]
+    assert len(aborts) == 1 and aborts[0].rank == 0
+
+
+def test_reprinted_traceback_is_one_crash():
+    """The executor logs the traceback, then the thread re-raises it: one crash, count 2; an
+    assert on another rank stays separate."""
+    tb = {"kind": "adp_assert", "exception_type": "AssertionError",
+          "innermost_function": "_pad_attention_dp_dummy_request"}
+    sigs = find_signatures(events({**tb, "line": 10, "line_end": 14, "rank": 2},
+                                  {**tb, "line": 16, "line_end": 26, "rank": 2},
+                                  {**tb, "line": 30, "line_end": 34, "rank": 5}), POLICIES)
+    assert [(s.rank, s.count) for s in sigs] == [(2, 2), (5, 1)]

@@ -1,0 +1,93 @@
+"""Figures: produced, non-empty, labelled, and windowed on long runs."""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pandas as pd
+from matplotlib.image import imread
+
+from forensics.report import figures as F
+from forensics.report.windows import choose_windows
+
+
+def test_windows_hand_worked():
+    """Run 0..999, radius 2, interesting 10 and 50 -> segments (8,12) and (48,52); 35 hidden
+    iterations between them; x of 48 = 5 + GAP_COLUMNS(2) = 7."""
+    w = choose_windows(np.arange(1000), [10, 50], radius=2)
+    assert w.segments == ((8, 12), (48, 52)) and w.hidden == (35,)
+    assert w.position([8, 12, 30, 48]).tolist()[:2] == [0.0, 4.0]
+    assert np.isnan(w.position([30])[0]) and w.position([48])[0] == 7.0
+    assert w.width == 12
+    assert choose_windows(np.arange(50), [10]).segments == ((0, 49),)   # short: drawn whole
+    assert choose_windows(np.arange(1000), [], radius=2).segments == ((995, 999),)
+    # Touching windows merge.
+    assert choose_windows(np.arange(1000), [10, 14], radius=2).segments == ((8, 16),)
+
+
+def long_run(iters=20_000, ranks=8):
+    """A long run with one skip at 15_000 (rank 2 zero batch, rank 5 padded) and a crash at
+    15_001 on rank 5, which carries the leaked dummy."""
+    it = np.repeat(np.arange(iters), ranks)
+    rk = np.tile(np.arange(ranks), iters)
+    d = pd.DataFrame({"iter": it, "rank": rk, "active": (it + rk) % 5 + 1, "expected": 6,
+                      "padded": False, "batch": 1, "can_queue": True, "carried_dummy": False,
+                      "crash": False})
+    d.loc[d["iter"] == 15_000, "can_queue"] = False
+    d.loc[(d["iter"] == 15_000) & (d["rank"] == 2), "batch"] = 0
+    d.loc[(d["iter"] == 15_000) & (d["rank"] == 5), "padded"] = True
+    d.loc[(d["iter"] == 15_001) & (d["rank"] == 5), ["carried_dummy", "crash"]] = True
+    return d[d["iter"] <= 15_001]
+
+
+def _png_ok(fig):
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert axes and fig._suptitle is not None and fig._suptitle.get_text()
+    data = F.to_png(fig)
+    img = imread(io.BytesIO(data))
+    assert len(data) > 10_000 and img.shape[0] > 300 and img.shape[1] > 600
+    # Not blank: many distinct colours.
+    assert len(np.unique(img.reshape(-1, img.shape[-1])[:, :3].round(2), axis=0)) > 10
+    return axes
+
+
+def test_active_figure_is_windowed():
+    d = long_run()
+    leaks = F.leaks_frame([{"rank": 5, "iter_created": 15_000, "iter_skipped": 15_000,
+                            "cause_ranks": [2]}])
+    fig = F.active_vs_expected(d, leaks=leaks, crash={"iter": 15_001, "rank": 5, "active": 7},
+                               cap=6, title="t")
+    (ax,) = _png_ok(fig)
+    lo, hi = ax.get_xlim()
+    assert hi - lo < 100            # 15k iterations, drawn as a window around the story
+    assert ax.get_xlabel() and ax.get_ylabel()
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any("crash" in x for x in labels) and any("leak" in x for x in labels)
+    assert any("cap = 6" in x for x in labels)
+
+
+def test_strip_codes_priority():
+    d = long_run()
+    at = d[d["iter"].isin([15_000, 15_001])].reset_index(drop=True)
+    codes = F.strip_codes(at)
+    names = [F.STRIP_CATEGORIES[c][0] for c in codes]
+    row = {(i, r): n for i, r, n in zip(at["iter"], at["rank"], names)}
+    assert row[(15_000, 2)].startswith("zero batch")
+    assert row[(15_000, 5)].startswith("padded, then skipped")
+    assert row[(15_000, 0)].startswith("skipped")
+    assert row[(15_001, 5)] == "crash"
+    assert row[(15_001, 0)] == "ran"
+    idle = pd.DataFrame({"iter": [7, 7], "rank": [0, 1], "batch": [0, 0], "can_queue": [False, False]})
+    assert [F.STRIP_CATEGORIES[c][0] for c in F.strip_codes(idle)] == ["idle (every rank at batch 0)"] * 2
+
+
+def test_strip_and_states_figures():
+    d = long_run()
+    fig = F.decision_strip({"prefix-2026": d, "fix-16161": d.assign(can_queue=True)})
+    axes = _png_ok(fig)
+    assert len(axes) == 2 and all(ax.get_ylabel() == "rank" for ax in axes)
+    req = pd.DataFrame({"rank": [0, 0, 1, 2], "state": [13, 14, 10, 14], "dummy": [False] * 4})
+    fig = F.state_composition(req, iteration=15_001, leaked_dummies={2: 1}, expected=2, cap=2)
+    (ax,) = _png_ok(fig)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "GENERATION_TO_COMPLETE (14)" in labels and "ADP dummy leaked (replay)" in labels

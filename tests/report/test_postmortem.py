@@ -1,0 +1,268 @@
+"""End-to-end post-mortems: hand-made inputs (see conftest), bundled samples, real logs, the CLI."""
+from __future__ import annotations
+
+import json
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from report_scenarios import CLEAN_FRAMES, CRASH_FRAMES, SAMPLES, crash_log, write_trace
+
+from forensics.cli import cli
+from forensics.errors import ForensicsError
+from forensics.report.postmortem import postmortem
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def test_findings_match_the_hand_worked_crash(crash_inputs, tmp_path):
+    """The conftest docstring works the arithmetic: prefix-2026 leaks a dummy on rank 0 at
+    iteration 1 (skip caused by rank 1) and asserts there at iteration 2 (3 active > expected 2);
+    legacy-2025 leaks without crashing; every later policy is clean. The log shows the assert on
+    rank 0 at iteration 2 (last iteration line ``iter = 2``), at rank0.log line 4."""
+    r = postmortem(crash_inputs, tmp_path / "report")
+    f = json.loads(r.findings_json.read_text())
+    pol = f["policies"]
+    assert pol["prefix-2026"]["crash"] == {"iter": 2, "rank": 0, "expected": 2, "active": 3}
+    assert pol["prefix-2026"]["leaks"] == [{"rank": 0, "iter_created": 1, "iter_skipped": 1,
+                                            "cause_ranks": [1]}]
+    assert pol["legacy-2025"]["crash"] is None
+    assert pol["legacy-2025"]["leaks"][0]["iter_skipped"] == 1
+    for name in ("fix-16161", "sched-aware-16921", "tolerant-17278", "postpad-17379", "newest"):
+        assert pol[name]["leaks"] == [] and pol[name]["crash"] is None, name
+    assert pol["prefix-2026"]["first_divergence"] is None
+    crash = f["log_crash"]
+    assert (crash["kind"], crash["rank"], crash["iter"], crash["line"]) == ("entry-assert", 0, 2, 4)
+    assert crash["code_location"].endswith("py_executor.py:2150")
+    assert crash["policies"] == ["prefix-2026"]   # disaggregated pp 1: only it asserts and leaks
+    assert f["verdicts"]["prefix-2026"]["reproduces_log_crash"] is True
+    assert f["verdicts"]["legacy-2025"]["reproduces_log_crash"] is False
+    assert f["exit_status"] == 1 and r.exit_status == 1
+    assert f["chain"]["policy"] == "prefix-2026"
+    assert "rank 1" in f["chain"]["lines"][0] and "GENERATION_TO_COMPLETE" in f["chain"]["lines"][0]
+    assert "fix-16161" in r.next_step
+    assert f["dataset"]["rows"]["frames"] == 6
+    kinds = [e["kind"] for e in f["crash_events"]]
+    assert kinds == ["event-loop-error", "entry-assert"]
+    assert f["crash_events"][0]["follows"] == 1
+
+
+def test_report_files_and_figures(crash_inputs, tmp_path):
+    r = postmortem(crash_inputs, tmp_path / "report")
+    names = sorted(p.name for p in r.figures)
+    assert names == ["active_requests.png", "decision_strip.png", "request_states.png"]
+    for p in r.figures:
+        data = p.read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 10_000, p
+    md = r.report_md.read_text()
+    assert "entry-assert" in md and "prefix-2026" in md and "(active_requests.png)" in md
+    assert "AssertionError" in md  # the traceback excerpt, verbatim from the log
+
+
+class _Refs(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.refs: list[str] = []
+        self.imgs = 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            self.imgs += 1
+        for k, v in attrs:
+            if k in ("src", "href", "srcset", "action", "data") and v is not None:
+                self.refs.append(v)
+        if tag in ("script", "link", "iframe", "object", "embed"):
+            self.refs.append(f"<{tag}>")
+
+
+def test_html_is_self_contained(crash_inputs, tmp_path):
+    r = postmortem(crash_inputs, tmp_path / "report")
+    text = r.report_html.read_text()
+    p = _Refs()
+    p.feed(text)
+    assert p.imgs == 3
+    assert p.refs and all(ref.startswith("data:image/png;base64,") for ref in p.refs), \
+        [x[:40] for x in p.refs if not x.startswith("data:")]
+    assert "http://" not in text and "https://" not in text
+    # Still complete when moved away from its PNGs.
+    moved = tmp_path / "moved.html"
+    shutil.copy(r.report_html, moved)
+    assert moved.read_text() == text
+
+
+def test_cached_dataset_is_reused(crash_inputs, tmp_path):
+    out = tmp_path / "report"
+    postmortem(crash_inputs, out)
+    meta = out / ".dataset" / "_meta.json"
+    first = meta.stat().st_mtime_ns
+    postmortem(crash_inputs, out)
+    assert meta.stat().st_mtime_ns == first
+    crash_inputs[0].write_text(crash_log(0) + "\n")   # changed input: ingested again
+    postmortem(crash_inputs, out)
+    assert meta.stat().st_mtime_ns != first
+
+
+# --- exit statuses ---------------------------------------------------------------------------------
+
+def _cli(args):
+    return CliRunner().invoke(cli, ["postmortem", *map(str, args)])
+
+
+def test_exit_1_crash_explained_via_cli(crash_inputs, tmp_path):
+    res = _cli([*crash_inputs, "-o", tmp_path / "r", "--quiet"])
+    assert res.exit_code == 1, res.output
+    assert "entry-assert on rank 0, iteration 2" in res.output
+    assert "rank0.log:4" in res.output
+    assert "report.html" in res.output and "Next step" in res.output
+
+
+def test_exit_0_clean_trace(tmp_path):
+    trace = write_trace(tmp_path / "clean.jsonl", CLEAN_FRAMES)
+    r = postmortem([trace], tmp_path / "r")
+    assert r.exit_status == 0, r.status_reason
+    assert {v.verdict for v in r.verdicts} == {"clean"}
+    assert _cli([trace, "-o", tmp_path / "r2", "-q"]).exit_code == 0
+
+
+def test_exit_2_bad_input(tmp_path):
+    res = _cli([tmp_path / "missing.log", "-o", tmp_path / "r"])
+    assert res.exit_code == 2
+    assert "missing.log" in res.output
+    with pytest.raises(ForensicsError):
+        postmortem([tmp_path / "missing.log"], tmp_path / "r")
+    res = _cli([tmp_path / "missing.log", "-o", tmp_path / "r", "--policy", "no-such-policy"])
+    assert res.exit_code == 2
+
+
+def test_exit_2_nothing_usable(tmp_path):
+    log = tmp_path / "chatter.log"
+    log.write_text("hello\nnothing to see here\n")
+    r = postmortem([log], tmp_path / "r")
+    assert r.exit_status == 2 and "nothing usable" in r.status_reason
+
+
+def test_exit_3_logs_without_traces(tmp_path):
+    log = tmp_path / "rank0.log"
+    log.write_text(crash_log(0))
+    r = postmortem([log], tmp_path / "r")
+    assert r.exit_status == 3
+    assert "no request traces" in r.status_reason
+    assert r.verdicts == ()
+    assert r.log_crash.rank == 0 and r.log_crash.iter == 2
+    assert "ADP_FORENSICS_TRACE_DIR" in r.next_step and "TLLM_PROFILE_LOG_RANKS=all" in r.next_step
+    assert any("ADP_FORENSICS_TRACE_DIR" in m for m in r.logs_only.missing)
+
+
+def test_exit_3_no_policy_reproduces(tmp_path):
+    """The log blames rank 1, but every replay that crashes crashes on rank 0 (conftest)."""
+    d = tmp_path / "in"
+    d.mkdir()
+    write_trace(d / "trace.jsonl", CRASH_FRAMES)
+    (d / "rank1.log").write_text(crash_log(1))
+    r = postmortem([d], tmp_path / "r")
+    assert r.exit_status == 3
+    assert "no policy reproduces" in r.status_reason
+    assert "prefix-2026 crashes at iteration 2 on rank 0" in r.status_reason
+
+
+def test_policy_option_limits_the_replay(crash_inputs, tmp_path):
+    r = postmortem(crash_inputs, tmp_path / "r", policies=["fix-16161"])
+    assert [v.policy for v in r.verdicts] == ["fix-16161"]
+    assert r.exit_status == 3   # the only policy replayed does not crash like the logs
+
+
+# --- real logs and bundled samples ----------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["trtllm_pr_16161.txt", "trtllm_pr_17278.txt"])
+def test_real_abridged_assert(shared_logs, tmp_path, name):
+    """Author-abridged tracebacks (no line number, no rank): an entry assert that only builds
+    with an assert, a cap and a leaking path produce; no traces, so not explained (3)."""
+    r = postmortem([shared_logs / name], tmp_path / "r")
+    assert r.log_crash is not None and r.log_crash.kind.value == "entry-assert"
+    assert r.log_crash.rank is None and r.log_crash.iter is None
+    assert "prefix-2026" in r.log_crash.policies
+    assert "tolerant-17278" not in r.log_crash.policies
+    assert r.exit_status == 3
+    assert r.report_html.stat().st_size > 1000
+
+
+def test_real_mpi_abort_alone_is_unexplained(shared_logs, tmp_path):
+    r = postmortem([shared_logs / "trtllm_issue_3736.txt"], tmp_path / "r")
+    assert r.log_crash.kind.value == "mpi-abort"
+    assert r.exit_status == 3 and "no pad-dummy signature" in r.status_reason
+
+
+def _sample(name: str) -> Path:
+    p = SAMPLES / name
+    if not p.is_dir():
+        pytest.skip(f"bundled sample {name} is absent")
+    return p
+
+
+def test_bundled_nvbug_sample(tmp_path):
+    """The README's main command: the simulated NVBug 6438685 run crashes under prefix-2026."""
+    sample = _sample("nvbug-6438685")
+    res = _cli([sample, "-o", tmp_path / "report", "-q"])
+    assert res.exit_code == 1, res.output
+    f = json.loads((tmp_path / "report" / "findings.json").read_text())
+    assert f["policies"]["prefix-2026"]["crash"] is not None
+    assert f["policies"]["prefix-2026"]["leaks"]
+    assert str(tmp_path / "report" / "report.html") in res.output.replace("\n", "")
+    for png in (tmp_path / "report").glob("*.png"):
+        assert png.read_bytes().startswith(PNG_MAGIC)
+
+
+def test_bundled_healthy_sample_exits_0(tmp_path):
+    r = postmortem([_sample("healthy")], tmp_path / "r")
+    assert r.exit_status == 0, r.status_reason
+    assert r.log_crash is None and {v.verdict for v in r.verdicts} == {"clean"}
+
+
+def test_bundled_surplus_sample_warnings_matched(tmp_path):
+    """A tolerant build warns instead of asserting; its own replay warns about the same ranks
+    and counts, an asserting build would have crashed instead."""
+    r = postmortem([_sample("surplus-17278")], tmp_path / "r")
+    assert r.exit_status == 1 and r.log_crash is None
+    v = {x.policy: x for x in r.verdicts}
+    assert v["tolerant-17278"].is_recording_build
+    assert v["tolerant-17278"].reproduces_log_warnings is True
+    assert v["prefix-2026"].reproduces_log_warnings is False
+    assert {s.kind.value for s in r.signatures} == {"surplus-warning"}
+    assert all(s.policies == ("tolerant-17278", "postpad-17379", "newest") for s in r.signatures)
+
+
+def test_logs_alone_agree_with_the_replay(tmp_path):
+    """On the bundled NVBug run every rank logs its batch size, so the fleet-wide skips read from
+    the logs alone must be exactly the replayed skips (can_queue False with work pending) of the
+    build that recorded it; without the trace the crash stays unexplained (3)."""
+    sample = _sample("nvbug-6438685")
+    full = postmortem([sample], tmp_path / "full")
+    prefix = full.findings["policies"]["prefix-2026"]
+    logs = postmortem([sample / "executor.log"], tmp_path / "logs")
+    assert logs.exit_status == 3 and "no request traces" in logs.status_reason
+    skips = [s.iter for s in logs.logs_only.fleet_skips]
+    assert skips and skips[0] == prefix["leaks"][0]["iter_skipped"]
+    assert set(skips) == {leak["iter_skipped"] for leak in prefix["leaks"]}
+    assert logs.log_crash.iter == prefix["crash"]["iter"] and logs.log_crash.rank == prefix["crash"]["rank"]
+    p = _Refs()
+    p.feed(logs.report_html.read_text())
+    assert p.imgs == 1 and all(x.startswith("data:image/png;base64,") for x in p.refs)
+
+
+def test_progress_and_several_runs(tmp_path):
+    """Two traced runs: the first (by run record order) is the story, both are replayed."""
+    import json as _json
+    a = write_trace(tmp_path / "a.jsonl", CRASH_FRAMES)
+    b = tmp_path / "b.jsonl"
+    lines = a.read_text().splitlines()
+    rec = _json.loads(lines[0])
+    rec["run_id"] = "other"
+    b.write_text("\n".join([_json.dumps(rec), *lines[1:]]) + "\n")
+    seen: list[str] = []
+    r = postmortem([a, b], tmp_path / "r", progress=seen.append)
+    assert seen[0] == "ingesting inputs" and seen[-1] == "writing the report"
+    assert sum("replaying" in m for m in seen) == 14   # 2 runs x 7 policies
+    assert sorted(r.findings["runs"]) == ["hand", "other"]
+    assert r.findings["runs"]["other"]["policies"]["prefix-2026"]["crash"]["iter"] == 2

@@ -1,0 +1,79 @@
+"""``forensics replay``: exit codes, the JSON shape, the readable output."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from forensics.cli import cli
+
+sys.path.insert(0, str(Path(__file__).parent / "replay"))
+from replay_traces import nvbug_records
+
+
+@pytest.fixture
+def trace(tmp_path):
+    p = tmp_path / "nvbug.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in nvbug_records()))
+    return p
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, ["replay", *map(str, args)], catch_exceptions=False)
+
+
+def test_json_is_one_object_in_the_issue_shape_and_exit_1_on_a_crash(trace):
+    res = invoke(trace, "--json", "--policy", "prefix-2026", "--policy", "fix-16161")
+    assert res.exit_code == 1
+    doc = json.loads(res.stdout)
+    assert list(doc) == ["policies"] and list(doc["policies"]) == ["prefix-2026", "fix-16161"]
+    pre = doc["policies"]["prefix-2026"]
+    assert pre == {"leaks": [{"rank": 0, "iter_created": 41, "iter_skipped": 41, "cause_ranks": [2]},
+                             {"rank": 1, "iter_created": 41, "iter_skipped": 41, "cause_ranks": [2]}],
+                   "crash": {"iter": 42, "rank": 1, "expected": 8, "active": 9},
+                   "skipped_iters": [], "first_divergence": None}
+    assert doc["policies"]["fix-16161"]["first_divergence"] == {
+        "iter": 41, "rank": 0, "field": "can_queue", "recorded": False, "replayed": True}
+
+
+def test_exit_0_when_no_chosen_policy_leaks(trace):
+    res = invoke(trace, "--json", "--policy", "fix-16161", "--policy", "newest")
+    assert res.exit_code == 0
+    doc = json.loads(res.stdout)
+    assert all(p["leaks"] == [] and p["crash"] is None for p in doc["policies"].values())
+
+
+def test_default_is_every_policy_with_tables_and_chains(trace):
+    res = invoke(trace)
+    assert res.exit_code == 1
+    for name in ("legacy-2025", "prefix-2026", "fix-16161", "sched-aware-16921", "tolerant-17278",
+                 "postpad-17379", "newest"):
+        assert name in res.stdout
+    text = " ".join(res.stdout.split())  # rich wraps long lines
+    assert "rank 2 held only GENERATION_TO_COMPLETE requests (ids 17, 23)" in text
+    assert "AssertionError" in text
+
+
+def test_bad_input_and_bad_policy_exit_2(tmp_path, trace):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"kind": "frame", "iter": 0, "rank": 0, "requests": []}\n')
+    res = CliRunner().invoke(cli, ["replay", str(bad), "--json"])
+    assert res.exit_code == 2
+    assert "missing run record" in res.output
+    res = CliRunner().invoke(cli, ["replay", str(trace), "--policy", "nope"])
+    assert res.exit_code == 2 and "unknown policy 'nope'" in res.output
+
+
+def test_several_runs_need_run(tmp_path):
+    recs = nvbug_records()
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.jsonl").write_text(
+            "".join(json.dumps(dict(r, run_id=name) if r["kind"] == "run" else r) + "\n" for r in recs))
+    files = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
+    res = CliRunner().invoke(cli, ["replay", *map(str, files), "--json"])
+    assert res.exit_code == 2 and "holds 2 runs" in res.output
+    res = invoke(*files, "--json", "--run", "b", "--policy", "newest")
+    assert res.exit_code == 0 and json.loads(res.stdout)["policies"]["newest"]["leaks"] == []

@@ -1,0 +1,108 @@
+"""Reading request-state traces v1 (traces/FORMAT.md)."""
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+import zstandard
+
+from forensics.dataset.schema import EVENTS, FRAMES, REQUESTS, RUNS, UNPARSED
+from forensics.errors import TraceFormatError
+from forensics.ingest.trace_v1 import is_trace, read_trace, tables_from_records
+
+RUN = {"kind": "run", "format": "adp-trace", "version": 1, "tp_size": 2, "pp_size": 1,
+       "max_batch_size": 8, "max_num_active_requests": 8, "disaggregated": True,
+       "overlap_scheduler": True, "build": "prefix-2026"}
+F0 = {"kind": "frame", "iter": 7, "rank": 1,
+      "requests": [{"id": 17, "state": "GENERATION_TO_COMPLETE"},
+                   {"id": 0, "state": 13, "dummy": True},
+                   {"id": 18, "state": "LlmRequestState.CONTEXT_INIT"}],
+      "expected": 8, "padded": False, "scheduled": 0, "can_queue": False}
+
+
+def write(tmp_path, lines, name="t.jsonl"):
+    p = tmp_path / name
+    p.write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n")
+    return p
+
+
+def test_reads_run_frames_requests_notes_and_blank_lines(tmp_path):
+    p = write(tmp_path, [RUN, "", F0, {"kind": "note", "message": "recorder disabled"},
+                         {"kind": "future-thing", "x": 1}])
+    t = read_trace(p, "t.jsonl")
+    assert t.runs.schema.equals(RUNS) and t.frames.schema.equals(FRAMES)
+    assert t.requests.schema.equals(REQUESTS) and t.events.schema.equals(EVENTS)
+    assert t.unparsed.schema.equals(UNPARSED)
+    assert t.run == "t.jsonl"
+    run = t.runs.to_pylist()[0]
+    assert (run["tp_size"], run["encoder_decoder"], run["line"]) == (2, False, 1)
+    assert json.loads(run["record_json"]) == RUN
+    fr = t.frames.to_pylist()[0]
+    assert (fr["iter"], fr["rank"], fr["line"], fr["num_requests"], fr["num_dummies"]) == (7, 1, 3, 3, 1)
+    assert (fr["expected"], fr["padded"], fr["scheduled"], fr["can_queue"], fr["alloc_ok"]) == (8, False, 0, False, None)
+    assert [(r["pos"], r["request_id"], r["state"], r["dummy"]) for r in t.requests.to_pylist()] == \
+        [(0, 17, 14, False), (1, 0, 13, True), (2, 18, 10, False)]
+    ev = t.events.to_pylist()[0]
+    assert (ev["kind"], ev["line"], ev["message"]) == ("trace_note", 4, "recorder disabled")
+    assert [(u["line"], u["text"]) for u in t.unparsed.to_pylist()] == \
+        [(2, ""), (5, json.dumps({"kind": "future-thing", "x": 1}))]
+
+
+def test_run_id_is_the_run_key(tmp_path):
+    t = read_trace(write(tmp_path, [dict(RUN, run_id="job-42"), F0]))
+    assert t.run == "job-42"
+    assert set(t.frames.column("run").to_pylist()) == {"job-42"}
+
+
+@pytest.mark.parametrize("compress", ["gz", "zst"])
+def test_compressed_traces_are_streamed(tmp_path, compress):
+    text = (json.dumps(RUN) + "\n" + json.dumps(F0) + "\n").encode()
+    p = tmp_path / f"t.jsonl.{compress}"
+    p.write_bytes(gzip.compress(text) if compress == "gz" else zstandard.ZstdCompressor().compress(text))
+    t = read_trace(p, "t")
+    assert t.frames.num_rows == 1 and t.requests.num_rows == 3
+
+
+BAD = [
+    ("missing run record", [F0], 1, "missing run record"),
+    ("format", [dict(RUN, format="other")], 1, "unsupported format"),
+    ("version", [dict(RUN, version=2)], 1, "unsupported version"),
+    ("run field", [{k: v for k, v in RUN.items() if k != "tp_size"}], 1, "missing required field 'tp_size'"),
+    ("frame field", [RUN, {"kind": "frame", "iter": 1, "requests": []}], 2, "missing required field 'rank'"),
+    ("request field", [RUN, dict(F0, requests=[{"id": 1}])], 2, "missing required field 'state'"),
+    ("state name", [RUN, dict(F0, requests=[{"id": 1, "state": "DONE"}])], 2, "unknown request state"),
+    ("state value", [RUN, dict(F0, requests=[{"id": 1, "state": 5}])], 2, "unknown request state value 5"),
+    ("rank", [RUN, dict(F0, rank=2)], 2, "rank 2 out of range [0, 2)"),
+    ("duplicate", [RUN, F0, dict(F0, requests=[])], 3, "duplicate frame (iter 7, rank 1)"),
+    ("not json", [RUN, "{not json"], 2, "not a JSON object"),
+    ("not an object", [RUN, "[1, 2]"], 2, "not a JSON object"),
+]
+
+
+@pytest.mark.parametrize("what,lines,line,message", BAD, ids=[b[0] for b in BAD])
+def test_format_errors_name_file_and_line(tmp_path, what, lines, line, message):
+    p = write(tmp_path, lines)
+    with pytest.raises(TraceFormatError) as ei:
+        read_trace(p, "t.jsonl")
+    err = ei.value
+    assert err.path == str(p) and err.line == line
+    assert message in err.message
+    assert f"{p}:{line}:" in str(err)
+
+
+def test_tables_from_records_matches_the_file_reader(tmp_path):
+    a = tables_from_records([RUN, F0], "t.jsonl")
+    b = read_trace(write(tmp_path, [RUN, F0]), "t.jsonl")
+    assert a.frames.equals(b.frames) and a.requests.equals(b.requests)
+    with pytest.raises(TraceFormatError) as ei:
+        tables_from_records([RUN, dict(F0, rank=-1)], "mem")
+    assert (ei.value.path, ei.value.line) == ("mem", 2)
+
+
+def test_is_trace():
+    assert is_trace("\n" + json.dumps(RUN) + "\n")
+    assert is_trace(json.dumps(RUN)[:-10])  # a head cut inside the first line
+    assert not is_trace('{"kind": "frame"}\n')
+    assert not is_trace("[01/01/2026-00:00:00] [TRT-LLM] [I] iter = 1\n")
+    assert not is_trace("")

@@ -1,0 +1,90 @@
+"""Helpers for the issue #6 tests: fixture sources laid out as TensorRT-LLM checkouts, git repos."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+EXECUTOR = "tensorrt_llm/_torch/pyexecutor/py_executor.py"
+SCHEDULER = "tensorrt_llm/_torch/pyexecutor/scheduler/scheduler.py"
+#: Fixture file of each era, and the catalogue policy its shape must map to.
+ERAS = {
+    "2025": "legacy-2025",
+    "2026": "prefix-2026",
+    "fix16161": "fix-16161",
+    "16921": "sched-aware-16921",
+    "17278": "tolerant-17278",
+    "newest": "postpad-17379",
+}
+
+
+#: The hand-made trace of test_bisect / test_candidate (worked in test_bisect's docstring).
+RUN = {"kind": "run", "format": "adp-trace", "version": 1, "tp_size": 2, "pp_size": 1,
+       "max_batch_size": 1, "max_num_active_requests": 1, "disaggregated": True,
+       "overlap_scheduler": False, "build": "prefix-2026"}
+
+
+def _frame(it, rank, reqs):
+    return {"kind": "frame", "iter": it, "rank": rank,
+            "requests": [{"id": i, "state": s} for i, s in reqs]}
+
+
+RECORDS = [RUN,
+           _frame(0, 0, [(1, "DISAGG_GENERATION_INIT")]),
+           _frame(0, 1, [(2, "GENERATION_TO_COMPLETE")]),
+           _frame(1, 0, [(1, "DISAGG_GENERATION_TRANS_IN_PROGRESS")]),
+           _frame(1, 1, [(2, "GENERATION_TO_COMPLETE")]),
+           _frame(2, 0, [(1, "GENERATION_IN_PROGRESS")]), _frame(2, 1, [(3, "CONTEXT_INIT")])]
+
+
+def place(root: Path, era: str, executor_text: str | None = None) -> Path:
+    """Write an era's executor (and the scheduler module) under ``root`` in the checkout layout."""
+    ex = root / EXECUTOR
+    ex.parent.mkdir(parents=True, exist_ok=True)
+    if executor_text is None:
+        shutil.copy(FIXTURES / f"py_executor_{era}.py", ex)
+    else:
+        ex.write_text(executor_text)
+    sched = root / SCHEDULER
+    sched.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(FIXTURES / "scheduler_16921.py", sched)
+    return root
+
+
+class GitRepo:
+    """A throw-away git repository in ``tmp_path`` with a local identity."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        self.git("init", "-q")
+        self.git("config", "user.name", "adp-forensics tests")
+        self.git("config", "user.email", "tests@example.invalid")
+        self.git("config", "commit.gpgsign", "false")
+
+    def git(self, *args: str) -> str:
+        return subprocess.run(["git", "-C", str(self.root), *args], check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    def commit(self, message: str) -> str:
+        self.git("add", "-A")
+        self.git("commit", "-q", "-m", message)
+        return self.git("rev-parse", "HEAD")
+
+    def commit_era(self, era: str, message: str) -> str:
+        place(self.root, era)
+        return self.commit(message)
+
+    def commit_unrelated(self, name: str, text: str) -> str:
+        (self.root / name).write_text(text)
+        return self.commit(f"unrelated: {name}")
+
+
+@pytest.fixture
+def git_repo(tmp_path):
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    return GitRepo(tmp_path / "TensorRT-LLM")
