@@ -47,8 +47,9 @@ import itertools
 import json
 import logging
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -98,8 +99,8 @@ def run_metrics(result) -> dict[str, Any]:
     }
 
 
-def fleet_table(runs: Iterable[PathLike] | PathLike | pd.DataFrame, policies: Optional[Sequence[str]] = None,
-                *, cache_dir: Optional[PathLike] = None, layout: str = "wide") -> pd.DataFrame:
+def fleet_table(runs: Iterable[PathLike] | PathLike | pd.DataFrame, policies: Sequence[str] | None = None,
+                *, cache_dir: PathLike | None = None, layout: str = "wide") -> pd.DataFrame:
     """One row per traced run (or per run and policy) with leak / crash / near-miss verdicts.
 
     Args:
@@ -198,7 +199,7 @@ def _traced_runs(ds) -> list[str]:
     runs, frames = ds.runs, ds.frames
     if not len(runs) or not len(frames):
         return []
-    with_frames = set(str(r) for r in frames["run"].unique())
+    with_frames = {str(r) for r in frames["run"].unique()}
     return [r for r in dict.fromkeys(str(x) for x in runs["run"]) if r in with_frames]
 
 
@@ -248,7 +249,7 @@ def _typed(df: pd.DataFrame, policies: list[str], layout: str) -> pd.DataFrame:
             for k, dt in METRIC_DTYPES.items():
                 col = f"{p}.{k}"
                 df[col] = (df[col] if col in df else pd.Series(None, index=df.index, dtype=object)).astype(dt)
-    head = [c for c in CONFIG_COLUMNS if c in df] + ([] if "policy" not in df else [])
+    head = [c for c in CONFIG_COLUMNS if c in df]
     rest = [c for c in df.columns if c not in head and c not in metric_cols and c not in ("policy", "note")]
     order = head + rest + (["policy"] if layout == "long" else []) + metric_cols + ["note"]
     for c in order:
@@ -269,9 +270,9 @@ DEFAULT_GRID: dict[str, tuple] = {
 
 
 def simulate_grid(out_dir: PathLike, *, scenario: str = "nvbug-6438685",
-                  grid: Optional[dict[str, Sequence[Any]]] = None, policy: str = "prefix-2026",
-                  iters: int = 200, seed: int = 0,
-                  arrival_per_rank: Optional[float] = None) -> pd.DataFrame:
+                  grid: dict[str, Sequence[Any]] | None = None, policy: str = "prefix-2026",
+                  iters: int = 200, seed: int = 0, replicates: int = 1,
+                  arrival_per_rank: float | None = None) -> pd.DataFrame:
     """Simulate every combination of ``grid`` on top of a scenario's workload, one run each.
 
     Each configuration is written to ``out_dir/<NNN>/trace.jsonl`` (trace only: quick to write
@@ -280,7 +281,8 @@ def simulate_grid(out_dir: PathLike, *, scenario: str = "nvbug-6438685",
     ``max_batch_size``, ``overlap``, ``burst_size``, ``pp_size``, ``cap``, ...). A
     ``burst_size`` of 0 turns bursts off. The arrival rate scales with the number of ranks
     (``arrival_per_rank``, default the scenario's rate per rank) so that larger fleets are as
-    busy per rank.
+    busy per rank. ``replicates`` runs each configuration with seeds ``seed, seed + 1, ...``
+    (same configuration, other traffic), so that prevalence per configuration is a share.
 
     Returns:
         One row per configuration: ``path`` (the run directory, what :func:`fleet_table` takes),
@@ -303,11 +305,14 @@ def simulate_grid(out_dir: PathLike, *, scenario: str = "nvbug-6438685",
     if bad:
         raise ConfigError(f"unknown workload field(s) in the grid: {', '.join(bad)}",
                           hint="fields: " + ", ".join(sorted(fields)))
+    if replicates < 1:
+        raise ConfigError(f"replicates must be at least 1, got {replicates}")
     per_rank = arrival_per_rank if arrival_per_rank is not None else base.arrival_rate / base.ranks
     out = Path(out_dir)
     keys = list(grid)
     rows = []
-    for n, values in enumerate(itertools.product(*(grid[k] for k in keys))):
+    combos = itertools.product(*(grid[k] for k in keys))
+    for n, (values, rep) in enumerate(itertools.product(combos, range(replicates))):
         params = dict(zip(keys, values))
         changes = dict(params)
         if "burst_size" in changes and not changes["burst_size"]:
@@ -316,10 +321,10 @@ def simulate_grid(out_dir: PathLike, *, scenario: str = "nvbug-6438685",
         changes.setdefault("arrival_rate", per_rank * ranks)
         workload = base.with_overrides(**changes)
         run_dir = out / f"{n:03d}"
-        res = simulate(workload, out_dir=run_dir, policy=policy, iters=iters, seed=seed,
+        res = simulate(workload, out_dir=run_dir, policy=policy, iters=iters, seed=seed + rep,
                        write=("trace",))
         s = res.summary
-        rows.append({"path": str(run_dir), **params, "seed": seed, "sim_verdict": res.verdict,
+        rows.append({"path": str(run_dir), **params, "seed": seed + rep, "sim_verdict": res.verdict,
                      "sim_crash_iter": s.crash_iter, "sim_leaked_dummies": s.leaked_dummies})
     df = pd.DataFrame(rows)
     if len(df):
@@ -342,5 +347,13 @@ def prevalence(table: pd.DataFrame, by: Sequence[str], metrics: Sequence[str] = 
     return out
 
 
-__all__ = ["fleet_table", "fleet_json", "run_metrics", "simulate_grid", "prevalence", "CONFIG_COLUMNS",
-           "METRIC_DTYPES", "DEFAULT_GRID"]
+__all__ = [
+    "CONFIG_COLUMNS",
+    "DEFAULT_GRID",
+    "METRIC_DTYPES",
+    "fleet_json",
+    "fleet_table",
+    "prevalence",
+    "run_metrics",
+    "simulate_grid",
+]

@@ -18,8 +18,11 @@ from __future__ import annotations
 import html
 import logging
 import os
+import sys
+import types
+from collections.abc import Iterable, Sequence
 from functools import cached_property
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -37,8 +40,8 @@ VERDICT_COLUMNS = ("policy", "title", "verdict", "leaks", "crash", "crash_iter",
 LEAK_COLUMNS = ("policy", "dummy", "rank", "role", "iter_created", "iter_skipped", "cause_ranks")
 
 
-def investigate(*inputs: PathLike | Iterable[PathLike], policies: Optional[Sequence[str]] = None,
-                cache_dir: Optional[PathLike] = None, run: Optional[str] = None) -> "Investigation":
+def investigate(*inputs: PathLike | Iterable[PathLike], policies: Sequence[str] | None = None,
+                cache_dir: PathLike | None = None, run: str | None = None) -> Investigation:
     """Load a run for interactive analysis.
 
     Args:
@@ -78,7 +81,7 @@ class Investigation:
     narrowed to the investigated run when the dataset holds several.
     """
 
-    def __init__(self, dataset: Any, policies: Sequence[str], *, run: Optional[str] = None,
+    def __init__(self, dataset: Any, policies: Sequence[str], *, run: str | None = None,
                  inputs: tuple[str, ...] = ()):
         self.dataset = dataset
         self.policies: tuple[str, ...] = tuple(policies)
@@ -88,7 +91,7 @@ class Investigation:
             raise DatasetError(f"no traced run {run!r} in the input",
                                hint="runs: " + (", ".join(runs) or "none"))
         #: The traced run replayed, or None when the inputs hold logs only.
-        self.run: Optional[str] = run if run is not None else (runs[0] if runs else None)
+        self.run: str | None = run if run is not None else (runs[0] if runs else None)
         self._results: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ dataset tables
@@ -186,7 +189,7 @@ class Investigation:
         """Every chosen policy's replay, in the order given."""
         return {p: self.result(p) for p in self.policies}
 
-    def decisions(self, policy: Optional[str] = None) -> pd.DataFrame:
+    def decisions(self, policy: str | None = None) -> pd.DataFrame:
         """Per (iter, rank) decisions of one policy, or of all with a leading ``policy`` column.
 
         Columns: ``replay.results`` (``DECISION_COLUMNS``).
@@ -195,7 +198,7 @@ class Investigation:
             return self.result(policy).decisions
         return _long({p: r.decisions for p, r in self.results.items()})
 
-    def ledger(self, policy: Optional[str] = None) -> pd.DataFrame:
+    def ledger(self, policy: str | None = None) -> pd.DataFrame:
         """The dummy ledger of one policy, or of all with a leading ``policy`` column."""
         if policy is not None:
             return self.result(policy).ledger
@@ -243,9 +246,11 @@ class Investigation:
             df[col] = df[col].astype("boolean")
         return df
 
-    def explain(self, policy: Optional[str] = None) -> str:
-        """The causal chains of ``policy`` (default: the first policy that crashes, else leaks),
-        one paragraph per leak and one for the crash."""
+    def explain(self, policy: str | None = None) -> str:
+        """The causal chains of ``policy``, one paragraph per leak and one for the crash.
+
+        Default policy: the recording build when it leaks or crashes, else the first policy that
+        crashes, else the first that leaks."""
         name = self._policy(policy) if policy is not None else self._story_policy()
         if name is None:
             return "No traced run: nothing was replayed (record a request-state trace)."
@@ -253,7 +258,7 @@ class Investigation:
         return "\n\n".join(lines) if lines else f"{name}: no leak, no crash."
 
     # ------------------------------------------------------------------ figures
-    def plot_active(self, policy: Optional[str] = None, **kwargs):
+    def plot_active(self, policy: str | None = None, **kwargs):
         """Active requests per rank against expected and the cap
         (:func:`forensics.report.figures.active_vs_expected`); ``kwargs`` go to it."""
         from forensics.report import figures as F
@@ -266,7 +271,7 @@ class Investigation:
         kwargs.setdefault("title", f"Active requests per rank under {name} (run {self.run})")
         return F.active_vs_expected(r.decisions, **kwargs)
 
-    def plot_strip(self, policies: Optional[Sequence[str] | str] = None, **kwargs):
+    def plot_strip(self, policies: Sequence[str] | str | None = None, **kwargs):
         """Rank x iteration strips, one panel per policy (:func:`~forensics.report.figures.
         decision_strip`); windows follow the first policy's leaks and crash. Without a trace, the
         strip of the iteration logs."""
@@ -285,7 +290,7 @@ class Investigation:
         kwargs.setdefault("title", f"What each rank did, per iteration (run {self.run})")
         return F.decision_strip({n: self.result(n).decisions for n in names}, **kwargs)
 
-    def plot_states(self, policy: Optional[str] = None, iteration: Optional[int] = None, **kwargs):
+    def plot_states(self, policy: str | None = None, iteration: int | None = None, **kwargs):
         """Request states per rank at one iteration, with the dummies ``policy`` carried into it
         (:func:`~forensics.report.figures.state_composition`). Default iteration: the crash,
         else the one after the first leak, else the last."""
@@ -371,7 +376,7 @@ class Investigation:
         pol = resolve_policy(name)  # PolicyError for an unknown name
         return pol.name
 
-    def _story_policy(self) -> Optional[str]:
+    def _story_policy(self) -> str | None:
         """The policy whose story to tell: the recording build if it leaks or crashes, else the
         first that crashes, else the first that leaks, else the first."""
         if self.run is None or not self.policies:
@@ -403,7 +408,7 @@ def _traced_runs(ds) -> list[str]:
     runs, frames = ds.runs, ds.frames
     if not len(runs) or not len(frames):
         return []
-    with_frames = set(str(r) for r in frames["run"].unique())
+    with_frames = {str(r) for r in frames["run"].unique()}
     return [r for r in dict.fromkeys(str(x) for x in runs["run"]) if r in with_frames]
 
 
@@ -417,13 +422,13 @@ def _long(per: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return out[["policy"] + [c for c in out.columns if c != "policy"]]
 
 
-def _crash_map(crash) -> Optional[dict]:
+def _crash_map(crash) -> dict | None:
     if crash is None:
         return None
     return {"iter": int(crash.iter), "rank": int(crash.rank), "active": int(crash.active)}
 
 
-def _state_iteration(dec: pd.DataFrame, result) -> Optional[int]:
+def _state_iteration(dec: pd.DataFrame, result) -> int | None:
     if not len(dec):
         return None
     if result.crash is not None:
@@ -446,4 +451,15 @@ def _table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, header: boo
     return "".join(out)
 
 
-__all__ = ["investigate", "Investigation", "VERDICT_COLUMNS", "LEAK_COLUMNS"]
+class _CallableModule(types.ModuleType):
+    """``forensics.investigate(...)`` must work even after ``import forensics.investigate``: the
+    import system then binds the package attribute to this module, shadowing the package's lazy
+    ``__getattr__``; a callable module keeps both spellings working."""
+
+    def __call__(self, *inputs, **kwargs) -> Investigation:
+        return investigate(*inputs, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
+
+__all__ = ["LEAK_COLUMNS", "VERDICT_COLUMNS", "Investigation", "investigate"]

@@ -229,8 +229,8 @@ def _summary(result: Any, outcome: Any) -> str:
         parts.append(f"crash at iteration {c.iter} on rank {c.rank} ({c.kind}: {c.message})")
     else:
         parts.append("no crash")
-    if getattr(result, "skipped_iters", ()):
-        parts.append(f"{len(result.skipped_iters)} iteration(s) not replayable (a rank had no frame)")
+    if getattr(result, "dropped_iters", ()):
+        parts.append(f"{len(result.dropped_iters)} iteration(s) not replayable (a rank had no frame)")
     return ", ".join(parts)
 
 

@@ -151,11 +151,11 @@ def replay_revision(frames: Any, repo: str | Path, revision: str,
     except PolicyError as e:
         return RevisionVerdict(sha, subject, error=str(e))
     era = era_of(policy) or ""
-    result = run(frames, config, policy)
+    try:
+        result = run(frames, config, policy)
+    except PolicyError as e:  # the stand-in's limit, not a verdict on this revision
+        return RevisionVerdict(sha, subject, era=era, error=str(e))
     crash = None if result.crash is None else result.crash.message
-    if crash is not None and crash.startswith("PolicyError"):
-        # The engine reports hook exceptions as crashes; this one is the stand-in's limit.
-        return RevisionVerdict(sha, subject, era=era, error=crash)
     return RevisionVerdict(sha, subject, leaks=len(result.leaks), crash=crash, era=era)
 
 

@@ -20,7 +20,10 @@ The model (domain doc §4-7; issue #3):
   differs from the replayed policy's (cap or no cap): a capped recording says nothing about an
   uncapped build's floor. "New" requests are those first seen on the rank at this iteration;
   at the run's first frame none are (whether they were just fetched is unknown), so there the
-  floor is the largest count.
+  floor is the largest count. The recorded routing is taken as given: computed ``expected`` is
+  never below the largest real count of the iteration (within the cap), because those real requests were routed
+  under the recording's (possibly dummy-inflated) ``expected``; only the replayed policy's own
+  dummies can trip the entry check.
 * **Entry check, pad, schedule, post-pad, can_queue, removal**: ``replay.step.decide``. The real
   batch is the recorded ``scheduled`` minus a recorded dummy when recorded, else the real requests
   in the micro-batch window, at most ``max_batch_size``; with the dummy the batch stays within
@@ -30,7 +33,7 @@ The model (domain doc §4-7; issue #3):
   is decided.
 * **Leak**: a dummy that survives a skipped iteration (one :class:`~replay.results.Leak` per
   dummy, at its first skip). The cause ranks are the ranks with a zero batch that iteration.
-* Iterations where some rank has no frame are dropped (listed in ``skipped_iters``).
+* Iterations where some rank has no frame are dropped (listed in ``dropped_iters``).
 * ``_handle_responses`` of the overlap loop's previous batch is not modelled beyond
   ``processed_prev``: a rank with batch 0 holds no dummy, so it changes no dummy's fate.
 * A hooked policy (``Policy.pad_hook``) may not pad a second dummy beside a carried one (the real
@@ -48,11 +51,13 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from forensics.errors import PolicyError
 from replay.config import RunConfig
 from replay.frames import RunFrames
 from replay.policy import FrameView, PadOutcome, Policy
 from replay.resolve import resolve_policy
 from replay.results import (
+    fleet_skips,
     DIVERGENCE_FIELDS,
     Crash,
     Divergence,
@@ -250,6 +255,8 @@ def _hook_pad(frames: RunFrames, pol: Policy, cfg: RunConfig, i: int, row_in: St
                          config=cfg, alloc_ok=bool(row_in.alloc_ok[r]))
         try:
             outcome = pol.pad_hook(view)  # type: ignore[misc]
+        except PolicyError:
+            raise  # the stand-in lacks a name the code needs: a tool error, not a crash verdict
         except Exception as e:  # the hook is code under test: its exception is a crash verdict
             outcome = PadOutcome(padded=False, crash=f"{type(e).__name__}: {e}")
         res["padded"][r] = bool(outcome.padded)
@@ -268,14 +275,14 @@ def _result(frames: RunFrames, pol: Policy, cfg: RunConfig, st: _State,
     n = I if crash_row is None else crash_row + 1
     o = {k: v[:n] for k, v in st.out.items()} if st.out else {}
     notes: list[str] = []
-    if frames.skipped_iters:
-        notes.append(f"{len(frames.skipped_iters)} iterations not replayed (some rank has no frame): "
-                     + _span(frames.skipped_iters))
+    if frames.dropped_iters:
+        notes.append(f"{len(frames.dropped_iters)} iterations not replayed (some rank has no frame): "
+                     + _span(frames.dropped_iters))
     if not n:
         return ReplayResult(policy=pol, config=cfg, run=frames.run, decisions=_empty_decisions(),
                             ledger=_ledger_frame([], [], [], [], [], [], [], [], []), leaks=(),
-                            crash=None, skipped_iters=frames.skipped_iters, first_divergence=None,
-                            notes=tuple(notes), frames=frames)
+                            crash=None, skipped_iters=(), first_divergence=None,
+                            notes=tuple(notes), frames=frames, dropped_iters=frames.dropped_iters)
     iters = frames.iters[:n]
     crashed_row = np.zeros((n, R), bool)
     stopped = np.zeros(n, bool)
@@ -305,8 +312,9 @@ def _result(frames: RunFrames, pol: Policy, cfg: RunConfig, st: _State,
                       message=msg)
     div = _first_divergence(frames, o, n, stopped, crashed_row)
     return ReplayResult(policy=pol, config=cfg, run=frames.run, decisions=decisions, ledger=ledger,
-                        leaks=tuple(leaks), crash=crash, skipped_iters=frames.skipped_iters,
-                        first_divergence=div, notes=tuple(notes), frames=frames)
+                        leaks=tuple(leaks), crash=crash, skipped_iters=fleet_skips(decisions),
+                        first_divergence=div, notes=tuple(notes), frames=frames,
+                        dropped_iters=frames.dropped_iters)
 
 
 def _span(iters) -> str:

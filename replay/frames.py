@@ -6,7 +6,7 @@ real requests, requests in the scheduler window, requests first seen this iterat
 Recorded dummies are dropped here (each policy carries its own, see ``replay.engine``).
 
 Iterations where some rank has no frame cannot be replayed (the all-gather needs every rank);
-they are dropped and listed in ``skipped_iters``.
+they are dropped and listed in ``dropped_iters``.
 
 Example:
     >>> rf = RunFrames.from_records([                              # doctest: +SKIP
@@ -66,7 +66,7 @@ class RunFrames:
         source: the file the run record came from.
         config: the run configuration from the run record.
         iters: ``(I,)`` executor iteration of each row (sorted, every rank has a frame).
-        skipped_iters: iterations dropped because some rank had no frame.
+        dropped_iters: iterations dropped because some rank had no frame.
         n_real: real requests per frame.
         window_real: real requests in the micro-batch window.
         new_real: real requests first seen on the rank at this iteration.
@@ -91,7 +91,7 @@ class RunFrames:
     source: str
     config: RunConfig
     iters: np.ndarray
-    skipped_iters: tuple[int, ...]
+    dropped_iters: tuple[int, ...]
     n_real: np.ndarray
     window_real: np.ndarray
     new_real: np.ndarray
@@ -250,7 +250,7 @@ class RunFrames:
         np.cumsum(n_real, out=offsets[1:])
         shape = (I, R)
         return cls(
-            run=run, source=source, config=config, iters=kept, skipped_iters=skipped,
+            run=run, source=source, config=config, iters=kept, dropped_iters=skipped,
             n_real=n_real.reshape(shape), window_real=window_real.reshape(shape),
             new_real=new_real.reshape(shape),
             all_before_ctx=((n_real > 0) & (before == n_real)).reshape(shape),

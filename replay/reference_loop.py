@@ -13,11 +13,12 @@ import math
 import numpy as np
 import pandas as pd
 
+from forensics.errors import PolicyError
 from replay.config import RunConfig
 from replay.frames import RunFrames
 from replay.policy import AllocFailure, EntryCheck, FrameView, PadOutcome, Policy
 from replay.resolve import resolve_policy
-from replay.results import Crash, Divergence, Leak, ReplayResult, crash_message
+from replay.results import Crash, Divergence, Leak, ReplayResult, crash_message, fleet_skips
 from replay.states import ALL_STATES, RequestState, micro_batch_window
 
 
@@ -48,8 +49,8 @@ def run_reference(frames: RunFrames, config: RunConfig | None = None,
     counts = {int(s): bool(pmask[i]) for i, s in enumerate(ALL_STATES)}
     window = micro_batch_window(cfg.encoder_decoder)
     use_recorded = frames.recorded_expected_applies(pol)
-    first_iter = min([int(x) for x in frames.iters[:1]] + list(frames.skipped_iters)) \
-        if (frames.num_iters or frames.skipped_iters) else 0
+    first_iter = min([int(x) for x in frames.iters[:1]] + list(frames.dropped_iters)) \
+        if (frames.num_iters or frames.dropped_iters) else 0
     adp = cfg.enable_attention_dp
 
     carried: list[Request | None] = [None] * R
@@ -84,6 +85,8 @@ def run_reference(frames: RunFrames, config: RunConfig | None = None,
                        max(s - n for s, n in zip(sizes, new_counts)))
         if pol.cap:
             computed = min(computed, cfg.cap)
+        real_floor = max(sum(1 for q in x if not q.dummy) for x in lists)
+        computed = max(computed, min(real_floor, cfg.cap) if pol.cap else real_floor)
         match = sizes == rec_counts
 
         row_of = []
@@ -111,6 +114,8 @@ def run_reference(frames: RunFrames, config: RunConfig | None = None,
                                  expected=expected, config=cfg, alloc_ok=alloc_ok)
                 try:
                     out = pol.pad_hook(view)
+                except PolicyError:
+                    raise
                 except Exception as e:
                     out = PadOutcome(padded=False, crash=f"{type(e).__name__}: {e}")
                 row["surplus"] = bool(out.surplus_warning)
@@ -237,8 +242,8 @@ def run_reference(frames: RunFrames, config: RunConfig | None = None,
         columns=["dummy", "rank", "iter_created", "origin", "role", "iter_removed", "removal_path",
                  "skips_survived", "leaked"])
     return ReplayResult(policy=pol, config=cfg, run=frames.run, decisions=decisions, ledger=ledger,
-                        leaks=tuple(leaks), crash=crash, skipped_iters=frames.skipped_iters,
-                        first_divergence=divergence, frames=frames)
+                        leaks=tuple(leaks), crash=crash, skipped_iters=fleet_skips(decisions),
+                        first_divergence=divergence, frames=frames, dropped_iters=frames.dropped_iters)
 
 
 __all__ = ["Request", "run_reference"]

@@ -141,9 +141,10 @@ class ReplayResult:
         ledger: one row per dummy, columns in the module docstring.
         leaks: leaked dummies in ledger order.
         crash: where the run stopped, or None.
-        skipped_iters: iterations not replayed because some rank had no frame.
+        skipped_iters: iterations the fleet skipped (``can_queue`` False), in order.
         first_divergence: first recorded decision not reproduced, or None.
         notes: remarks for reports (dropped iterations, assumptions hit).
+        dropped_iters: iterations not replayed because some rank had no frame.
         frames: the replayed frames (for explanations).
     """
 
@@ -157,6 +158,7 @@ class ReplayResult:
     skipped_iters: tuple[int, ...]
     first_divergence: Divergence | None
     notes: tuple[str, ...] = ()
+    dropped_iters: tuple[int, ...] = ()
     frames: Any = dataclasses.field(default=None, repr=False)
 
     @property
@@ -182,6 +184,14 @@ class ReplayResult:
             "skipped_iters": [int(x) for x in self.skipped_iters],
             "first_divergence": None if self.first_divergence is None else self.first_divergence.to_json(),
         }
+
+
+def fleet_skips(decisions: pd.DataFrame) -> tuple[int, ...]:
+    """Iterations whose replayed ``can_queue`` is False (NA at a crash row is not a skip)."""
+    if decisions.empty:
+        return ()
+    skipped = decisions["iter"][decisions["can_queue"].astype("boolean").eq(False).fillna(False)]
+    return tuple(int(x) for x in pd.unique(skipped))
 
 
 def crash_message(kind: str, expected: int, active: int, hook_text: str | None = None) -> str:

@@ -232,6 +232,15 @@ def expected_step(policy: Policy, config: RunConfig, inputs: StepInputs) -> tupl
     computed = np.maximum(scaled, floor)
     if policy.cap:
         computed = np.minimum(computed, config.cap)
+    # The recorded routing is taken as given: real requests were routed under the recording's
+    # expected (which its own leaked dummies may have inflated), so a replay must never blame
+    # real requests alone for exceeding expected; only the replayed policy's dummies can.
+    # (Within the cap: no router places more than the cap on a rank, so real requests above it
+    # are a genuine surplus.)
+    real_floor = inputs.n_real.max(axis=-1, keepdims=True)
+    if policy.cap:
+        real_floor = np.minimum(real_floor, config.cap)
+    computed = np.maximum(computed, real_floor)
     computed = np.broadcast_to(computed, active.shape)
     counts_match = (active == inputs.recorded_counts).all(axis=-1, keepdims=True)
     use_rec = (inputs.expected_recorded >= 0) & counts_match

@@ -34,7 +34,7 @@ def test_json_is_one_object_in_the_issue_shape_and_exit_1_on_a_crash(trace):
     assert pre == {"leaks": [{"rank": 0, "iter_created": 41, "iter_skipped": 41, "cause_ranks": [2]},
                              {"rank": 1, "iter_created": 41, "iter_skipped": 41, "cause_ranks": [2]}],
                    "crash": {"iter": 42, "rank": 1, "expected": 8, "active": 9},
-                   "skipped_iters": [], "first_divergence": None}
+                   "skipped_iters": [41], "first_divergence": None}
     assert doc["policies"]["fix-16161"]["first_divergence"] == {
         "iter": 41, "rank": 0, "field": "can_queue", "recorded": False, "replayed": True}
 

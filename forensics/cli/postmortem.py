@@ -52,6 +52,9 @@ def _render(console, r) -> None:
             console.print("  * the build that recorded the run", highlight=False)
     else:
         console.print("[bold]Replay:[/] not possible (no request-state trace in the inputs)")
+        console.print("[bold]From the logs alone:[/]")
+        for line in r.logs_only.conclusions():
+            console.print(f"  - {line}", highlight=False)
     if r.chain:
         console.print(f"[bold]Causal chain ({r.chain_policy}):[/] {r.chain[0]}", highlight=False)
     console.print(f"[bold]Status {r.exit_status}:[/] {r.status_reason}", highlight=False)

@@ -37,7 +37,7 @@ def _render(results) -> None:
             res.decisions["iter"]).any().sum()) if len(res.decisions) else 0
         t.add_row("summary", "", "", f"{res.decisions['iter'].nunique()} iterations, "
                   f"{len(res.ledger)} dummies, {skipped} fleet-wide skips"
-                  + (f", {len(res.skipped_iters)} iterations not replayable" if res.skipped_iters else ""))
+                  + (f", {len(res.dropped_iters)} iterations not replayable" if res.dropped_iters else ""))
         console.print(t)
         for chain in res.explain():
             console.print(f"  - {chain}")

@@ -29,7 +29,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from forensics.dataset.schema import EVENTS, ITERATIONS, UNPARSED
-from forensics.ingest import event_kinds, iteration_line, line_prefix, log_events, sources
+from forensics.ingest import (
+    event_kinds,
+    iteration_line,
+    line_prefix,
+    log_events,
+    sources,
+)
 from forensics.ingest.traceback_event import Traceback
 from forensics.ingest.traceback_event import opens as traceback_opens
 
@@ -197,8 +203,7 @@ def _analyse(block: bytes, first_line: int, source: str,
     """The per-block vectorised work (runs in a worker thread)."""
     lines = _lines(block)
     n = len(lines)
-    # prefixes are short: matching them on each line's head spares RE2 the long tails
-    pre = line_prefix.strip(pc.utf8_slice_codeunits(lines, 0, line_prefix.MAX_PREFIX_CHARS))
+    pre = line_prefix.strip(lines)
     is_iter = _mask(pc.match_substring_regex(lines, ITERATION_MATCH))
     other = ~is_iter
     other_lines = pc.filter(lines, pa.array(other)) if is_iter.any() else lines

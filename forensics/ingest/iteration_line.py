@@ -12,8 +12,10 @@ position (docs/adp-executor.md section 8):
   ``kv_cache_util`` is added;
 * V5 (PR #18308): ``adp_dummy_ctx_tokens``, ``adp_dummy_gen_tokens`` added.
 
-Method (no regex capture over whole lines: RE2's capturing engine is slow on long text):
-split each line on ``", "`` into pairs, split each pair on ``" = "`` / ``": "``; the last two
+Two readers, no regex capture over whole lines (RE2's capturing engine is slow on long text).
+:class:`Layouts` (the fast path, used by the log parser) learns the layout of a line once and
+reads every line of that layout by position-checked name (see below). :func:`parse` (general,
+any line) splits each line on ``", "`` into pairs, split each pair on ``" = "`` / ``": "``; the last two
 parts of a pair are its name and value (so ``states = {'num_ctx_requests': 0`` yields the
 first ``states`` key, and the logger prefix ends up in front of the first name, which is always
 ``iter``). Known names are scattered into typed columns with numpy. Unknown names go to the
@@ -31,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from forensics.dataset.schema import ITERATIONS
+from forensics.ingest.line_prefix import PREFIX_MATCH
 
 #: A body is an iteration line when it starts with its ``iter`` field.
 ITERATION_LINE = r"^iter ?(?:=|:) ?\d+(?:,|$)"
@@ -191,37 +194,35 @@ def parse(lines: pa.Array, *, source: str, line: pa.Array, rank: pa.Array,
 # --------------------------------------------------------------------------- layout fast path
 #
 # Within a log almost every iteration line has the same *layout*: the same field names, in the
-# same order, with the same separators. A layout is learnt (in Python) from one line, then
-# checked for every line at once with one RE2 match (no capture, so it runs as a DFA). Lines of
-# a known layout are read by splitting on ", " and cutting each field's known name off by
-# length: still read by name, but with no per-pair key/value split. Other lines fall back to
-# :func:`parse`.
+# same order, with the same separators. A layout is learnt (in Python) from one line. A block's
+# lines are split on ", " once; a line has the layout when it has the layout's number of pairs,
+# each pair starts with the layout's key text (a literal ``starts_with``, no regex over the
+# line) and each value passes its short value pattern. Such lines are read by cutting the known
+# key off by length: still by name, with no per-pair key/value split. Others go to :func:`parse`.
 
 _LAYOUT_PAIR = re.compile(r"^(?P<key>(?:states ?(?:=|:) ?\{)?'?(?P<name>[A-Za-z_][\w.]*)'?"
                           r"(?: = |: ))(?P<value>.*)$")
-_RE2_SPECIAL = set("\\.^$|?*+()[]{}")
-_V_INT = r"(?:\d+|N/A)"
-_V_NUM = r"(?:[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|N/A)"
-#: Layouts remembered across blocks (most recently useful first).
+_V_INT = r"^(?:\d+|N/A)$"
+_V_NUM = r"^(?:[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|N/A)$"
+_V_CURRANK = r"^\d+/\d+$"
+_FIRST = r"iter ?(?:=|:) ?(?P<v>\d+)$"
+#: Layouts remembered across blocks (most recently learnt first).
 MAX_LAYOUTS = 16
-
-
-def _escape(text: str) -> str:
-    return "".join("\\" + c if c in _RE2_SPECIAL else c for c in text)
 
 
 class Layout:
     """The field names, order and separators of one iteration-line shape.
 
-    Fields: ``pattern`` (RE2, whole line), ``fields`` (per pair after ``iter``: key text,
-    column name or None, unit, in-states flag, last-in-states flag), ``format``.
+    Fields: ``fields`` (per pair after ``iter``: key text, column or None, unit, value pattern
+    or None, in-states flag, last-in-states flag, name), ``n_pairs``, ``format``, ``signature``.
     """
 
     def __init__(self, line: str):
-        body = line[re.search(r"iter ?(?:=|:) ?\d+", line).start():]  # type: ignore[union-attr]
-        pairs = body.split(", ")
-        parts = [line_prefix_pattern() + r"iter ?(?:=|:) ?\d+"]
-        self.fields: list[tuple[str, str | None, str, bool, bool, str]] = []
+        m0 = re.search(r"iter ?(?:=|:) ?\d+", line)
+        if m0 is None:
+            raise ValueError("not an iteration line")
+        pairs = line[m0.start():].split(", ")
+        self.fields: list[tuple[str, str | None, str, str | None, bool, bool, str]] = []
         in_states = False
         names = set()
         for p in pairs[1:]:
@@ -232,52 +233,65 @@ class Layout:
             if key.startswith("states"):
                 in_states = True
             last = in_states and p.endswith("}")
-            if name in names or (in_states and not key.endswith("': ")):
+            if (name, in_states) in names or (in_states and not key.endswith("': ")):
                 raise ValueError("not a layout")
-            names.add(name)
+            names.add((name, in_states))
             known = KNOWN_FIELDS.get(name)
-            if in_states and name not in _STATE_KEYS:
+            if (name in _STATE_KEYS) != in_states:
                 known = None
-            if not in_states and name in _STATE_KEYS:
-                known = None
-            col, unit = (known[0], known[2]) if known else (None, "")
+            col, unit, check = None, "", None
             if name == "timestamp" and not in_states:
-                col, value = "timestamp", r"[^,]*"
+                col = "timestamp"
             elif name == "currank_total_requests" and not in_states:
-                col, value = "currank", r"\d+/\d+"
+                col, check = "currank", _V_CURRANK
             elif known is not None:
-                value = (_V_INT if pa.types.is_integer(known[1]) else _V_NUM) + \
-                    (f"(?:{unit})?" if unit else "")
-            else:
-                value = r"[^,}]*" if in_states else r"[^,]*"
-            parts.append(", " + _escape(key) + value + (r"\}" if last else ""))
-            self.fields.append((key, col, unit, in_states, last, name))
+                col, unit = known[0], known[2]
+                check = _V_INT if pa.types.is_integer(known[1]) else _V_NUM
+            self.fields.append((key, col, unit, check, in_states, last, name))
             if last:
                 in_states = False
-        self.pattern = "".join(parts) + "$"
         cols = {f[1] for f in self.fields}
+        keys = [f[0] for f in self.fields]
         self.format = ("V5" if cols & {"adp_dummy_ctx_tokens", "adp_dummy_gen_tokens"} else
-                       "V4" if "kv_cache_util" in cols or "num_scheduled_requests = " in
-                       [f[0] for f in self.fields] else
-                       "V3" if cols & {"host_step_time_ms", "prev_device_step_time_ms"} else
-                       "V2" if "num_scheduled_requests" in cols else "V1")
+                       "V4" if "kv_cache_util" in cols or "num_scheduled_requests = " in keys
+                       else "V3" if cols & {"host_step_time_ms", "prev_device_step_time_ms"}
+                       else "V2" if "num_scheduled_requests" in cols else "V1")
         self.n_pairs = len(pairs)
+        self.signature = tuple(keys) + tuple(f[5] for f in self.fields)
 
     def read(self, lines: pa.Array, *, source: str, line: pa.Array, rank: pa.Array,
-             log_time: pa.Array) -> pa.Table:
-        """Rows for lines known to match :attr:`pattern`."""
-        n = len(lines)
+             log_time: pa.Array) -> tuple[pa.Table, np.ndarray]:
+        """Rows of the lines that have this layout, and the mask of those lines."""
         m = self.n_pairs
-        flat = pc.list_flatten(pc.split_pattern(lines, ", "))
-        base = np.arange(n, dtype=np.int64) * m
+        split = pc.split_pattern(lines, ", ")
+        ok = (pc.list_value_length(split).to_numpy(zero_copy_only=False) == m)
+        if not ok.any():
+            return ITERATIONS.empty_table(), ok
+        if not ok.all():
+            idx = np.flatnonzero(ok)
+            sel = pa.array(idx)
+            split, line, rank, log_time = (split.take(sel), line.take(sel), rank.take(sel),
+                                           log_time.take(sel))
+        k_rows = len(split)
+        flat = pc.list_flatten(split)
+        base = np.arange(k_rows, dtype=np.int64) * m
+        good = np.ones(k_rows, dtype=bool)
+
+        def check(values: pa.Array, pattern: str) -> None:
+            good[:] &= pc.fill_null(pc.match_substring_regex(values, pattern), False)\
+                .to_numpy(zero_copy_only=False)
+
         cols: dict[str, pa.Array] = {}
         first = flat.take(pa.array(base))
-        it = pc.extract_regex(first, r"(?P<v>\d+)$")
-        cols["iter"] = pc.cast(it.flatten()[0], pa.int64())
+        check(first, PREFIX_MATCH + _FIRST)
+        cols["iter"] = pc.cast(pc.extract_regex(first, _FIRST).flatten()[0], pa.int64())
         extra_keys, extra_vals = [], []
-        for j, (key, col, unit, in_states, last, name) in enumerate(self.fields, start=1):
-            v = pc.utf8_slice_codeunits(flat.take(pa.array(base + j)), len(key),
-                                        -1 if last else None)
+        for j, (key, col, unit, pattern, in_states, last, name) in enumerate(self.fields, 1):
+            pair = flat.take(pa.array(base + j))
+            good &= pc.starts_with(pair, key).to_numpy(zero_copy_only=False)
+            if last:
+                good &= pc.ends_with(pair, "}").to_numpy(zero_copy_only=False)
+            v = pc.utf8_slice_codeunits(pair, len(key), -1 if last else None)
             if col is None:
                 extra_keys.append(f"states.{name}" if in_states else name)
                 extra_vals.append(v)
@@ -285,43 +299,44 @@ class Layout:
             if col == "timestamp":
                 cols[col] = v
                 continue
+            if unit:
+                v = pc.utf8_rtrim(v, characters=unit)
+            check(v, pattern)
             if col == "currank":
-                ab = pc.split_pattern(v, "/")
+                ab = pc.split_pattern(pc.if_else(pa.array(good), v, "0/0"), "/")
                 cols["currank_requests"] = pc.cast(pc.list_element(ab, 0), pa.int64())
                 cols["total_requests"] = pc.cast(pc.list_element(ab, 1), pa.int64())
                 continue
             typ = ITERATIONS.field(col).type
-            if unit:
-                v = pc.utf8_rtrim(v, characters=unit)
-            v = pc.if_else(pc.equal(v, "N/A"), _NULL, v)
+            v = pc.if_else(pc.and_(pa.array(good), pc.not_equal(v, "N/A")), v, _NULL)
             cols[col] = pc.cast(v, typ)
-        for col, (_c, typ, _u) in [(v[0], v) for v in KNOWN_FIELDS.values()]:
-            cols.setdefault(col, pa.nulls(n, typ))
-        for col in ("timestamp",):
-            cols.setdefault(col, pa.nulls(n, pa.string()))
+        for col, typ, _u in KNOWN_FIELDS.values():
+            cols.setdefault(col, pa.nulls(k_rows, typ))
+        cols.setdefault("timestamp", pa.nulls(k_rows, pa.string()))
         for col in ("currank_requests", "total_requests"):
-            cols.setdefault(col, pa.nulls(n, pa.int64()))
+            cols.setdefault(col, pa.nulls(k_rows, pa.int64()))
         cols["rank"] = pc.coalesce(cols["rank"], pc.cast(rank, pa.int32()))
         k = len(extra_keys)
-        offsets = pa.array(np.arange(n + 1, dtype=np.int32) * k)
+        offsets = pa.array(np.arange(k_rows + 1, dtype=np.int32) * k)
         if k:
-            perm = (np.arange(n)[:, None] + np.arange(k)[None, :] * n).ravel()
-            keys = pa.array(np.tile(np.array(extra_keys, dtype=object), n), pa.string())
+            perm = (np.arange(k_rows)[:, None] + np.arange(k)[None, :] * k_rows).ravel()
+            keys = pa.array(np.tile(np.array(extra_keys, dtype=object), k_rows), pa.string())
             vals = pa.concat_arrays(extra_vals).take(pa.array(perm))
         else:
             keys = vals = pa.array([], pa.string())
         arrays = {
-            "source": pa.repeat(pa.scalar(source, pa.string()), n), "line": line,
-            "log_time": log_time, "format": pa.repeat(pa.scalar(self.format), n),
+            "source": pa.repeat(pa.scalar(source, pa.string()), k_rows), "line": line,
+            "log_time": log_time, "format": pa.repeat(pa.scalar(self.format), k_rows),
             "extra": pa.MapArray.from_arrays(offsets, keys, vals), **cols,
         }
-        return pa.Table.from_arrays([arrays[f.name].cast(f.type) for f in ITERATIONS],
-                                    schema=ITERATIONS)
-
-
-def line_prefix_pattern() -> str:
-    from forensics.ingest.line_prefix import PREFIX_MATCH
-    return PREFIX_MATCH
+        table = pa.Table.from_arrays([arrays[f.name].cast(f.type) for f in ITERATIONS],
+                                     schema=ITERATIONS)
+        if not good.all():
+            table = table.filter(pa.array(good))
+        if ok.all():
+            return table, good
+        ok[np.flatnonzero(ok)[~good]] = False
+        return table, ok
 
 
 class Layouts:
@@ -339,7 +354,7 @@ class Layouts:
         tables = []
         with self._lock:
             known = list(self._known)
-        tried: set[str] = set()
+        tried: set[tuple] = set()
         learnt = 0
         while left.any():
             new = False
@@ -348,33 +363,32 @@ class Layouts:
             else:
                 if learnt >= 4:
                     break
-                first = int(np.flatnonzero(left)[0])
-                try:
-                    lay = Layout(lines[first].as_py())
-                except (ValueError, AttributeError):
-                    lay = None
                 learnt += 1
-                if lay is None or lay.pattern in tried:
+                try:
+                    lay = Layout(lines[int(np.flatnonzero(left)[0])].as_py())
+                except ValueError:
+                    break
+                if lay.signature in tried:
                     break
                 new = True
-            tried.add(lay.pattern)
+            tried.add(lay.signature)
             idx = np.flatnonzero(left)
-            sub = lines if len(idx) == n else lines.take(pa.array(idx))
-            hit = pc.fill_null(pc.match_substring_regex(sub, lay.pattern), False)\
-                .to_numpy(zero_copy_only=False)
+            whole = len(idx) == n
+            sel = None if whole else pa.array(idx)
+            table, hit = lay.read(
+                lines if whole else lines.take(sel), source=source,
+                line=line if whole else line.take(sel), rank=rank if whole else rank.take(sel),
+                log_time=log_time if whole else log_time.take(sel))
             if not hit.any():
                 if new:
-                    break   # a line that does not match its own layout: odd values
+                    break   # a line that does not fit its own layout: odd values
                 continue
             if new:
                 with self._lock:
                     self._known.insert(0, lay)
                     del self._known[MAX_LAYOUTS:]
-            rows = idx[hit]
-            sel = pa.array(rows)
-            tables.append(lay.read(lines.take(sel), source=source, line=line.take(sel),
-                                   rank=rank.take(sel), log_time=log_time.take(sel)))
-            left[rows] = False
+            tables.append(table)
+            left[idx[hit]] = False
         if left.any():
             sel = pa.array(np.flatnonzero(left))
             tables.append(parse(lines.take(sel), source=source, line=line.take(sel),

@@ -69,9 +69,6 @@ def _uncaptured(pattern: str) -> str:
 #: The same grammar without captures: RE2 runs it as a fast DFA (for matching and replacing).
 PREFIX_MATCH = _uncaptured(PREFIX_PATTERN)
 
-#: Longest prefix the grammar can match in practice (quote, collector time, launcher, logger).
-MAX_PREFIX_CHARS = 200
-
 #: A body that is only a collector timestamp (the collector printed it on the line before).
 COLLECTOR_TIMESTAMP_LINE = r"^" + _TS_ISO + r"\s*$"
 

@@ -43,10 +43,12 @@ def pth_line(root: Path | None = None) -> str:
             " try:\n"
             "  import forensics.record.bootstrap as b\n"
             " except ImportError:\n"
-            f"  import sys; sys.path.append({str(root)!r}); import forensics.record.bootstrap as b\n"
+            f"  import sys; sys.path.append({str(root)!r})\n"
+            "  import forensics.record.bootstrap as b\n"
             " b.install()\n"
             "except Exception as e:\n"
-            " import sys; print('adp-forensics: recorder not installed:', repr(e), file=sys.stderr)\n")
+            " import sys\n"
+            " print('adp-forensics: recorder not installed:', repr(e), file=sys.stderr)\n")
     return f"import os; os.environ.get({TRACE_DIR_ENV!r}) and exec({body!r})\n"
 
 

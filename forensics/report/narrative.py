@@ -45,7 +45,8 @@ def _crash_map(crash) -> Optional[dict]:
 
 
 def figure_blocks(ds, run: Optional[str], results: Mapping[str, Any], chain_policy: Optional[str],
-                  verdicts: Sequence, lo: LogsOnlyFindings, config) -> list[FigureBlock]:
+                  verdicts: Sequence, lo: LogsOnlyFindings, config,
+                  log_crash=None) -> list[FigureBlock]:
     """The report's figures (PNG bytes), drawn from the replay of the story's policy, or from the
     iteration logs when there is no trace."""
     out: list[FigureBlock] = []
@@ -94,8 +95,16 @@ def figure_blocks(ds, run: Optional[str], results: Mapping[str, Any], chain_poli
                                    f"with the dummies {name} carried into it."))
     elif len(ds.iterations):
         dec = log_decisions(ds.iterations, lo.fleet_size)
+        crash = None
+        if log_crash is not None and log_crash.iter is not None and log_crash.rank is not None:
+            crash = {"iter": int(log_crash.iter), "rank": int(log_crash.rank)}
+            dec = dec.assign(crash=(dec["iter"] == crash["iter"]) & (dec["rank"] == crash["rank"]))
+            if not dec["crash"].any():
+                dec = pd.concat([dec, pd.DataFrame([{**crash, "batch": pd.NA, "can_queue": pd.NA,
+                                                     "padded": pd.NA, "crash": True}])],
+                                ignore_index=True)
         if len(dec) and dec["batch"].notna().any():
-            fig = F.decision_strip({"iteration logs (batch sizes as logged)": dec},
+            fig = F.decision_strip({"iteration logs (batch sizes as logged)": dec}, crash=crash,
                                    title="What each rank logged, per iteration (no request traces)")
             out.append(FigureBlock("decision_strip.png", F.to_png(fig),
                                    "Per rank and iteration from the iteration logs alone: a zero "

@@ -167,6 +167,7 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
     pols = resolve_policies(list(policies) if policies else None)
     out.mkdir(parents=True, exist_ok=True)
     say("ingesting inputs")
+    inputs = _outside(inputs, out)
     ds = as_dataset(inputs, cache_dir=cache_dir if cache_dir is not None else out / DATASET_DIR)
     summary = summarize(ds)
     refused = list(ds.meta.get("refused", []))
@@ -197,12 +198,13 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
     logged = logged_surplus(ds.events)
     verdicts = tuple(_verdict(name, r, log_crash, build, logged) for name, r in primary.items())
 
-    status, reason = _status(ds, refused, log_crash, verdicts, lo, bool(runs))
+    status, reason = _status(ds, refused, log_crash, verdicts, lo, bool(runs), bool(signatures))
     chain_policy, chain = _chain(primary, verdicts, build)
     next_step = _next_step(status, verdicts, log_crash, lo, primary)
 
     say("drawing figures")
-    figs = figure_blocks(ds, runs[0] if runs else None, primary, chain_policy, verdicts, lo, config)
+    figs = figure_blocks(ds, runs[0] if runs else None, primary, chain_policy, verdicts, lo, config,
+                         log_crash=log_crash)
     findings = _findings(summary, results, verdicts, signatures, log_crash, lo, chain_policy, chain,
                          next_step, status, reason, config, runs)
     say("writing the report")
@@ -235,6 +237,25 @@ def _write_bytes(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     tmp.write_bytes(data)
     os.replace(tmp, path)
+
+
+def _outside(inputs: list, out: Path) -> list:
+    """The inputs with the report directory left out.
+
+    ``forensics postmortem logs/ -o logs/report`` must not ingest its own ``findings.json`` on
+    the next run: a directory input holding the report directory is expanded into its files.
+    """
+    from forensics.ingest import discover
+    out_r = out.resolve()
+    result: list = []
+    for inp in inputs:
+        p = Path(inp)
+        if p.is_dir() and (out_r == p.resolve() or p.resolve() in out_r.parents):
+            found, _, _ = discover([inp], exclude=out)
+            result.extend(str(c.path) for c in found if out_r not in c.path.resolve().parents)
+        else:
+            result.append(inp)
+    return result
 
 
 def _json_default(o):
@@ -343,13 +364,14 @@ def _verdict(name: str, result, log_crash: Optional[Signature], build: str,
                          is_recording_build=(name == build), first_divergence=div, text=text)
 
 
-def _status(ds, refused, log_crash, verdicts, lo: LogsOnlyFindings, has_traces: bool) -> tuple[int, str]:
+def _status(ds, refused, log_crash, verdicts, lo: LogsOnlyFindings, has_traces: bool,
+            has_signatures: bool) -> tuple[int, str]:
     if refused:
         names = "; ".join(f"{r.get('name')}: {r.get('reason')}" for r in refused)
         return EXIT_BAD_INPUT, f"input(s) not ingested: {names}"
-    if not has_traces and not len(ds.iterations) and log_crash is None and not lo.surplus_warnings:
+    if not has_traces and not len(ds.iterations) and not has_signatures:
         return EXIT_BAD_INPUT, ("nothing usable in the inputs: no executor iteration line, no "
-                                "crash event and no request-state trace")
+                                "pad-dummy or crash event and no request-state trace")
     if log_crash is not None:
         if not log_crash.kind.is_cause:
             return EXIT_UNEXPLAINED, (f"the logs show a crash ({log_crash.kind.value} at "

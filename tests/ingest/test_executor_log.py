@@ -287,3 +287,45 @@ def test_progress_bar_only_on_a_terminal_and_not_quiet():
     with ingest_progress(100, "x.log", False, stream=tty) as advance:
         advance(60)
     assert "x.log" in tty.getvalue()
+
+
+def test_layout_fast_path_equals_general_path():
+    """The learnt-layout reader and the per-pair reader give the same rows for every variant."""
+    import pyarrow as pa
+
+    from forensics.ingest import iteration_line
+    rng = random.Random(11)
+    texts = []
+    for i in range(300):
+        v = rng.choice(log_lines.VERSIONS)
+        style = rng.choice(["rank", "norank", "mpi_rank", "torch_rank", "none"])
+        kw = {"host_ms": rng.choice([None, 1.5, 20.125]), "kv": rng.choice([None, 0.25])}
+        if rng.random() < 0.2:
+            kw["extra_fields"] = {"num_active": rng.randint(0, 9)}
+        if rng.random() < 0.2:
+            kw["extra_states"] = {"num_paused": rng.randint(0, 9)}
+        line = log_lines.iteration(v, style, it=i, rank=rng.randint(0, 7), **kw).lines[0]
+        if rng.random() < 0.05:
+            line = line.replace("global_rank = ", "global_rank = x")   # unreadable value
+        texts.append(log_lines.launcher_prefix(rng.choice(log_lines.LAUNCHERS), 3) + line)
+    lines = pa.array(texts)
+    kw = {"source": "s", "line": pa.array(range(1, 301), pa.int64()),
+          "rank": pa.nulls(300, pa.int32()), "log_time": pa.nulls(300, pa.string())}
+    fast = iteration_line.Layouts().parse(lines, **kw)
+    slow = iteration_line.parse(lines, **kw)
+    assert fast.equals(slow)
+    bad = [r for r in slow.to_pylist() if r["rank"] is None]
+    assert bad and all(dict(r["extra"])["global_rank"].startswith("x") for r in bad)
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zstd"])
+def test_multi_member_compressed_input_read_whole(tmp_path, compression):
+    parts = [("\n".join(log_lines.iteration("V2", it=i * 10 + j, rank=0).lines[0]
+                        for j in range(10)) + "\n").encode() for i in range(3)]
+    comp = (gzip.compress if compression == "gzip"
+            else zstandard.ZstdCompressor().compress)
+    p = tmp_path / "multi.bin"
+    p.write_bytes(b"".join(comp(x) for x in parts))
+    it, ev, un = collect(p, block_bytes=100)
+    assert it.column("iter").to_pylist() == list(range(30))
+    assert ev.num_rows == 0 and un.num_rows == 0

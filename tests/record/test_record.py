@@ -186,6 +186,19 @@ def test_pth_line_is_one_import_line_checking_the_environment_first():
             os.environ["ADP_FORENSICS_TRACE_DIR"] = saved
 
 
+def test_a_pth_that_cannot_import_the_recorder_never_stops_the_interpreter(tmp_path):
+    site_d = tmp_path / "site"
+    site_d.mkdir()
+    (site_d / install.PTH_NAME).write_text(install.pth_line(tmp_path / "nowhere"))
+    # -I -S: no site-packages, no PYTHONPATH, no cwd: nothing can provide forensics.
+    out = subprocess.run([sys.executable, "-I", "-S", "-c",
+                          "import site, sys; site.addsitedir(sys.argv[1]); print('alive')",
+                          str(site_d)], cwd=tmp_path, env=_env(tmp_path / "t"),
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout == "alive\n"
+    assert out.stderr.startswith("adp-forensics: recorder not installed: ModuleNotFoundError")
+
+
 # -- end to end: three ranks ---------------------------------------------------------------------
 
 def test_three_ranks_record_a_run_that_ingests_and_replays(site_dir, tmp_path):
@@ -235,10 +248,13 @@ def _wait_for(path, timeout=30.0):
         time.sleep(0.01)
 
 
-def test_crash_leaves_the_crashing_iteration_on_disk(site_dir, tmp_path):
+@pytest.mark.parametrize("overlap", [False, True])
+def test_crash_leaves_the_crashing_iteration_on_disk(site_dir, tmp_path, overlap):
+    """Same chain under either loop: in the overlap loop rank 2 (batch 0) processes its previous
+    batch while rank 1 (batch 1, the dummy) does not, so the dummy survives there too."""
     import replay
     scen = tmp_path / "crash.json"
-    scen.write_text(json.dumps(CRASH))
+    scen.write_text(json.dumps({**CRASH, "overlap": overlap}))
     rv, traces = tmp_path / "rv", tmp_path / "traces"
     rv.mkdir()
     # Rank 0 waits in its all-gather like an MPI rank until "mpirun" SIGTERMs it; rank 2 fails.
@@ -268,6 +284,7 @@ def test_crash_leaves_the_crashing_iteration_on_disk(site_dir, tmp_path):
         _f(0, [_r(5, 14)], 2, False, 0, False), _f(1, [_r(5, 14)], 2, False, 0)]
 
     _, frames = _ingest(traces, tmp_path)
+    assert frames.config.overlap_scheduler is overlap
     res = replay.run(frames, policy="prefix-2026")
     assert (res.crash.iter, res.crash.rank) == (1, 1)
     assert res.first_divergence is None

@@ -97,6 +97,7 @@ def assert_same(a, b):
     assert a.crash == b.crash
     assert a.first_divergence == b.first_divergence
     assert a.skipped_iters == b.skipped_iters
+    assert a.dropped_iters == b.dropped_iters
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -153,6 +153,9 @@ def test_exit_3_logs_without_traces(tmp_path):
     assert r.log_crash.rank == 0 and r.log_crash.iter == 2
     assert "ADP_FORENSICS_TRACE_DIR" in r.next_step and "TLLM_PROFILE_LOG_RANKS=all" in r.next_step
     assert any("ADP_FORENSICS_TRACE_DIR" in m for m in r.logs_only.missing)
+    res = _cli([log, "-o", tmp_path / "r2", "-q"])
+    assert res.exit_code == 3
+    assert "From the logs alone" in res.output and "no request traces" in res.output
 
 
 def test_exit_3_no_policy_reproduces(tmp_path):
@@ -266,3 +269,21 @@ def test_progress_and_several_runs(tmp_path):
     assert sum("replaying" in m for m in seen) == 14   # 2 runs x 7 policies
     assert sorted(r.findings["runs"]) == ["hand", "other"]
     assert r.findings["runs"]["other"]["policies"]["prefix-2026"]["crash"]["iter"] == 2
+
+
+def test_report_inside_the_input_directory(crash_inputs, tmp_path):
+    """`postmortem in/ -o in/report` twice: the second run must not ingest findings.json."""
+    d = crash_inputs[0].parent
+    first = postmortem([d], d / "report")
+    second = postmortem([d], d / "report")
+    assert first.exit_status == second.exit_status == 1
+    assert [i[0] for i in second.summary.inputs] == [i[0] for i in first.summary.inputs]
+
+
+def test_exit_2_refused_input_still_reports(crash_inputs, tmp_path):
+    """A binary file among good inputs: the report is written, the status says what was refused."""
+    binary = crash_inputs[0].parent / "core.log"
+    binary.write_bytes(bytes(range(256)) * 64)
+    r = postmortem([*crash_inputs, binary], tmp_path / "r")
+    assert r.exit_status == 2 and "core.log" in r.status_reason
+    assert r.report_html.is_file() and r.log_crash is not None

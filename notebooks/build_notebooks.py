@@ -1,0 +1,268 @@
+"""Write the example notebooks (without outputs) from the cell sources below.
+
+Run ``python notebooks/build_notebooks.py`` after editing a cell; commit the ``.ipynb`` files as
+written (no outputs, no execution counts: ``tests/test_notebooks.py`` checks this and runs them).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+HERE = Path(__file__).resolve().parent
+
+#: Finds the repository from the notebook's working directory (nbclient runs it in notebooks/).
+FIND_ROOT = '''\
+from pathlib import Path
+
+ROOT = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "traces" / "samples").is_dir())'''
+
+POSTMORTEM = [
+    new_markdown_cell("""\
+# Post-mortem of NVBug 6438685, step by step
+
+A bundled crash sample (`traces/samples/nvbug-6438685`, simulated: 8 wide-EP generation-server
+ranks, `max_batch_size` 4, overlap scheduler on, build `prefix-2026`) holds the three things a dead
+fleet leaves behind: the executor log (with the `AssertionError`), the IterationStats JSON Lines and
+the request-state trace. This notebook goes from those files to the causal chain and to what to
+change, using only library calls:
+
+1. ingest the files into a dataset;
+2. reconstruct what every rank held in every iteration;
+3. replay the crashing build (`prefix-2026`) against the patched one (`fix-16161`) and the rest of
+   the catalogue;
+4. read the causal chain;
+5. draw the figures the post-mortem report draws;
+6. decide what to change."""),
+    new_code_cell(FIND_ROOT + '''
+
+%matplotlib inline
+import pandas as pd
+import forensics
+
+SAMPLE = ROOT / "traces" / "samples" / "nvbug-6438685"
+sorted(p.name for p in SAMPLE.iterdir())'''),
+    new_markdown_cell("""\
+## 1. Ingest
+
+`forensics.investigate` ingests the inputs once (into a temporary dataset; pass `cache_dir=` to
+keep it) and replays lazily. Displaying it gives an HTML summary: the configuration, the crash the
+logs show and the verdict of each executor version."""),
+    new_code_cell('''inv = forensics.investigate(SAMPLE)
+inv'''),
+    new_code_cell('''from forensics.report.summary import render_text
+
+print(render_text(inv.summary))'''),
+    new_markdown_cell("""\
+The dataset's tables are plain DataFrames. The crash-related events of the log, and the crash
+signature the post-mortem matches against the replays:"""),
+    new_code_cell('''inv.events[["source", "line", "kind", "rank"]]'''),
+    new_code_cell('''sig = inv.log_crash
+sig.kind.value, sig.rank, sig.iter, sig.where, sig.policies'''),
+    new_markdown_cell("""\
+## 2. Reconstruct
+
+One row per (iteration, rank) from the trace frames: `len(active_requests)` at pad entry (recorded
+dummies included), requests in the scheduler window, the all-gathered totals and
+`expected_num_active_requests`. Around the crash iteration the rank that died holds more than
+`expected` allows:"""),
+    new_code_cell('''rec = inv.reconstruction
+crash_iter = int(sig.iter)
+rec[rec["iter"].between(crash_iter - 1, crash_iter)][
+    ["iter", "rank", "active", "dummies", "real", "in_window", "expected", "surplus", "padded",
+     "scheduled", "can_queue"]]'''),
+    new_markdown_cell("""\
+What the crashing rank held, request by request (states as the C++ enum's int values):"""),
+    new_code_cell('''from replay.states import RequestState
+
+req = inv.requests
+at = req[(req["iter"] == crash_iter) & (req["rank"] == sig.rank)].copy()
+at["state_name"] = [RequestState(int(s)).name for s in at["state"]]
+at[["iter", "rank", "pos", "request_id", "state", "state_name", "dummy"]]'''),
+    new_markdown_cell("""\
+## 3. Replay: the crashing build against the patched one
+
+Each policy models one executor version (`replay/catalogue.py`). The replay drops the recorded
+dummies, carries the policy's own and decides pad, batch, `can_queue` and dummy removal iteration
+by iteration. Replaying the recording under its own build (`prefix-2026`) must reproduce every
+recorded decision (`divergence_iter` is empty) and the logged crash."""),
+    new_code_cell('''inv.verdicts[["policy", "verdict", "leaks", "crash_iter", "crash_rank", "first_leak_iter",
+              "reproduces_log_crash", "is_recording_build", "divergence_iter"]]'''),
+    new_markdown_cell("""\
+The first skipped iteration with a leak, side by side: under `prefix-2026` one rank offers a batch
+of 0 (it holds only `GENERATION_TO_COMPLETE` requests, which its predicate counts but the scheduler
+refuses), so `can_queue` is False fleet-wide and the dummies padded elsewhere survive. Under
+`fix-16161` that rank is padded too, every batch is non-zero and nothing is skipped."""),
+    new_code_cell('''first = inv.leaks.query("policy == 'prefix-2026'")["iter_skipped"].min()
+cols = ["rank", "active", "schedulable", "window_real", "expected", "padded", "batch", "can_queue",
+        "dummy_alive"]
+legacy = inv.decisions("prefix-2026").query("iter == @first")[cols].set_index("rank")
+patched = inv.decisions("fix-16161").query("iter == @first")[cols].set_index("rank")
+pd.concat({"prefix-2026": legacy, "fix-16161": patched}, axis=1)'''),
+    new_markdown_cell("""\
+Every dummy each version created, and whether it leaked (survived a skipped iteration):"""),
+    new_code_cell('''ledger = inv.ledger()
+ledger.groupby("policy", observed=True).agg(dummies=("dummy", "size"), leaked=("leaked", "sum"),
+                                            never_removed=("iter_removed", lambda s: int(s.isna().sum())))'''),
+    new_markdown_cell("""\
+## 4. The causal chain
+
+The three interacting behaviours of the bug, in plain words with ranks, iterations, request ids
+and states: the first leak, then the crash."""),
+    new_code_cell('''chain = inv.result("prefix-2026").explain()
+print(chain[0])
+print()
+print(chain[-1])'''),
+    new_markdown_cell("""\
+## 5. The figures
+
+The same functions `forensics postmortem` draws with (`forensics.report.figures`): active requests
+per rank against `expected` and the cap, with leak and crash markers; the rank x iteration strip of
+the crashing build against the patched one; the request states per rank at the crash iteration with
+the leaked dummy on top. Long runs are windowed around the interesting iterations."""),
+    new_code_cell('''inv.plot_active("prefix-2026")'''),
+    new_code_cell('''inv.plot_strip(["prefix-2026", "fix-16161"])'''),
+    new_code_cell('''inv.plot_states("prefix-2026")'''),
+    new_markdown_cell("""\
+## 6. What to change
+
+Which versions survive this exact request mix, and which build reproduces what the logs show:"""),
+    new_code_cell('''v = inv.verdicts.set_index("policy")
+survivors = v.index[v["verdict"] == "clean"].tolist()
+culprit = v.index[v["reproduces_log_crash"].fillna(False).astype(bool)].tolist()
+print("reproduces the logged crash:", ", ".join(culprit))
+print("no leak, no crash on this traffic:", ", ".join(survivors))'''),
+    new_markdown_cell("""\
+* The crash is the `prefix-2026` entry assert: a dummy leaked through a fleet-wide skip caused by a
+  rank whose only requests were `GENERATION_TO_COMPLETE`, and next iteration that rank sat at the
+  cap plus its leaked dummy.
+* Deploy a build with PR #16161 / #16279 (the pad predicate uses the scheduler window on the
+  disaggregated path) or newer; every later version in the catalogue is clean here.
+* The aggregated path keeps the legacy count (see the `aggregated-overlap` sample): the newest
+  builds (#16921, #17379) also close it.
+* Keep recording: `TLLM_PROFILE_LOG_RANKS=all` and the request-state trace (`traces/FORMAT.md`)
+  make every step above possible. `forensics postmortem traces/samples/nvbug-6438685 -o report/`
+  writes the same findings as a report."""),
+]
+
+FLEET = [
+    new_markdown_cell("""\
+# Fleet analysis: where do dummies leak, and which builds crash?
+
+A benchmark sweep runs the same model over many configurations. Here the sweep is simulated
+(`forensics.fleet.simulate_grid` over `forensics.simulate`): the NVBug 6438685 generation-server
+workload over ranks x `max_batch_size` x overlap scheduler on/off x KV-transfer burst size (36
+configurations, two seeds each), each run
+recorded under the crashing build `prefix-2026` (so runs end at their crash, as real ones do).
+`forensics.fleet.fleet_table` then replays every run under every executor version. The CLI gives
+the same table: `forensics fleet RUN_DIR... --csv`.
+
+Definitions (`forensics.fleet`):
+
+* **leak**: a dummy survived a fleet-wide skipped iteration;
+* **crash**: the replay stopped at the entry assert (or a failed dummy allocation);
+* **near miss**: a leaked dummy survived without a crash (`near_miss_skips`), or a rank carrying a
+  leaked dummy came within one request of the cap, `active >= cap - 1` (`near_miss_cap`);
+* **time to first leak**: iterations from the start of the recording to the first skip a dummy
+  survived.
+
+For versions other than the recording build a replay is a counterfactual on the recorded request
+mix (`diverged_iter` says where it departs from the recording)."""),
+    new_code_cell('''%matplotlib inline
+import tempfile
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from forensics.fleet import fleet_table, prevalence, simulate_grid
+
+RUNS = tempfile.mkdtemp(prefix="fleet-")
+GRID = {"ranks": (4, 8, 16), "max_batch_size": (2, 4, 8), "overlap": (True, False),
+        "burst_size": (16, 48)}
+grid = simulate_grid(RUNS, grid=GRID, iters=250, policy="prefix-2026", seed=0, replicates=2)
+print(len(grid), "runs:", len(grid) // 2, "configurations x 2 seeds")
+grid.head()'''),
+    new_code_cell('''table = fleet_table(grid, layout="long")
+table.head()'''),
+    new_markdown_cell("""\
+## Leak and crash prevalence per version
+
+Share of configurations in which each version leaks, crashes or has a near miss:"""),
+    new_code_cell('''by_policy = table.groupby("policy", observed=True)[["leak", "crash", "near_miss"]].mean()
+by_policy'''),
+    new_code_cell('''ax = by_policy.plot.bar(figsize=(9, 3.5), rot=20)
+ax.set_ylabel("share of configurations")
+ax.set_title("Leak, crash and near-miss prevalence per executor version")
+plt.show()'''),
+    new_markdown_cell("""\
+## Per configuration
+
+Prevalence per configuration group for the crashing build against the fix: leaks need the overlap
+scheduler (a rank holding only `GENERATION_TO_COMPLETE` requests), crashes need a small cap."""),
+    new_code_cell('''prev = prevalence(table, ["overlap", "max_batch_size", "ranks"])
+prev.unstack("policy")["crash"][["prefix-2026", "fix-16161"]]'''),
+    new_code_cell('''crash = (table[table["policy"] == "prefix-2026"]
+         .pivot_table(index=["overlap", "max_batch_size"], columns="ranks", values="crash",
+                      aggfunc="mean", observed=True))
+fig, ax = plt.subplots(figsize=(6, 3.5), layout="constrained")
+im = ax.imshow(crash.to_numpy(dtype=float), cmap="Reds", vmin=0, vmax=1)
+ax.set_xticks(range(len(crash.columns)), [str(c) for c in crash.columns])
+ax.set_yticks(range(len(crash.index)), [f"overlap={o}, mbs={m}" for o, m in crash.index])
+ax.set_xlabel("ranks")
+ax.set_title("prefix-2026: share of runs that crash")
+fig.colorbar(im, ax=ax)
+plt.show()'''),
+    new_markdown_cell("""\
+## Near misses
+
+Runs where a dummy leaked without killing the fleet, or a rank carrying one came within one
+request of the cap: these builds were one burst away from the assert."""),
+    new_code_cell('''cols = ["ranks", "max_batch_size", "overlap", "burst_size", "leaks", "near_miss_skips",
+        "near_miss_cap", "crash_iter"]
+table[(table["policy"] == "prefix-2026") & table["near_miss"]][cols].sort_values(
+    ["near_miss_cap", "near_miss_skips"], ascending=False).head(10)'''),
+    new_markdown_cell("""\
+## Time to first leak
+
+Iterations from the start of the run to the first leak, per number of ranks (more ranks: more
+chances that one of them holds only retiring requests):"""),
+    new_code_cell('''ttfl = table[(table["policy"] == "prefix-2026") & table["leak"]]
+ttfl.groupby("ranks")["time_to_first_leak"].describe()[["count", "min", "50%", "max"]]'''),
+    new_code_cell('''fig, ax = plt.subplots(figsize=(7, 3.5), layout="constrained")
+for ranks, g in ttfl.groupby("ranks"):
+    ax.scatter(g["time_to_first_leak"], g["crash_iter"].astype("Float64").fillna(-10), label=f"{ranks} ranks")
+ax.set_xlabel("time to first leak (iterations)")
+ax.set_ylabel("crash iteration (-10: no crash)")
+ax.set_title("prefix-2026: first leak against the crash")
+ax.legend()
+plt.show()'''),
+    new_markdown_cell("""\
+The wide layout (one row per run, columns `<policy>.<metric>`) is what `forensics fleet --csv`
+prints:"""),
+    new_code_cell('''wide = fleet_table(grid.head(3), ["prefix-2026", "fix-16161"])
+wide.filter(regex="^(ranks|max_batch_size|overlap|burst_size|prefix-2026|fix-16161)")'''),
+    new_code_cell('''import shutil
+
+shutil.rmtree(RUNS)  # the simulated runs were only needed for this notebook'''),
+]
+
+
+def build(cells, prefix: str) -> nbformat.NotebookNode:
+    for i, cell in enumerate(cells):
+        cell.id = f"{prefix}-{i:02d}"  # stable ids: rebuilding changes nothing that was not edited
+    nb = new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    return nb
+
+
+def main() -> None:
+    for name, cells in (("01-postmortem.ipynb", POSTMORTEM), ("02-fleet.ipynb", FLEET)):
+        nb = build(cells, name.split("-", 1)[1].split(".")[0])
+        nbformat.validate(nb)
+        nbformat.write(nb, HERE / name)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""The example notebooks run without error against the bundled samples and are committed clean.
+
+They are executed with nbclient in a kernel spec written for this interpreter into a temporary
+directory (``JUPYTER_PATH`` points at it), so the test does not depend on a kernel installed in
+the user's Jupyter directories.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+#: Seconds a cell may take before the run fails (the slowest cell takes a few seconds).
+CELL_TIMEOUT = 240
+
+
+def test_there_are_notebooks():
+    assert [p.name for p in NOTEBOOKS] == ["01-postmortem.ipynb", "02-fleet.ipynb"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_committed_without_outputs(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            assert cell.outputs == [], f"{path.name} cell {i} has outputs"
+            assert cell.execution_count is None, f"{path.name} cell {i} has an execution count"
+
+
+@pytest.fixture(scope="module")
+def kernel_env(tmp_path_factory):
+    """A ``python3`` kernel spec for this interpreter, first on ``JUPYTER_PATH``."""
+    from ipykernel.kernelspec import install
+
+    prefix = tmp_path_factory.mktemp("jupyter")
+    install(kernel_name="python3", prefix=str(prefix))
+    mp = pytest.MonkeyPatch()
+    mp.setenv("JUPYTER_PATH", str(prefix / "share" / "jupyter"))
+    mp.setenv("MPLBACKEND", "Agg")
+    yield
+    mp.undo()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_runs(path, kernel_env):
+    nb = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3",
+                                     resources={"metadata": {"path": str(path.parent)}})
+    client.execute()  # raises CellExecutionError on the first failing cell
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
+              if o.output_type == "error"]
+    assert not errors
+    shown = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
+             if o.output_type in ("display_data", "execute_result") and "image/png" in o.get("data", {})]
+    assert shown, f"{path.name} drew no figure"
