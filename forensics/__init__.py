@@ -4,6 +4,8 @@ Pipeline: ingest -> dataset -> reconstruct -> replay -> report. The library entr
 
 - ``forensics.ingest(inputs, output)``: logs, stats JSON and traces into a Parquet dataset.
 - ``forensics.load(path)``: a dataset with one pandas DataFrame per table.
+- ``forensics.postmortem(inputs, out_dir)``: ingest, replay every policy, write the report.
+- ``forensics.investigate(*inputs)``: the same analysis as DataFrames and figures for notebooks.
 """
 from __future__ import annotations
 
@@ -19,10 +21,13 @@ def __getattr__(name: str):
     if name == "ingest":
         from forensics.ingest import ingest
         return ingest
+    if name == "postmortem":
+        from forensics.report.postmortem import postmortem
+        return postmortem
     if name == "investigate":
         from forensics.investigate import investigate
         return investigate
     raise AttributeError(name)
 
 
-__all__ = ["__version__", "Dataset", "load", "ingest", "investigate"]
+__all__ = ["__version__", "Dataset", "load", "ingest", "investigate", "postmortem"]

@@ -22,7 +22,7 @@ from typing import Any, Iterable, Optional
 from forensics.errors import DatasetError, TraceFormatError
 
 #: Recorded per-frame fields that are decisions or environment facts, not held requests.
-DECISION_FIELDS = ("expected", "padded", "scheduled", "can_queue", "alloc_ok")
+DECISION_FIELDS = ("expected", "padded", "scheduled", "can_queue", "alloc_ok", "postpadded")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,7 +120,8 @@ def records_from_tables(runs, frames, requests, run: Optional[str] = None) -> li
             v = rec.get(name)
             if v is None or v is pd.NA or (isinstance(v, float) and v != v):
                 continue
-            f[name] = bool(v) if name in ("padded", "can_queue", "alloc_ok") else int(v)
+            f[name] = bool(v) if name in ("padded", "can_queue", "alloc_ok", "postpadded") \
+                else int(v)
         out.append(f)
     return out
 
@@ -219,9 +220,12 @@ def records_from_frames(frames: Any) -> list[dict]:
             padded = int(frames.rec_padded[i, r])
             if padded >= 0:
                 f["padded"] = bool(padded)
+            post = int(frames.rec_postpadded[i, r])
+            if post >= 0:
+                f["postpadded"] = bool(post)
             if frames.real_batch[i, r] >= 0:
                 had_dummy = padded == 1 or n_dummies > 0
-                f["scheduled"] = int(frames.real_batch[i, r]) + int(had_dummy)
+                f["scheduled"] = int(frames.real_batch[i, r]) + int(had_dummy) + int(post == 1)
             if frames.rec_can_queue[i, r] >= 0:
                 f["can_queue"] = bool(frames.rec_can_queue[i, r])
             if not frames.alloc_ok[i, r]:

@@ -20,14 +20,20 @@ The model (domain doc §4-7; issue #3):
   differs from the replayed policy's (cap or no cap): a capped recording says nothing about an
   uncapped build's floor. "New" requests are those first seen on the rank at this iteration;
   at the run's first frame none are (whether they were just fetched is unknown), so there the
-  floor is the largest count. The recorded routing is taken as given: computed ``expected`` is
-  never below the largest real count of the iteration (within the cap), because those real requests were routed
-  under the recording's (possibly dummy-inflated) ``expected``; only the replayed policy's own
-  dummies can trip the entry check.
+  floor is the largest count.
+* **Entry check against recorded routing.** The recording's router placed new requests with the
+  recording's ``expected``; under the replayed policy a rank may have no room for them (its
+  carried dummy counts). The router never places a request on a rank at or above ``expected``,
+  so such a request would have gone elsewhere: the check compares the count before this
+  iteration's new requests (``replay.step.over_expected``). Under consistent routing this equals
+  upstream's ``len(active_requests) > expected``. A hooked policy (real code) runs its own check
+  on the recorded list; ``FrameView.new_requests`` tells a candidate how many were just routed.
 * **Entry check, pad, schedule, post-pad, can_queue, removal**: ``replay.step.decide``. The real
-  batch is the recorded ``scheduled`` minus a recorded dummy when recorded, else the real requests
-  in the micro-batch window, at most ``max_batch_size``; with the dummy the batch stays within
-  ``max_batch_size``. A crash (entry assert, a None dummy used
+  batch is the recorded ``scheduled`` minus a recorded dummy when recorded (exactly, minus a
+  recorded ``postpadded`` dummy too, where the frame records ``postpadded``; without it a
+  post-schedule dummy is inferred from ``scheduled`` exceeding the window, see
+  ``replay.frames``), else the real requests in the micro-batch window, at most
+  ``max_batch_size``; with the dummy the batch stays within ``max_batch_size``. A crash (entry assert, a None dummy used
   unchecked, a hook exception) stops the run at that iteration: its row is kept (pads of the other
   ranks happen before they block in ``_can_queue``) but ``can_queue`` is NA and nothing later
   is decided.
@@ -252,7 +258,8 @@ def _hook_pad(frames: RunFrames, pol: Policy, cfg: RunConfig, i: int, row_in: St
             reqs = [reqs[j] for j in order]
             reqs.insert(before, dummy)
         view = FrameView(iter=it, rank=r, requests=tuple(reqs), expected=int(expected[r]),
-                         config=cfg, alloc_ok=bool(row_in.alloc_ok[r]))
+                         config=cfg, alloc_ok=bool(row_in.alloc_ok[r]),
+                         new_requests=int(row_in.new_real[r]))
         try:
             outcome = pol.pad_hook(view)  # type: ignore[misc]
         except PolicyError:
@@ -429,19 +436,23 @@ def _first_divergence(frames, o, n, stopped, crashed_row) -> Divergence | None:
     R = frames.num_ranks
     padded = o["padded"]  # recorded `padded` is the pad step's (traces/FORMAT.md), not the post-pad
     rp, rs, rc = frames.rec_padded[:n], frames.rec_scheduled[:n], frames.rec_can_queue[:n]
+    rpp = frames.rec_postpadded[:n]
     stop_mask = np.broadcast_to(stopped[:, None], (n, R))
     m_pad = (rp >= 0) & (rp.astype(bool) != padded) & ~crashed_row
+    m_post = (rpp >= 0) & (rpp.astype(bool) != o["postpadded"]) & ~crashed_row
     m_sched = (rs >= 0) & (rs != o["batch"]) & ~crashed_row
     m_cq = (rc >= 0) & (rc.astype(bool) != o["can_queue"]) & ~stop_mask
-    any_m = m_pad | m_sched | m_cq
+    any_m = m_pad | m_post | m_sched | m_cq
     if not any_m.any():
         return None
     flat = int(np.argmax(any_m.ravel()))
     i, r = divmod(flat, R)
     it = int(frames.iters[i])
-    for name, m, rec, rep in zip(DIVERGENCE_FIELDS, (m_pad, m_sched, m_cq),
-                                 (bool(rp[i, r] == 1), int(rs[i, r]), bool(rc[i, r] == 1)),
-                                 (bool(padded[i, r]), int(o["batch"][i, r]), bool(o["can_queue"][i, r]))):
+    for name, m, rec, rep in zip(DIVERGENCE_FIELDS, (m_pad, m_post, m_sched, m_cq),
+                                 (bool(rp[i, r] == 1), bool(rpp[i, r] == 1), int(rs[i, r]),
+                                  bool(rc[i, r] == 1)),
+                                 (bool(padded[i, r]), bool(o["postpadded"][i, r]),
+                                  int(o["batch"][i, r]), bool(o["can_queue"][i, r]))):
         if m[i, r]:
             return Divergence(iter=it, rank=r, field=name, recorded=rec, replayed=rep)
     return None  # pragma: no cover

@@ -21,13 +21,16 @@ import dataclasses
 import json
 import logging
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
+from forensics.dataset.schema import FRAMES
 from forensics.errors import ConfigError, DatasetError
 from replay.config import RunConfig
 from replay.policy import Policy, Predicate
@@ -73,12 +76,15 @@ class RunFrames:
         all_before_ctx: the frame has real requests, all in states < CONTEXT_INIT.
         max_first_seen: the latest first-seen iteration among the frame's requests (-1 if none).
         alloc_ok: recorded ``alloc_ok`` (absent: True).
-        real_batch: recorded real batch (``scheduled`` minus a recorded dummy, at most
-            ``window_real``) or -1.
+        real_batch: recorded real batch or -1: ``scheduled`` minus a recorded pad-step or carried
+            dummy minus a recorded post-schedule dummy (``postpadded``) where that is recorded,
+            else the same without ``postpadded`` limited to ``window_real`` (see ``_real_batch``).
         expected_recorded: recorded ``expected`` or -1.
         recorded_counts: recorded ``len(active_requests)`` (dummies included).
         recorded_dummies: recorded dummies in the frame.
         rec_padded, rec_can_queue: recorded decisions, -1 absent, else 0/1.
+        rec_postpadded: recorded ``postpadded`` (PR #17379 post-schedule dummy), -1 absent,
+            else 0/1.
         rec_scheduled: recorded ``scheduled`` or -1.
         line: the frame's line in its source.
         req_frame: ``(N,)`` flat frame index ``i * R + r`` of each real request, sorted.
@@ -105,6 +111,7 @@ class RunFrames:
     rec_padded: np.ndarray
     rec_scheduled: np.ndarray
     rec_can_queue: np.ndarray
+    rec_postpadded: np.ndarray
     line: np.ndarray
     req_frame: np.ndarray
     req_id: np.ndarray
@@ -132,48 +139,37 @@ class RunFrames:
 
     @classmethod
     def from_dataset(cls, ds: Any, run: str | None = None) -> RunFrames:
-        """From a loaded dataset (``forensics.load``); ``run`` is needed when it holds several."""
-        return cls.from_tables(ds.arrow("runs"), ds.arrow("frames"), ds.arrow("requests"), run=run)
+        """From a loaded dataset (``forensics.load``); ``run`` is needed when it holds several.
+
+        Reads only the columns the replay needs, and the requests row group by row group into
+        compact arrays of the real requests (about 25 bytes a request instead of a whole table;
+        figures in benchmarks/trace_ingest.py).
+        """
+        path = getattr(ds, "path", None)
+        files = (Path(path) / "frames.parquet", Path(path) / "requests.parquet") if path else ()
+        if not files or not all(f.is_file() for f in files):
+            return cls.from_tables(ds.arrow("runs"), ds.arrow("frames"), ds.arrow("requests"), run=run)
+        run, source, config, several = _run_config(ds.arrow("runs"), run)
+        only = run if several else None
+        frames = pq.read_table(files[0], schema=FRAMES,
+                               columns=[c for c in FRAMES.names if c not in ("run", "source")],
+                               filters=[("run", "==", run)] if several else None)
+        return cls._build(run, source, config, frames, _read_real_requests(files[1], only))
 
     @classmethod
     def from_tables(cls, runs, frames, requests, run: str | None = None) -> RunFrames:
         """From ``runs``, ``frames`` and ``requests`` tables (Arrow or pandas, dataset schema)."""
         runs, frames, requests = _as_arrow(runs), _as_arrow(frames), _as_arrow(requests)
-        names = [str(x) for x in runs.column("run").to_pylist()] if runs.num_rows else []
-        if not names:
-            raise DatasetError("no request-state trace run in the input (nothing to replay)",
-                               hint="record a trace (traces/FORMAT.md) and ingest it")
-        if run is None:
-            uniq = list(dict.fromkeys(names))
-            if len(uniq) > 1:
-                raise ConfigError(f"the input holds {len(uniq)} runs; choose one",
-                                  hint="runs: " + ", ".join(uniq))
-            run = uniq[0]
-        if run not in names:
-            raise ConfigError(f"no run {run!r}", hint="runs: " + ", ".join(dict.fromkeys(names)))
-        row = names.index(run)
-        rec = runs.slice(row, 1).to_pylist()[0]
-        extra: dict[str, Any] = {}
-        try:
-            full = json.loads(rec["record_json"])
-            extra = {k: full[k] for k in _CONFIG_KEYS if isinstance(full, dict) and k in full}
-        except (ValueError, TypeError):
-            pass
-        config = RunConfig(tp_size=int(rec["tp_size"]), pp_size=int(rec["pp_size"]),
-                           max_batch_size=int(rec["max_batch_size"]),
-                           max_num_active_requests=int(rec["max_num_active_requests"]),
-                           disaggregated=bool(rec["disaggregated"]),
-                           overlap_scheduler=bool(rec["overlap_scheduler"]),
-                           encoder_decoder=bool(rec["encoder_decoder"]),
-                           build=rec.get("build") or "", **extra)
-        if len(set(names)) > 1:  # a single-run input needs no (costly) string filter
+        run, source, config, several = _run_config(runs, run)
+        if several:  # a single-run input needs no (costly) string filter
             frames = frames.filter(pc.equal(frames.column("run"), run))
             requests = requests.filter(pc.equal(requests.column("run"), run))
-        return cls._build(run, str(rec["source"]), config, frames, requests)
+        return cls._build(run, source, config, frames, _real_requests(requests))
 
     @classmethod
     def _build(cls, run: str, source: str, config: RunConfig, frames: pa.Table,
-               requests: pa.Table) -> RunFrames:
+               requests: tuple[np.ndarray, ...]) -> RunFrames:
+        """``requests``: :func:`_real_requests` of the run (real requests only, compact)."""
         R = config.tp_size
         f_iter = _np(frames.column("iter"), np.int64)
         f_rank = _np(frames.column("rank"), np.int64)
@@ -207,41 +203,50 @@ class RunFrames:
         alloc = _bool_code(frames, "alloc_ok") != 0
         had_dummy = (rec_padded == 1) | (num_dummy > 0)
         real_batch = np.where(rec_sched >= 0, np.maximum(rec_sched - had_dummy, 0), -1)
+        rec_post = _bool_code(frames, "postpadded") if "postpadded" in frames.column_names \
+            else np.full(frames.num_rows, -1, np.int8)
+        # Recorded postpadded: the real batch is exact (scheduled - postpadded - pad dummy).
+        exact_batch = np.where((rec_sched >= 0) & (rec_post >= 0),
+                               np.maximum(real_batch - (rec_post == 1), 0), -1)
 
-        # Requests: real ones only, on the grid.
-        r_iter = _np(requests.column("iter"), np.int64)
-        r_rank = _np(requests.column("rank"), np.int64)
-        r_id = _np(requests.column("request_id"), np.int64)
-        r_state = _np(requests.column("state"), np.int64)
-        r_pos = _np(requests.column("pos"), np.int64)
-        r_dummy = _np(requests.column("dummy"), bool, False)
-        if r_dummy.any():
-            real = ~r_dummy
-            r_iter, r_rank, r_id, r_state, r_pos = (a[real] for a in (r_iter, r_rank, r_id, r_state, r_pos))
+        # Requests: real ones only, on the grid. Compact dtypes and in-place steps keep the peak
+        # near the arrays themselves (a fleet-hour run holds tens of millions of requests).
+        r_iter, r_rank, r_id, r_state, r_pos = requests
         # First iteration each request id appeared on its rank (over every frame of the run).
         first = _first_seen(r_rank, r_id, r_iter, R)
-        rpos = np.searchsorted(kept, r_iter) if I else np.zeros(r_iter.size, np.int64)
-        rpos_c = np.minimum(rpos, max(I - 1, 0))
-        rok = (kept[rpos_c] == r_iter) if I else np.zeros(r_iter.size, bool)
+        if I:
+            r_flat = np.searchsorted(kept, r_iter)
+            np.minimum(r_flat, I - 1, out=r_flat)
+            rok = kept[r_flat] == r_iter
+        else:
+            r_flat = np.zeros(r_iter.size, np.int64)
+            rok = np.zeros(r_iter.size, bool)
         if not rok.all():
-            r_rank, r_id, r_state, r_pos, first, r_iter, rpos_c = (
-                a[rok] for a in (r_rank, r_id, r_state, r_pos, first, r_iter, rpos_c))
-        r_flat = rpos_c * R + r_rank
-        key = r_flat * (int(r_pos.max()) + 1 if r_pos.size else 1) + r_pos
-        if key.size > 1 and not (key[1:] >= key[:-1]).all():  # usually already in order
+            r_rank, r_id, r_state, r_pos, first, r_iter, r_flat = (
+                a[rok] for a in (r_rank, r_id, r_state, r_pos, first, r_iter, r_flat))
+        del rok
+        r_flat *= R
+        r_flat += r_rank
+        del r_rank
+        if not _in_frame_order(r_flat, r_pos):  # usually already in order
+            key = r_flat * (int(r_pos.max()) + 1 if r_pos.size else 1) + r_pos
             order = np.argsort(key, kind="stable")
+            del key
             r_flat, r_id, r_state, r_pos, first, r_iter = (a[order] for a in
                                                            (r_flat, r_id, r_state, r_pos, first, r_iter))
+            del order
         n = I * R
         n_real = np.bincount(r_flat, minlength=n).astype(np.int64)
-        sidx = state_index(r_state).astype(np.int64)
-        win = micro_batch_window(config.encoder_decoder).mask()[sidx]
-        window_real = np.bincount(r_flat, weights=win, minlength=n).astype(np.int64)
+        win = micro_batch_window(config.encoder_decoder).mask()[state_index(r_state)]
+        window_real = np.bincount(r_flat[win], minlength=n).astype(np.int64)
+        del win
         # At the run's first frame nothing counts as new: whether it was fetched then is unknown.
         first_iter = int(f_iter.min()) if f_iter.size else 0
         is_new = (first == r_iter) & (r_iter != first_iter)
-        new_real = np.bincount(r_flat, weights=is_new, minlength=n).astype(np.int64)
-        before = np.bincount(r_flat, weights=(r_state < int(RequestState.CONTEXT_INIT)),
+        del r_iter
+        new_real = np.bincount(r_flat[is_new], minlength=n).astype(np.int64)
+        del is_new
+        before = np.bincount(r_flat[r_state < int(RequestState.CONTEXT_INIT)],
                              minlength=n).astype(np.int64)
         mfs = np.full(n, -1, np.int64)
         if r_flat.size:
@@ -255,11 +260,13 @@ class RunFrames:
             new_real=new_real.reshape(shape),
             all_before_ctx=((n_real > 0) & (before == n_real)).reshape(shape),
             max_first_seen=mfs.reshape(shape), alloc_ok=grid(alloc, True, bool),
-            real_batch=_real_batch(grid(real_batch, -1, np.int64), window_real.reshape(shape)),
+            real_batch=_real_batch(grid(real_batch, -1, np.int64), window_real.reshape(shape),
+                                   grid(exact_batch, -1, np.int64)),
             expected_recorded=grid(col("expected", -1, np.int64), -1, np.int64),
             recorded_counts=grid(num_req, 0, np.int64), recorded_dummies=grid(num_dummy, 0, np.int64),
             rec_padded=grid(rec_padded, -1, np.int8), rec_scheduled=grid(rec_sched, -1, np.int64),
-            rec_can_queue=grid(rec_cq, -1, np.int8), line=grid(col("line", -1, np.int64), -1, np.int64),
+            rec_can_queue=grid(rec_cq, -1, np.int8), rec_postpadded=grid(rec_post, -1, np.int8),
+            line=grid(col("line", -1, np.int64), -1, np.int64),
             req_frame=r_flat, req_id=r_id, req_state=r_state.astype(np.int16),
             req_pos=r_pos, req_first=first, req_offsets=offsets)
 
@@ -318,30 +325,110 @@ class RunFrames:
         return out
 
 
-def _real_batch(recorded: np.ndarray, window_real: np.ndarray) -> np.ndarray:
-    """Recorded real batch, at most the real requests in the window.
+def _run_config(runs: pa.Table, run: str | None) -> tuple[str, str, RunConfig, bool]:
+    """The chosen run's key, source and configuration, and whether the input holds several runs."""
+    names = [str(x) for x in runs.column("run").to_pylist()] if runs.num_rows else []
+    if not names:
+        raise DatasetError("no request-state trace run in the input (nothing to replay)",
+                           hint="record a trace (traces/FORMAT.md) and ingest it")
+    if run is None:
+        uniq = list(dict.fromkeys(names))
+        if len(uniq) > 1:
+            raise ConfigError(f"the input holds {len(uniq)} runs; choose one",
+                              hint="runs: " + ", ".join(uniq))
+        run = uniq[0]
+    if run not in names:
+        raise ConfigError(f"no run {run!r}", hint="runs: " + ", ".join(dict.fromkeys(names)))
+    row = names.index(run)
+    rec = runs.slice(row, 1).to_pylist()[0]
+    extra: dict[str, Any] = {}
+    try:
+        full = json.loads(rec["record_json"])
+        extra = {k: full[k] for k in _CONFIG_KEYS if isinstance(full, dict) and k in full}
+    except (ValueError, TypeError):
+        pass
+    config = RunConfig(tp_size=int(rec["tp_size"]), pp_size=int(rec["pp_size"]),
+                       max_batch_size=int(rec["max_batch_size"]),
+                       max_num_active_requests=int(rec["max_num_active_requests"]),
+                       disaggregated=bool(rec["disaggregated"]),
+                       overlap_scheduler=bool(rec["overlap_scheduler"]),
+                       encoder_decoder=bool(rec["encoder_decoder"]),
+                       build=rec.get("build") or "", **extra)
+    return run, str(rec["source"]), config, len(set(names)) > 1
 
-    The scheduler takes only window requests, so a recorded ``scheduled`` above them (after
-    removing a recorded pad or carried dummy) held a dummy the frame does not show: a post-schedule
-    dummy (PR #17379), which ``padded`` (the pad step) does not cover. Limit: a post-pad dummy on
-    a rank whose window requests were all refused by capacity is not seen.
+
+#: Requests columns the replay reads, with the compact dtypes they are held in.
+_REQ_COLUMNS = (("iter", np.int64), ("rank", np.int32), ("request_id", np.int64),
+                ("state", np.int16), ("pos", np.int32))
+
+
+def _real_requests(t: pa.Table | pa.RecordBatch) -> tuple[np.ndarray, ...]:
+    """``(iter, rank, request_id, state, pos)`` of the real (non-dummy) requests, compact dtypes."""
+    dummy = t.column("dummy")
+    keep = pc.invert(pc.fill_null(dummy, False)) if pc.any(dummy).as_py() else None
+    out = []
+    for name, dtype in _REQ_COLUMNS:
+        c = t.column(name)
+        out.append(_np(c.filter(keep) if keep is not None else c, dtype, 0))
+    return tuple(out)
+
+
+def _read_real_requests(file: Path, run: str | None) -> tuple[np.ndarray, ...]:
+    """:func:`_real_requests` of a requests Parquet file, read batch by batch into arrays
+    sized by the file's row count (pages past the real requests are never touched)."""
+    pf = pq.ParquetFile(file)
+    total = pf.metadata.num_rows
+    bufs = [np.empty(total, dtype) for _, dtype in _REQ_COLUMNS]
+    columns = [name for name, _ in _REQ_COLUMNS] + ["dummy"] + (["run"] if run is not None else [])
+    n = 0
+    for batch in pf.iter_batches(batch_size=1 << 18, columns=columns):
+        if run is not None:
+            batch = batch.filter(pc.equal(batch.column("run"), run))
+        parts = _real_requests(batch)
+        k = parts[0].size
+        for buf, part in zip(bufs, parts):
+            buf[n:n + k] = part
+        n += k
+    return tuple(buf[:n] for buf in bufs)
+
+
+def _real_batch(recorded: np.ndarray, window_real: np.ndarray, exact: np.ndarray) -> np.ndarray:
+    """Recorded real batch: ``exact`` where the frame records ``postpadded``, else inferred.
+
+    Without ``postpadded`` the recorded batch is limited to the real requests in the window: the
+    scheduler takes only window requests, so a recorded ``scheduled`` above them (after removing
+    a recorded pad or carried dummy) held a dummy the frame does not show, a post-schedule dummy
+    (PR #17379), which ``padded`` (the pad step) does not cover. That inference misses a post-pad
+    dummy on a rank whose window requests the capacity scheduler refused (it reads the dummy as a
+    real request); a recorded ``postpadded`` removes the guess (traces/FORMAT.md).
     """
-    return np.where(recorded >= 0, np.minimum(recorded, window_real), -1)
+    inferred = np.where(recorded >= 0, np.minimum(recorded, window_real), -1)
+    return np.where(exact >= 0, exact, inferred)
 
 
 def _first_seen(rank: np.ndarray, rid: np.ndarray, it: np.ndarray, R: int) -> np.ndarray:
     """The first iteration each (rank, request id) appears, for every request row."""
     if not rid.size:
         return np.zeros(0, np.int64)
-    if rid.min() >= 0 and rid.max() < (2 ** 62) // max(R, 1) and (it[1:] >= it[:-1]).all():
-        # Rows in iteration order (the usual layout): a key's first appearance is its first
-        # iteration, and factorize numbers keys in order of first appearance (hash, O(n)).
-        codes, _ = pd.factorize(rid * R + rank, sort=False)
-        run_max = np.maximum.accumulate(codes)
-        starts = np.flatnonzero(np.r_[True, run_max[1:] > run_max[:-1]])
-        return it[starts][codes]
+    if rid.min() >= 0 and rid.max() < (2 ** 62) // max(R, 1):
+        # Hash the keys (O(n), no sort), then a per-key minimum: memory is two row arrays.
+        codes, uniques = pd.factorize(rid * R + rank.astype(np.int64), sort=False)
+        first = np.full(len(uniques), np.iinfo(np.int64).max, np.int64)
+        np.minimum.at(first, codes, it)
+        return first[codes]
     return pd.DataFrame({"k1": rank, "k2": rid, "it": it}).groupby(
         ["k1", "k2"], sort=False)["it"].transform("min").to_numpy(np.int64)
+
+
+def _in_frame_order(flat: np.ndarray, pos: np.ndarray) -> bool:
+    """True when rows are sorted by (frame, list position); checked in slices, no key array."""
+    step = 1 << 20
+    for a in range(0, flat.size - 1, step):
+        b = min(a + step + 1, flat.size)
+        f0, f1 = flat[a:b - 1], flat[a + 1:b]
+        if not ((f1 > f0) | ((f1 == f0) & (pos[a + 1:b] >= pos[a:b - 1]))).all():
+            return False
+    return True
 
 
 def _bool_code(frames: pa.Table, name: str) -> np.ndarray:

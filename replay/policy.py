@@ -161,6 +161,8 @@ class FrameView:
         expected: ``expected_num_active_requests`` this iteration.
         config: the run configuration.
         alloc_ok: False when ``add_dummy_requests`` must return None this iteration.
+        new_requests: how many real requests were first seen on this rank this iteration (the
+            recording routed them; see ``replay.step.over_expected`` for why this matters).
     """
 
     iter: int
@@ -169,6 +171,7 @@ class FrameView:
     expected: int
     config: RunConfig
     alloc_ok: bool = True
+    new_requests: int = 0
 
 
 @dataclasses.dataclass(frozen=True)

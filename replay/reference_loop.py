@@ -85,8 +85,6 @@ def run_reference(frames: RunFrames, config: RunConfig | None = None,
                        max(s - n for s, n in zip(sizes, new_counts)))
         if pol.cap:
             computed = min(computed, cfg.cap)
-        real_floor = max(sum(1 for q in x if not q.dummy) for x in lists)
-        computed = max(computed, min(real_floor, cfg.cap) if pol.cap else real_floor)
         match = sizes == rec_counts
 
         row_of = []
@@ -111,7 +109,8 @@ def run_reference(frames: RunFrames, config: RunConfig | None = None,
             if pol.pad_hook is not None:
                 view = FrameView(iter=it, rank=r, requests=tuple((q.id if not q.dummy else 0, q.state,
                                                                    q.dummy) for q in lst),
-                                 expected=expected, config=cfg, alloc_ok=alloc_ok)
+                                 expected=expected, config=cfg, alloc_ok=alloc_ok,
+                                 new_requests=new_counts[r])
                 try:
                     out = pol.pad_hook(view)
                 except PolicyError:
@@ -127,7 +126,8 @@ def run_reference(frames: RunFrames, config: RunConfig | None = None,
                         row["padded"] = True
                         row["pad_role"] = "context" if out.role == "context" else "generation"
             else:
-                if adp and len(lst) > expected:
+                # Requests fetched this iteration do not count (step.over_expected explains why).
+                if adp and len(lst) - new_counts[r] > expected:
                     row["surplus"] = True
                     if pol.entry_check is EntryCheck.ASSERT:
                         row.update(crash=True, crash_kind="assert")
@@ -215,6 +215,8 @@ def run_reference(frames: RunFrames, config: RunConfig | None = None,
         i = int(np.searchsorted(frames.iters, row["iter"]))
         r = row["rank"]
         checks = (("padded", int(frames.rec_padded[i, r]), row["padded"],
+                   not row["crash"]),
+                  ("postpadded", int(frames.rec_postpadded[i, r]), row["postpadded"],
                    not row["crash"]),
                   ("scheduled", int(frames.rec_scheduled[i, r]), row["batch"], not row["crash"]),
                   ("can_queue", int(frames.rec_can_queue[i, r]), row["can_queue"],

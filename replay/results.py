@@ -53,7 +53,8 @@ DECISION_COLUMNS = ("iter", "rank", "active", "real", "schedulable", "window_rea
 LEDGER_COLUMNS = ("dummy", "rank", "iter_created", "origin", "role", "iter_removed",
                   "removal_path", "skips_survived", "leaked")
 #: Recorded decisions compared with the replay, in this order at equal (iter, rank).
-DIVERGENCE_FIELDS = ("padded", "scheduled", "can_queue")
+#: ``postpadded`` is compared only where a frame records it (traces/FORMAT.md).
+DIVERGENCE_FIELDS = ("padded", "postpadded", "scheduled", "can_queue")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,7 +12,8 @@ Per rank, in loop order (see ``replay.engine`` for the assumptions):
 2. ``expected``: the recorded value when there is one and every rank's replayed count equals its
    recorded count, else computed (§5): ``max(ceil(multiplier * ceil(sum(active) / tp)),
    max(active - new_real))``, then ``min(., cap)`` when the policy caps.
-3. Entry check (ADP on): ``active > expected`` asserts (crash) or warns (PR #17278).
+3. Entry check (ADP on): ``active > expected`` asserts (crash) or warns (PR #17278). The
+   requests fetched this iteration are left out of the comparison (see :func:`over_expected`).
 4. Pad: ``needs = expected > 0 and sched_real + carried == 0``; a failed allocation crashes
    (TypeError on None) or is skipped with a warning (PR #16161).
 5. Batch: the recorded real batch, else ``min(window_real, max_batch_size)``; plus the dummy
@@ -77,7 +78,9 @@ class StepInputs:
             (a dummy padded there takes the context role, §9).
         alloc_ok: ``add_dummy_requests`` succeeds this iteration.
         real_batch: real requests the scheduler takes (at most ``window_real``), or -1 to use
-            ``min(window_real, max_batch_size)``.
+            ``min(window_real, max_batch_size)``. From a recording it excludes every recorded
+            dummy, the post-schedule one included (exact where the frame records
+            ``postpadded``, see ``replay.frames``), so step 6 re-decides that dummy.
         expected_recorded: the recorded ``expected_num_active_requests`` or -1.
         recorded_counts: the recorded ``len(active_requests)`` (dummies included) or -1; the
             recorded expected is used only when every rank's replayed count equals it.
@@ -232,15 +235,6 @@ def expected_step(policy: Policy, config: RunConfig, inputs: StepInputs) -> tupl
     computed = np.maximum(scaled, floor)
     if policy.cap:
         computed = np.minimum(computed, config.cap)
-    # The recorded routing is taken as given: real requests were routed under the recording's
-    # expected (which its own leaked dummies may have inflated), so a replay must never blame
-    # real requests alone for exceeding expected; only the replayed policy's dummies can.
-    # (Within the cap: no router places more than the cap on a rank, so real requests above it
-    # are a genuine surplus.)
-    real_floor = inputs.n_real.max(axis=-1, keepdims=True)
-    if policy.cap:
-        real_floor = np.minimum(real_floor, config.cap)
-    computed = np.maximum(computed, real_floor)
     computed = np.broadcast_to(computed, active.shape)
     counts_match = (active == inputs.recorded_counts).all(axis=-1, keepdims=True)
     use_rec = (inputs.expected_recorded >= 0) & counts_match
@@ -249,11 +243,24 @@ def expected_step(policy: Policy, config: RunConfig, inputs: StepInputs) -> tupl
     return active, expected, source
 
 
+def over_expected(active: np.ndarray, expected: np.ndarray, inputs: "StepInputs") -> np.ndarray:
+    """The entry check's ``len(active_requests) > expected_num_active_requests``, counterfactually.
+
+    The router (§5) only places new requests on ranks below ``expected``, so under consistent
+    routing a rank's new requests never push it over: ``active > expected`` holds exactly when
+    ``active - new_real > expected``. A replay under another policy keeps the recording's routing,
+    which was decided with the recording's ``expected`` (inflated or not by its own dummies); a
+    new request the replayed ``expected`` leaves no room for would have gone to another rank, so
+    only the requests the rank already held (its carried dummy included) can trip the check.
+    """
+    return (active - inputs.new_real) > expected
+
+
 def pad_step(policy: Policy, config: RunConfig, inputs: StepInputs, active: np.ndarray,
              expected: np.ndarray) -> PadDecision:
     """Steps 3-4, the catalogue's vectorised pad decision (entry check and padding)."""
     adp = bool(config.enable_attention_dp)
-    surplus = (active > expected) & adp
+    surplus = over_expected(active, expected, inputs) & adp
     assert_crash = surplus & (policy.entry_check is EntryCheck.ASSERT)
     warn = surplus & (policy.entry_check is EntryCheck.WARN)
     schedulable = inputs.sched_real + inputs.carried.astype(np.int64)
@@ -289,7 +296,7 @@ def decide(policy: Policy, config: RunConfig, inputs: StepInputs,
     if policy.pad_hook is not None:
         crash_kind = np.where(crash, CRASH_HOOK, CRASH_NONE)
     else:
-        tripped = (active > expected) & adp & (policy.entry_check is EntryCheck.ASSERT)
+        tripped = over_expected(active, expected, inputs) & adp & (policy.entry_check is EntryCheck.ASSERT)
         crash_kind = np.where(crash, np.where(tripped, CRASH_ASSERT, CRASH_ALLOC_NONE), CRASH_NONE)
     crash_kind = crash_kind.astype(np.int8)
 

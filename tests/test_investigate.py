@@ -110,3 +110,15 @@ def test_bad_inputs():
         forensics.investigate(NVBUG / "missing.log")
     with pytest.raises(DatasetError, match="no traced run"):
         forensics.investigate(NVBUG, run="other")
+
+
+def test_callable_after_submodule_import_and_cache_reuse(tmp_path):
+    import forensics.investigate as mod  # binds the package attribute to the module
+
+    assert forensics.investigate is mod
+    files = [NVBUG / "trace.jsonl", NVBUG / "executor.log"]
+    a = forensics.investigate(files, cache_dir=tmp_path / "ds", policies=["fix-16161"])
+    stamp = (tmp_path / "ds" / "_meta.json").stat().st_mtime_ns
+    b = mod.investigate(*files, cache_dir=tmp_path / "ds", policies=["fix-16161"])
+    assert (tmp_path / "ds" / "_meta.json").stat().st_mtime_ns == stamp  # reused, not re-ingested
+    assert a.run == b.run and len(a.iterations) == len(b.iterations) > 0

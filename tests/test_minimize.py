@@ -121,13 +121,15 @@ def test_a_needed_recorded_decision_is_kept():
     it offers a zero batch (the replay trusts the recorded real batch), so the decisions pass
     must keep exactly that field and drop the others.
 
-    iter 0: rank 0 awaits KV and is padded; rank 1's recorded batch is 0, so the fleet skips and
-    rank 0's dummy leaks under prefix-2026 (sched-aware-16921 rolls the pending dummy back).
-    iter 1: rank 0 holds 2 real + the dummy = 3 > expected min(max(ceil(4/2), 3 - 1), 2) = 2.
+    iter 0: expected 2 (ceil(3/2)); rank 0's two requests await KV and it is padded; rank 1's
+    recorded batch is 0, so the
+    fleet skips and rank 0's dummy leaks under prefix-2026 (sched-aware-16921 rolls the pending
+    dummy back).
+    iter 1: rank 0 holds 2 real + the dummy = 3 > expected min(max(ceil(4/2), 3), 2) = 2.
     """
     recs = [dict(RUN, tp_size=2),
-            frame(0, 0, [(1, 9)], expected=1, padded=True, scheduled=1, can_queue=False),
-            frame(0, 1, [(2, 13)], expected=1, padded=False, scheduled=0, can_queue=False),
+            frame(0, 0, [(1, 9), (3, 9)], expected=2, padded=True, scheduled=1, can_queue=False),
+            frame(0, 1, [(2, 13)], expected=2, padded=False, scheduled=0, can_queue=False),
             frame(1, 0, [(1, 13), (3, 13)], expected=2),
             frame(1, 1, [(2, 13)], expected=2)]
     result = minimize(recs, "prefix-2026", "sched-aware-16921")

@@ -77,6 +77,7 @@ BAD = [
     ("duplicate", [RUN, F0, dict(F0, requests=[])], 3, "duplicate frame (iter 7, rank 1)"),
     ("not json", [RUN, "{not json"], 2, "not a JSON object"),
     ("not an object", [RUN, "[1, 2]"], 2, "not a JSON object"),
+    ("postpadded", [RUN, dict(F0, postpadded=1)], 2, "postpadded must be true or false"),
 ]
 
 
@@ -106,3 +107,29 @@ def test_is_trace():
     assert not is_trace('{"kind": "frame"}\n')
     assert not is_trace("[01/01/2026-00:00:00] [TRT-LLM] [I] iter = 1\n")
     assert not is_trace("")
+
+
+def test_postpadded_is_read_and_null_when_absent(tmp_path):
+    t = read_trace(write(tmp_path, [RUN, dict(F0, postpadded=True, alloc_ok=False),
+                                    dict(F0, iter=8), dict(F0, iter=9, postpadded=False)]))
+    assert t.frames.schema.field("postpadded").type == "bool"
+    assert t.frames.column("postpadded").to_pylist() == [True, None, False]
+    assert t.frames.column("alloc_ok").to_pylist() == [False, None, None]
+
+
+def test_a_schema_1_0_dataset_without_postpadded_still_loads(tmp_path):
+    """Schema 1.1 only appended ``frames.postpadded``: a 1.0 dataset reads with it null."""
+    import pyarrow.parquet as pq
+
+    import forensics
+    from forensics.dataset.schema import SCHEMA_VERSION
+    forensics.ingest([write(tmp_path, [RUN, F0])], tmp_path / "ds")
+    ds_dir = tmp_path / "ds"
+    meta = json.loads((ds_dir / "_meta.json").read_text())
+    assert meta["schema_version"] == SCHEMA_VERSION == "1.1"
+    old = pq.read_table(ds_dir / "frames.parquet").drop_columns(["postpadded"])
+    pq.write_table(old, ds_dir / "frames.parquet")
+    (ds_dir / "_meta.json").write_text(json.dumps(dict(meta, schema_version="1.0")))
+    ds = forensics.load(ds_dir)
+    assert ds.arrow("frames").schema.equals(FRAMES)
+    assert ds.frames["postpadded"].isna().all() and ds.frames["padded"].tolist() == [False]

@@ -32,10 +32,15 @@ def cli() -> None:
     """Crash forensics and replay for TensorRT-LLM's attention-DP executor.
 
     \b
-    Typical post-mortem:
-      forensics ingest logs/ traces/ -o crash.ds
+    One command from crash logs to a report:
+      forensics postmortem logs/ traces/ -o report
+    Step by step:
+      forensics ingest logs/ traces/ -o crash.ds     # Parquet dataset, no line lost
       forensics summary crash.ds
-      forensics replay crash.ds
+      forensics replay crash.ds                      # every catalogue policy
+      forensics replay crash.ds --policy trtllm:~/TensorRT-LLM@v1.2.0
+    Make more evidence next time:
+      forensics record install   # then ADP_FORENSICS_TRACE_DIR=DIR trtllm-serve ...
     """
 
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.0"
+#: "1.1" added ``frames.postpadded`` (at the end; a 1.0 dataset loads with it null).
+SCHEMA_VERSION = "1.1"
 
 #: Table names in a fixed order.
 TABLES = ("iterations", "events", "stats", "runs", "frames", "requests", "unparsed")
@@ -128,6 +129,8 @@ FRAMES = pa.schema([
     pa.field("scheduled", pa.int64()),
     pa.field("can_queue", pa.bool_()),
     pa.field("alloc_ok", pa.bool_()),                      # false: add_dummy_requests would return None
+    pa.field("postpadded", pa.bool_()),                    # dummy appended after scheduling
+                                                           # (PR #17379); null: unknown
 ])
 
 REQUESTS = pa.schema([

@@ -176,36 +176,46 @@ class _TraceRuns:
     def __init__(self) -> None:
         self._config: dict[str, tuple[str, str, int]] = {}
         self._keys: dict[str, np.ndarray] = {}
+        self._current: str | None = None  # run of the trace being read (batches after the first)
 
     def check(self, tables: Any, source: str) -> None:
-        if tables.runs.num_rows == 0:
-            return
-        import json
+        """Check one batch of :func:`~forensics.ingest.trace_v1.iter_trace` (the first holds
+        the run record; later batches belong to the same run)."""
+        if tables.runs.num_rows:
+            import json
 
-        run = tables.runs.column("run")[0].as_py()
-        record = json.loads(tables.runs.column("record_json")[0].as_py())
-        record.pop("rank", None)
-        config = json.dumps(record, sort_keys=True)
-        line = tables.runs.column("line")[0].as_py()
-        if run in self._config and self._config[run][0] != config:
-            first = self._config[run]
-            raise TraceFormatError(
-                f"run record of run {run!r} differs from the one in {first[1]}:{first[2]}",
-                path=source, line=line, hint="per-rank files of one run share one run record")
-        self._config.setdefault(run, (config, source, line))
+            run = tables.runs.column("run")[0].as_py()
+            record = json.loads(tables.runs.column("record_json")[0].as_py())
+            record.pop("rank", None)
+            config = json.dumps(record, sort_keys=True)
+            line = tables.runs.column("line")[0].as_py()
+            if run in self._config and self._config[run][0] != config:
+                first = self._config[run]
+                raise TraceFormatError(
+                    f"run record of run {run!r} differs from the one in {first[1]}:{first[2]}",
+                    path=source, line=line, hint="per-rank files of one run share one run record")
+            self._config.setdefault(run, (config, source, line))
+            self._current = run
+        if tables.frames.num_rows == 0 or self._current is None:
+            return
+        run = self._current
         iters = tables.frames.column("iter").to_numpy(zero_copy_only=False).astype(np.int64)
         ranks = tables.frames.column("rank").to_numpy(zero_copy_only=False).astype(np.int64)
         keys = (iters << 20) | ranks
-        old = self._keys.get(run)
-        if old is not None:
-            dup = np.isin(keys, old)
+        old = self._keys.get(run)  # sorted keys of earlier files and batches of this run
+        if old is not None and old.size:
+            at = np.minimum(np.searchsorted(old, keys), old.size - 1)
+            dup = old[at] == keys
             if dup.any():
                 i = int(np.argmax(dup))
                 raise TraceFormatError(
                     f"duplicate frame (iter {int(iters[i])}, rank {int(ranks[i])}) of run {run!r}: "
                     "another input of this run has it", path=source,
                     line=tables.frames.column("line")[i].as_py())
-            keys = np.concatenate([old, keys])
+            keys = np.concatenate([old, np.sort(keys)])
+            keys.sort(kind="stable")  # two sorted runs: a linear merge
+        else:
+            keys = np.sort(keys)
         self._keys[run] = keys
 
 
@@ -227,14 +237,14 @@ def _write_file(writer: DatasetWriter, cand: _Candidate, kind: str, traces: _Tra
             writer.write("events", sbatch.events)
             writer.write("unparsed", sbatch.unparsed)
     elif kind == "trace":
-        from forensics.ingest.trace_v1 import read_trace
+        from forensics.ingest.trace_v1 import iter_trace
 
-        tables = read_trace(cand.path, cand.name)
-        traces.check(tables, cand.name)
-        for name in ("runs", "frames", "requests", "events", "unparsed"):
-            writer.write(name, getattr(tables, name))
-        if progress is not None:
-            progress(os.path.getsize(cand.path))
+        # Streamed in batches: memory stays flat however long the trace (the writer discards
+        # everything if a later line breaks the format).
+        for tables in iter_trace(cand.path, cand.name, progress=progress):
+            traces.check(tables, cand.name)
+            for name in ("runs", "frames", "requests", "events", "unparsed"):
+                writer.write(name, getattr(tables, name))
     else:  # pragma: no cover - kinds are validated before
         raise InputError(f"unknown input kind {kind!r}", path=cand.name)
 

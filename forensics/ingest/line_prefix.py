@@ -62,7 +62,9 @@ PREFIX_PATTERN = (
     r")?"
 )
 
+
 def _uncaptured(pattern: str) -> str:
+    """The pattern with its named groups made non-capturing."""
     return re.sub(r"\(\?P<\w+>", "(?:", pattern)
 
 
@@ -71,6 +73,14 @@ PREFIX_MATCH = _uncaptured(PREFIX_PATTERN)
 
 #: A body that is only a collector timestamp (the collector printed it on the line before).
 COLLECTOR_TIMESTAMP_LINE = r"^" + _TS_ISO + r"\s*$"
+
+#: The commonest prefix (TRT-LLM Python logger with ``[RANK n]``), tried first: a short pattern
+#: with no optional part costs RE2 a third of the full grammar. It must not be followed by
+#: ``[`` (a ``[_torch][RANK n]`` tag or a nested prefix goes to the full grammar).
+COMMON_PATTERN = (r"^\[(?P<ltime>\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d)\] \[TRT-LLM\] "
+                  r"\[RANK (?P<prank>\d+)\] \[(?P<psev>[FEWIVD])\] (?:[^\[]|$)")
+_FIELDS = ("ctime", "srun", "mpi", "ltime", "prank", "psev", "trank", "crank", "csev", "gsev",
+           "gtime", "ytime", "ysev", "usev")
 
 _SEV_WORDS = pa.array(["CRITICAL", "INTERNAL_ERROR", "ERROR", "WARNING", "INFO", "DEBUG",
                        "VERBOSE", "TRACE"])
@@ -118,10 +128,21 @@ def strip(lines: pa.Array) -> Prefixes:
     Example: ``[1,5]<stderr>:[11/30/2026-12:00:00] [TRT-LLM] [RANK 5] [W] hi`` gives
     launcher_rank 5, logger_rank 5, severity W, log_time 11/30/2026-12:00:00, body ``hi``.
     """
-    s = pc.extract_regex(lines, PREFIX_PATTERN)
-    f = {name: s.field(name) for name in (
-        "ctime", "srun", "mpi", "ltime", "prank", "psev", "trank", "crank", "csev", "gsev",
-        "gtime", "ytime", "ysev", "usev")}
+    common = pc.extract_regex(lines, COMMON_PATTERN)
+    hit = pc.is_valid(common).to_numpy(zero_copy_only=False)
+    f = dict(zip([x.name for x in common.type], common.flatten()))
+    if hit.all():
+        empty = pa.nulls(len(lines), pa.string())
+        f = {name: f.get(name, empty) for name in _FIELDS}
+    else:
+        miss = np.flatnonzero(~hit)
+        full = pc.extract_regex(lines.take(pa.array(miss)), PREFIX_PATTERN)
+        idx = np.full(len(lines), -1, dtype=np.int64)
+        idx[miss] = np.arange(len(miss))
+        spread = pa.array(idx, mask=idx < 0)
+        g = dict(zip([x.name for x in full.type], full.flatten()))
+        f = {name: (pc.coalesce(f[name], pc.take(g[name], spread)) if name in f
+                    else pc.take(g[name], spread)) for name in _FIELDS}
     launcher = pc.cast(_coalesce_str(f["mpi"], f["srun"]), pa.int32())
     logger_rank = pc.cast(_coalesce_str(f["prank"], f["trank"], f["crank"]), pa.int32())
     word = _coalesce_str(f["csev"], f["ysev"], f["usev"])

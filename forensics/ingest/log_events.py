@@ -42,7 +42,8 @@ _SINGLE: list[tuple[str, re.Pattern[str], str | None]] = [
     (event_kinds.VERSION,
      re.compile(r"^\[TensorRT-LLM\] TensorRT-LLM version: (?P<version>\S+)\s*$"), "I"),
 ]
-_REQUEST_ID = re.compile(r"\b(?:request(?:[ _]id)?|req(?:uest)?Id|id)[\s=:#]*(?P<id>\d+)", re.IGNORECASE)
+_REQUEST_ID = re.compile(r"\b(?:request(?:[ _]id)?|req(?:uest)?Id|id)[\s=:#]*(?P<id>\d+)",
+                         re.IGNORECASE)
 _ITER = re.compile(r"\biter(?:ation)?[\s=:#]*(?P<iter>\d+)")
 _INT_FIELDS = ("num_active", "num_expected", "num_fetch_requests", "num_schedulable_requests",
                "error_count")

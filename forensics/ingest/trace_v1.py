@@ -5,25 +5,36 @@ A trace file is JSON Lines: one run record first, then frame records (a rank's
 file (plain, gzip or zstd) and returns the ``runs``, ``frames``, ``requests``, ``events`` and
 ``unparsed`` tables in the exact schemas of ``forensics.dataset.schema``.
 
+:func:`iter_trace` yields those tables in batches of at most ``batch_frames`` frames, so ingest
+memory stays flat as a trace grows (a fleet-hour trace is gigabytes); :func:`read_trace` is the
+same reader concatenated. Batch boundaries do not change the rows: duplicate ``(iter, rank)``
+frames are checked against every earlier batch (8 bytes per frame kept), and every error names
+the same file and line as an unbatched read would.
+
 Example:
     >>> t = read_trace("run.jsonl", "run.jsonl")          # doctest: +SKIP
     >>> t.frames.num_rows, t.requests.num_rows             # doctest: +SKIP
+    >>> for batch in iter_trace("big.jsonl.zst", batch_frames=100_000):  # doctest: +SKIP
+    ...     writer.write("requests", batch.requests)
 """
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from array import array
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from forensics.dataset.schema import EVENTS, FRAMES, REQUESTS, RUNS, UNPARSED
 from forensics.errors import TraceFormatError
-from forensics.ingest.sources import open_binary
-from replay.states import UnknownStateError, parse_state
+from forensics.ingest.sources import compression_of
+from replay.states import RequestState, UnknownStateError, parse_state
 
 #: The ``format`` value of a v1 run record.
 FORMAT_NAME = "adp-trace"
@@ -31,19 +42,40 @@ FORMAT_NAME = "adp-trace"
 FORMAT_VERSION = 1
 #: ``events.kind`` of a ``{"kind": "note"}`` record.
 NOTE_EVENT_KIND = "trace_note"
+#: Frames per batch of :func:`iter_trace`: ~100 MB peak at 16 requests a frame; larger batches
+#: are no faster (measured by benchmarks/trace_ingest.py).
+DEFAULT_BATCH_FRAMES = 1 << 15
+#: A batch is also cut at this many requests per frame of ``batch_frames`` (huge frames).
+_REQUESTS_PER_FRAME_CAP = 16
 
 _RUN_INTS = ("tp_size", "pp_size", "max_batch_size", "max_num_active_requests")
 _RUN_BOOLS = ("disaggregated", "overlap_scheduler")
 _HEAD_RE = re.compile(r'"kind"\s*:\s*"run"')
 _FORMAT_RE = re.compile(r'"format"\s*:\s*"adp-trace"')
+_READ_BYTES = 1 << 20
+
+# Optional recorded decisions of a frame, from the schema (every column after the fixed ones):
+# int64 columns must be JSON ints, bool columns true/false; absent or null stays null.
+_FRAME_FIXED = ("run", "source", "line", "iter", "rank", "num_requests", "num_dummies")
+_FRAME_INTS = tuple(f.name for f in FRAMES if f.name not in _FRAME_FIXED and pa.types.is_integer(f.type))
+_FRAME_BOOLS = tuple(f.name for f in FRAMES if f.name not in _FRAME_FIXED and pa.types.is_boolean(f.type))
+_FRAME_OPTIONAL = tuple(f.name for f in FRAMES if f.name not in _FRAME_FIXED)
+
+# Fast path of the state lookup: exact names, prefixed names and int values. Anything else
+# (other case, spaces, digit strings, bad values) goes through ``parse_state`` and its errors.
+_STATE_CODES: dict[Any, int] = {}
+for _s in RequestState:
+    _STATE_CODES[_s.name] = int(_s)
+    _STATE_CODES[f"LlmRequestState.{_s.name}"] = int(_s)
+    _STATE_CODES[int(_s)] = int(_s)
 
 
 @dataclasses.dataclass(frozen=True)
 class TraceTables:
-    """The tables one trace file contributes to a dataset.
+    """The tables one trace file (or one batch of it, see :func:`iter_trace`) contributes.
 
     Fields:
-        runs: one row (the run record), schema ``RUNS``.
+        runs: one row (the run record), schema ``RUNS``; empty in every batch but the first.
         frames: one row per frame record, schema ``FRAMES``.
         requests: one row per request of each frame, schema ``REQUESTS``.
         events: one ``trace_note`` row per note record, schema ``EVENTS``.
@@ -58,7 +90,7 @@ class TraceTables:
 
     @property
     def run(self) -> str:
-        """The run key (the run record's ``run_id``, else the source)."""
+        """The run key (the run record's ``run_id``, else the source); first batch only."""
         return self.runs.column("run")[0].as_py()
 
 
@@ -78,7 +110,7 @@ def is_trace(head_text: str) -> bool:
 
 
 def read_trace(path: str | os.PathLike, source: str | None = None) -> TraceTables:
-    """Read one trace file (plain, .gz or .zst), streaming its lines.
+    """Read one trace file (plain, .gz or .zst) whole: :func:`iter_trace` concatenated.
 
     Args:
         path: the file.
@@ -87,12 +119,41 @@ def read_trace(path: str | os.PathLike, source: str | None = None) -> TraceTable
     Raises:
         TraceFormatError: naming the file and line, for any break of the v1 format.
     """
+    batches = list(iter_trace(path, source))
+    return TraceTables(*(pa.concat_tables([getattr(b, f.name) for b in batches]).combine_chunks()
+                         for f in dataclasses.fields(TraceTables)))
+
+
+def iter_trace(path: str | os.PathLike, source: str | None = None, *,
+               batch_frames: int = DEFAULT_BATCH_FRAMES,
+               progress: Callable[[int], None] | None = None) -> Iterator[TraceTables]:
+    """Stream one trace file as batches of tables; memory is bounded by ``batch_frames``.
+
+    The first batch holds the ``runs`` row; later ones have an empty ``runs``. Concatenated,
+    the batches are exactly :func:`read_trace`'s tables whatever ``batch_frames`` is. An error
+    stops the iteration after earlier batches were yielded, so a consumer writing them must
+    discard its output on an exception (``DatasetWriter`` does).
+
+    Args:
+        path: the file (plain, gzip or zstd, sniffed by content).
+        source: the name recorded in the ``source`` columns (default: the path as given).
+        batch_frames: frames per batch (a batch is also cut at 16 requests per such frame).
+        progress: called with on-disk (compressed) bytes consumed since its last call; the
+            calls add up to the file size.
+
+    Raises:
+        TraceFormatError: naming the file and line, for any break of the v1 format.
+    """
+    if batch_frames < 1:
+        raise ValueError(f"batch_frames must be >= 1, got {batch_frames}")
     src = str(path) if source is None else source
     builder = _Builder(src, str(path))
-    with open_binary(path) as f:
-        for lineno, raw in enumerate(_lines(f), start=1):
-            builder.add_line(raw, lineno)
-    return builder.finish()
+    max_requests = batch_frames * _REQUESTS_PER_FRAME_CAP
+    for lineno, text in enumerate(_lines(path, progress), start=1):
+        builder.add_line(text, lineno)
+        if builder.n_frames >= batch_frames or len(builder.req_id) >= max_requests:
+            yield builder.flush()
+    yield builder.finish()
 
 
 def tables_from_records(records: Iterable[dict], source: str) -> TraceTables:
@@ -100,32 +161,76 @@ def tables_from_records(records: Iterable[dict], source: str) -> TraceTables:
     builder = _Builder(source, source)
     for lineno, rec in enumerate(records, start=1):
         if not isinstance(rec, dict):
+            builder.raise_pending_duplicate()
             raise TraceFormatError(f"record is not a JSON object: {rec!r:.80}", path=source, line=lineno)
         builder.add_record(rec, lineno, None)
     return builder.finish()
 
 
-def _lines(f) -> Iterator[str]:
-    pending = b""
-    while True:
-        chunk = f.read(1 << 20)
-        if not chunk:
-            break
-        pending += chunk
-        parts = pending.split(b"\n")
-        pending = parts.pop()
-        for p in parts:
-            yield p.rstrip(b"\r").decode("utf-8", errors="replace")
-    if pending:
-        yield pending.rstrip(b"\r").decode("utf-8", errors="replace")
+def _lines(path: str | os.PathLike, progress: Callable[[int], None] | None) -> Iterator[str]:
+    """The decompressed lines of ``path`` (``\\r\\n`` ends allowed, bad UTF-8 replaced)."""
+    comp = compression_of(path)
+    size = os.path.getsize(path)
+    reported = 0
+    with open(path, "rb") as raw:
+        if comp == "gzip":
+            f: Any = gzip.GzipFile(fileobj=raw, mode="rb")
+        elif comp == "zstd":
+            import zstandard
+            f = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+        else:
+            f = raw
+        pending = b""
+        while True:
+            chunk = f.read(_READ_BYTES)
+            if progress is not None:
+                pos = min(raw.tell(), size)
+                if pos > reported:
+                    progress(pos - reported)
+                    reported = pos
+            if not chunk:
+                break
+            pending += chunk
+            parts = pending.split(b"\n")
+            pending = parts.pop()
+            for p in parts:
+                yield p.rstrip(b"\r").decode("utf-8", errors="replace")
+        if pending:
+            yield pending.rstrip(b"\r").decode("utf-8", errors="replace")
+    if progress is not None and size > reported:
+        progress(size - reported)
 
 
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def _first_repeat(keys: np.ndarray, seen: np.ndarray) -> int:
+    """Index of the first key (in order) equal to an earlier key or to one in sorted ``seen``."""
+    n = keys.size
+    first = n
+    if n > 1:
+        order = np.argsort(keys, kind="stable")
+        sk = keys[order]
+        later = order[1:][sk[1:] == sk[:-1]]  # stable: the later of equal keys
+        if later.size:
+            first = int(later.min())
+    if seen.size and n:
+        at = np.minimum(np.searchsorted(seen, keys), seen.size - 1)
+        hit = seen[at] == keys
+        if hit.any():
+            first = min(first, int(np.argmax(hit)))
+    return first if first < n else -1
+
+
 class _Builder:
-    """Accumulates columns while validating records in file order."""
+    """Accumulates one batch of columns while validating records in file order.
+
+    Requests are kept as typed arrays (id, state, dummy); their ``iter``/``rank``/``pos`` come
+    from the frame columns at flush time. Frame keys ``iter * tp_size + rank`` of the batch are
+    checked for duplicates at flush (and before any other error, so the first bad line wins)
+    against the sorted keys of every earlier batch.
+    """
 
     def __init__(self, source: str, path: str):
         self.source = source
@@ -133,30 +238,64 @@ class _Builder:
         self.run: str | None = None
         self.tp_size = 0
         self.runs: dict[str, list] = {n: [] for n in RUNS.names}
-        self.frames: dict[str, list] = {n: [] for n in FRAMES.names}
-        self.requests: dict[str, list] = {n: [] for n in REQUESTS.names}
+        self.first_record_seen = False
+        self.seen = np.zeros(0, np.int64)  # sorted keys of flushed batches
+        self._new_batch()
+
+    def _new_batch(self) -> None:
+        self.frames: dict[str, list] = {n: [] for n in ("line", "iter", "rank", "num_requests",
+                                                        "num_dummies", *_FRAME_OPTIONAL)}
+        self.req_id = array("q")
+        self.req_state = array("h")
+        self.req_dummy = array("b")
+        self.keys = array("q")
+        self.key_lines = array("q")
         self.events: dict[str, list] = {n: [] for n in EVENTS.names}
         self.unparsed: dict[str, list] = {n: [] for n in UNPARSED.names}
-        self.seen: set[tuple[int, int]] = set()
-        self.first_record_seen = False
+
+    @property
+    def n_frames(self) -> int:
+        return len(self.frames["line"])
 
     def error(self, message: str, line: int) -> TraceFormatError:
         return TraceFormatError(message, path=self.path, line=line,
                                 hint="see traces/FORMAT.md (request-state trace format v1)")
 
-    def add_line(self, text: str, line: int) -> None:
-        if not text.strip():
-            self._unparsed(text, line)
+    def raise_pending_duplicate(self) -> None:
+        """Raise the first duplicate frame of this batch, if any (it precedes the current line)."""
+        if not len(self.keys):
             return
+        keys = np.frombuffer(self.keys, np.int64)
+        i = _first_repeat(keys, self.seen)
+        if i >= 0:
+            it, rank = divmod(int(keys[i]), self.tp_size)
+            raise self.error(f"duplicate frame (iter {it}, rank {rank}) in run {self.run!r}",
+                             int(self.key_lines[i]))
+
+    def add_line(self, text: str, line: int) -> None:
         try:
-            rec = json.loads(text)
-        except ValueError as e:
-            raise self.error(f"not a JSON object ({e.msg})", line) from None
-        if not isinstance(rec, dict):
-            raise self.error(f"not a JSON object (a JSON {type(rec).__name__})", line)
-        self.add_record(rec, line, text)
+            if not text.strip():
+                self._unparsed(text, line)
+                return
+            try:
+                rec = json.loads(text)
+            except ValueError as e:
+                raise self.error(f"not a JSON object ({e.msg})", line) from None
+            if not isinstance(rec, dict):
+                raise self.error(f"not a JSON object (a JSON {type(rec).__name__})", line)
+            self._record(rec, line, text)
+        except TraceFormatError:
+            self.raise_pending_duplicate()
+            raise
 
     def add_record(self, rec: dict, line: int, text: str | None) -> None:
+        try:
+            self._record(rec, line, text)
+        except TraceFormatError:
+            self.raise_pending_duplicate()
+            raise
+
+    def _record(self, rec: dict, line: int, text: str | None) -> None:
         kind = rec.get("kind")
         if not self.first_record_seen:
             self.first_record_seen = True
@@ -229,52 +368,71 @@ class _Builder:
                              f"(tp_size {self.tp_size})", line)
         if not isinstance(reqs, list):
             raise self.error(f"frame: requests must be a list, got {type(reqs).__name__}", line)
-        if (it, rank) in self.seen:
-            raise self.error(f"duplicate frame (iter {it}, rank {rank}) in run {self.run!r}", line)
-        self.seen.add((it, rank))
-        q = self.requests
+        try:
+            self.keys.append(it * self.tp_size + rank)
+        except OverflowError:
+            raise self.error(f"frame: iter {it} is too large", line) from None
+        self.key_lines.append(line)
+        ids, states, dummies = self.req_id, self.req_state, self.req_dummy
+        codes = _STATE_CODES
         n_dummy = 0
-        for pos, req in enumerate(reqs):
-            if not isinstance(req, dict):
-                raise self.error(f"frame: request {pos} is not an object", line)
-            if "id" not in req or "state" not in req:
-                missing = "id" if "id" not in req else "state"
-                raise self.error(f"frame: request {pos}: missing required field {missing!r}", line)
-            if not _is_int(req["id"]):
-                raise self.error(f"frame: request {pos}: id must be an int, got {req['id']!r}", line)
-            try:
-                state = parse_state(req["state"])
-            except UnknownStateError as e:
-                raise self.error(f"frame: request {pos}: {e}", line) from None
-            dummy = req.get("dummy", False)
-            if not isinstance(dummy, bool):
-                raise self.error(f"frame: request {pos}: dummy must be true or false", line)
-            n_dummy += dummy
-            q["run"].append(self.run)
-            q["iter"].append(it)
-            q["rank"].append(rank)
-            q["pos"].append(pos)
-            q["request_id"].append(req["id"])
-            q["state"].append(int(state))
-            q["dummy"].append(dummy)
+        n_before = len(ids)
+        try:
+            for pos, req in enumerate(reqs):
+                if type(req) is dict:
+                    rid = req.get("id")
+                    st = req.get("state")
+                    dummy = req.get("dummy", False)
+                    code = codes.get(st) if type(st) is str or type(st) is int else None
+                    if code is not None and type(rid) is int and (dummy is False or dummy is True):
+                        ids.append(rid)
+                        states.append(code)
+                        dummies.append(dummy)
+                        n_dummy += dummy
+                        continue
+                rid, code, dummy = self._request(pos, req, line)
+                ids.append(rid)
+                states.append(code)
+                dummies.append(dummy)
+                n_dummy += dummy
+        except OverflowError:
+            del ids[n_before:], states[n_before:], dummies[n_before:]
+            raise self.error("frame: a request id is outside the signed 64-bit range", line) from None
+        opt = {}
+        for key in _FRAME_OPTIONAL:
+            v = rec.get(key)
+            if v is not None:
+                if key in _FRAME_INTS and not _is_int(v):
+                    raise self.error(f"frame: {key} must be an int, got {v!r}", line)
+                if key in _FRAME_BOOLS and not isinstance(v, bool):
+                    raise self.error(f"frame: {key} must be true or false, got {v!r}", line)
+            opt[key] = v
         f = self.frames
-        f["run"].append(self.run)
-        f["source"].append(self.source)
         f["line"].append(line)
         f["iter"].append(it)
         f["rank"].append(rank)
         f["num_requests"].append(len(reqs))
         f["num_dummies"].append(n_dummy)
-        for key in ("expected", "scheduled"):
-            v = rec.get(key)
-            if v is not None and not _is_int(v):
-                raise self.error(f"frame: {key} must be an int, got {v!r}", line)
-            f[key].append(v)
-        for key in ("padded", "can_queue", "alloc_ok"):
-            v = rec.get(key)
-            if v is not None and not isinstance(v, bool):
-                raise self.error(f"frame: {key} must be true or false, got {v!r}", line)
-            f[key].append(v)
+        for key in _FRAME_OPTIONAL:
+            f[key].append(opt[key])
+
+    def _request(self, pos: int, req: Any, line: int) -> tuple[int, int, bool]:
+        """The slow, exact validation of one request: ``(id, state value, dummy)`` or an error."""
+        if not isinstance(req, dict):
+            raise self.error(f"frame: request {pos} is not an object", line)
+        if "id" not in req or "state" not in req:
+            missing = "id" if "id" not in req else "state"
+            raise self.error(f"frame: request {pos}: missing required field {missing!r}", line)
+        if not _is_int(req["id"]):
+            raise self.error(f"frame: request {pos}: id must be an int, got {req['id']!r}", line)
+        try:
+            state = parse_state(req["state"])
+        except UnknownStateError as e:
+            raise self.error(f"frame: request {pos}: {e}", line) from None
+        dummy = req.get("dummy", False)
+        if not isinstance(dummy, bool):
+            raise self.error(f"frame: request {pos}: dummy must be true or false", line)
+        return int(req["id"]), int(state), dummy
 
     def _note(self, rec: dict, line: int, text: str | None) -> None:
         e = self.events
@@ -289,24 +447,61 @@ class _Builder:
         for n in EVENTS.names:
             e[n].append(row[n])
 
-    def finish(self) -> TraceTables:
-        if self.run is None:
-            raise self.error("missing run record: the trace is empty", 1)
-        return TraceTables(
+    def flush(self) -> TraceTables:
+        """The batch so far as tables (after the duplicate check); starts a new batch."""
+        self.raise_pending_duplicate()
+        keys = np.frombuffer(self.keys, np.int64)
+        if keys.size:
+            merged = np.concatenate([self.seen, np.sort(keys)])
+            merged.sort(kind="stable")  # two sorted runs: a linear merge
+            self.seen = merged
+        f = self.frames
+        n = len(f["line"])
+        run = self.run if self.run is not None else ""
+        counts = np.asarray(f["num_requests"], np.int64)
+        frame_iter = np.asarray(f["iter"], np.int64)
+        frame_rank = np.asarray(f["rank"], np.int32)
+        starts = np.cumsum(counts) - counts
+        n_req = int(counts.sum())
+        pos = np.arange(n_req, dtype=np.int32) - np.repeat(starts, counts).astype(np.int32)
+        frames = {"run": pa.repeat(run, n).cast(pa.string()),
+                  "source": pa.repeat(self.source, n).cast(pa.string()),
+                  "line": pa.array(f["line"], pa.int64()), "iter": pa.array(frame_iter),
+                  "rank": pa.array(frame_rank), "num_requests": pa.array(counts.astype(np.int32)),
+                  "num_dummies": pa.array(f["num_dummies"], pa.int32()),
+                  **{k: pa.array(f[k], FRAMES.field(k).type) for k in _FRAME_OPTIONAL}}
+        requests = {"run": pa.repeat(run, n_req).cast(pa.string()),
+                    "iter": pa.array(np.repeat(frame_iter, counts)),
+                    "rank": pa.array(np.repeat(frame_rank, counts)), "pos": pa.array(pos),
+                    "request_id": pa.array(np.frombuffer(self.req_id, np.int64)),
+                    "state": pa.array(np.frombuffer(self.req_state, np.int16)),
+                    "dummy": pa.array(np.frombuffer(self.req_dummy, np.int8).astype(bool))}
+        out = TraceTables(
             runs=pa.table(self.runs, schema=RUNS),
-            frames=pa.table(self.frames, schema=FRAMES),
-            requests=pa.table(self.requests, schema=REQUESTS),
+            frames=pa.table([frames[c] for c in FRAMES.names], schema=FRAMES),
+            requests=pa.table([requests[c] for c in REQUESTS.names], schema=REQUESTS),
             events=pa.table(self.events, schema=EVENTS),
             unparsed=pa.table(self.unparsed, schema=UNPARSED),
         )
+        self.runs = {n: [] for n in RUNS.names}
+        self._new_batch()
+        return out
+
+    def finish(self) -> TraceTables:
+        """The last batch; checks that the file had a run record."""
+        if self.run is None:
+            raise self.error("missing run record: the trace is empty", 1)
+        return self.flush()
 
 
 __all__ = [
+    "DEFAULT_BATCH_FRAMES",
     "FORMAT_NAME",
     "FORMAT_VERSION",
     "NOTE_EVENT_KIND",
     "TraceTables",
     "is_trace",
+    "iter_trace",
     "read_trace",
     "tables_from_records",
 ]

@@ -23,7 +23,8 @@ from forensics.ingest import event_kinds
 
 _EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Group))"
                   r"(?::\s?(?P<msg>.*))?$")
-_FRAME = re.compile(r'^[\s|+]*File "(?P<file>[^"]+)"(?:, line (?P<line>\d+))?(?:, in (?P<func>.+))?$')
+_FRAME = re.compile(r'^[\s|+]*File "(?P<file>[^"]+)"(?:, line (?P<line>\d+))?'
+                    r"(?:, in (?P<func>.+))?$")
 _PY_FRAME_ABRIDGED = re.compile(r"^(?P<file>[\w/.-]+\.py)\s+(?P<func>\w+)\s*$")
 _GROUP_CONTENT = re.compile(r"^\s*[|+](?:[\s|+-]*)")
 _HEADER = re.compile(r"^(?:Traceback \(most recent call last\):|Exception in thread .*:|"

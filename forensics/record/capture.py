@@ -7,6 +7,12 @@ frame then waits for ``_can_queue`` of the same iteration (its batch size and fl
 and is handed to the writer; if no ``_can_queue`` call comes, the next pad call or a flush hands
 it over as it is.
 
+Where the build has ``_pad_empty_attention_dp_batch`` (PR #17379: after scheduling, an empty batch
+on a rank with active requests gets a dummy) it is wrapped too: every frame then records
+``postpadded``, true when that call appended a dummy. During both pad calls
+``kv_cache_manager.add_dummy_requests`` is observed through a shim set on the manager instance for
+the call only; a None it returns is recorded as ``alloc_ok: false`` (traces/FORMAT.md).
+
 Nothing here may raise into the executor: a capture that fails writes a ``note`` record, logs
 one warning and switches the recorder off for the rest of the process.
 """
@@ -38,6 +44,11 @@ WORLD_SIZE_ENVS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", "WORLD_SI
 RECORDER_ATTR = "_adp_forensics_recorder"
 #: Attribute marking a wrapper (and pointing at the wrapped function).
 ORIGINAL_ATTR = "__adp_forensics_original__"
+#: The post-schedule pad of PR #17379 (absent in older builds: nothing to record then).
+POSTPAD_METHOD = "_pad_empty_attention_dp_batch"
+#: Wrapped when present; their absence is normal for older builds and is not reported.
+OPTIONAL_WRAPPERS = frozenset({POSTPAD_METHOD})
+_MISSING = object()
 
 _config: dict[str, Any] = {"trace_dir": None, "notes": [], "executors": 0}
 _config_lock = threading.Lock()
@@ -178,6 +189,11 @@ class Recorder:
         self.last_iter = -1
         self.own_iter = 0
         self.warned: set[str] = set()
+        self.in_postpad = False
+        self.watch_alloc_ok = True
+        # The build pads after scheduling and that call is wrapped: postpadded is known per frame.
+        self.postpad = getattr(getattr(type(executor), POSTPAD_METHOD, None), ORIGINAL_ATTR,
+                               None) is not None
         self.grank = global_rank(executor)
         tp = _as_int(getattr(getattr(executor, "dist", None), "tp_size", None))
         tp_rank = _as_int(getattr(getattr(executor, "dist", None), "tp_rank", None))
@@ -261,9 +277,12 @@ class Recorder:
                 return None
             self.last_iter = it
             expected = getattr(ex, "expected_num_active_requests", None)
-            return FrameRecord(it, self.rank, ids, states, dummies,
-                               expected if isinstance(expected, int) else _as_int(expected),
-                               len(reqs))
+            frame = FrameRecord(it, self.rank, ids, states, dummies,
+                                expected if isinstance(expected, int) else _as_int(expected),
+                                len(reqs))
+            if self.postpad:
+                frame.postpadded = False
+            return frame
         except Exception as exc:
             self.fail("capturing the frame at pad entry", exc)
             return None
@@ -292,6 +311,89 @@ class Recorder:
                 self.writer.flush()
         except Exception as inner:
             self.fail("saving the crashing iteration", inner)
+
+    def watch_alloc(self, ex: Any, frame: FrameRecord | None) -> tuple | None:
+        """Shim ``ex.kv_cache_manager.add_dummy_requests`` for one pad call: a None it returns
+        sets ``frame.alloc_ok = False``. Returns what :meth:`unwatch_alloc` restores (or None)."""
+        if frame is None or self.disabled or not self.watch_alloc_ok:
+            return None
+        try:
+            mgr = getattr(ex, "kv_cache_manager", None)
+            original = getattr(mgr, "add_dummy_requests", None) if mgr is not None else None
+            if not callable(original) or getattr(original, ORIGINAL_ATTR, None) is not None:
+                return None  # no manager, or already watched by an enclosing pad call
+            own = vars(mgr).get("add_dummy_requests", _MISSING)
+
+            def add_dummy_requests(*args, **kwargs):
+                result = original(*args, **kwargs)
+                if result is None:
+                    frame.alloc_ok = False
+                return result
+
+            setattr(add_dummy_requests, ORIGINAL_ATTR, original)
+            mgr.add_dummy_requests = add_dummy_requests
+            return mgr, own
+        except Exception as exc:  # e.g. a binding object without __dict__: record without it
+            self.watch_alloc_ok = False
+            try:
+                self.note(f"cannot observe kv_cache_manager.add_dummy_requests "
+                          f"({type(exc).__name__}: {exc}); alloc_ok is not recorded")
+            except Exception:
+                pass
+            return None
+
+    def unwatch_alloc(self, token: tuple | None) -> None:
+        """Put the manager's ``add_dummy_requests`` back as it was before :meth:`watch_alloc`."""
+        if token is None:
+            return
+        mgr, own = token
+        try:
+            if own is _MISSING:
+                del mgr.add_dummy_requests
+            else:
+                mgr.add_dummy_requests = own
+        except Exception as exc:
+            self.watch_alloc_ok = False
+            self.fail("restoring kv_cache_manager.add_dummy_requests", exc)
+
+    def enter_postpad(self, ex: Any, batch: Any) -> tuple | None:
+        """Before ``_pad_empty_attention_dp_batch``: what tells afterwards whether it appended."""
+        self.in_postpad = True
+        fr = self.pending
+        if fr is None or self.disabled:
+            return None
+        try:
+            size = getattr(batch, "batch_size", None)
+            return (fr, len(ex.active_requests), size if isinstance(size, int) else None,
+                    self.watch_alloc(ex, fr))
+        except Exception as exc:
+            self.fail("capturing the post-schedule pad", exc)
+            return None
+
+    def exit_postpad(self, ex: Any, state: tuple | None, batch: Any, result: Any,
+                     returned: bool) -> None:
+        """After it: ``postpadded`` when ``active_requests`` or the batch grew; the new size."""
+        self.in_postpad = False
+        if state is None:
+            return
+        fr, n_before, size_before, token = state
+        self.unwatch_alloc(token)
+        if not returned or self.disabled:
+            return
+        try:
+            grew = len(ex.active_requests) > n_before
+            size = None
+            for b in (result, batch):  # some shapes return the batch, others pad it in place
+                s = getattr(b, "batch_size", None)
+                if isinstance(s, int):
+                    size = s
+                    break
+            if size is not None:
+                grew = grew or (size_before is not None and size > size_before)
+                fr.scheduled = size
+            fr.postpadded = bool(fr.postpadded) or grew
+        except Exception as exc:
+            self.fail("reading the post-schedule pad result", exc)
 
     def on_schedule(self, result: Any) -> None:
         fr = self.pending
@@ -369,15 +471,21 @@ def wrap_pad(original: Callable) -> Callable:
     @functools.wraps(original)
     def wrapper(self, *args, **kwargs):
         rec = recorder_of(self) if _config["trace_dir"] else None
-        if rec is None:
+        if rec is None or rec.in_postpad:
+            # Inside _pad_empty_attention_dp_batch (some shapes call the pad step from there):
+            # that wrapper records this iteration's post-pad and watches the allocation.
             return original(self, *args, **kwargs)
         frame = rec.enter_pad(self)
+        token = rec.watch_alloc(self, frame)
         try:
             result = original(self, *args, **kwargs)
         except BaseException as exc:
-            # The NVBug 6438685 assert fires here: the frame of this iteration must reach disk.
+            rec.unwatch_alloc(token)
+            # The NVBug 6438685 assert fires here: the frame of this iteration must reach disk
+            # (with alloc_ok false when the TypeError comes from a dummy allocation's None).
             rec.crashed(frame, original.__name__, exc)
             raise
+        rec.unwatch_alloc(token)
         if frame is not None:
             rec.exit_pad(self, frame)
         return result
@@ -427,9 +535,34 @@ def wrap_schedule(original: Callable) -> Callable:
     return wrapper
 
 
+def wrap_postpad(original: Callable) -> Callable:
+    """Wrap ``_pad_empty_attention_dp_batch(scheduled_batch)`` (PR #17379): note whether it
+    appended a dummy (``postpadded``) and whether its dummy allocation returned None."""
+
+    @functools.wraps(original)
+    def wrapper(self, *args, **kwargs):
+        rec = getattr(self, RECORDER_ATTR, None)
+        if rec is None or rec is _FAILED:
+            return original(self, *args, **kwargs)
+        batch = args[0] if args else kwargs.get("scheduled_batch")
+        state = rec.enter_postpad(self, batch)
+        try:
+            result = original(self, *args, **kwargs)
+        except BaseException as exc:
+            rec.exit_postpad(self, state, batch, None, returned=False)
+            rec.crashed(None, original.__name__, exc)
+            raise
+        rec.exit_postpad(self, state, batch, result, returned=True)
+        return result
+
+    setattr(wrapper, ORIGINAL_ATTR, original)
+    return wrapper
+
+
 #: Method name -> wrapper factory, in the order they are installed.
 WRAPPERS: dict[str, Callable[[Callable], Callable]] = {
     "_pad_attention_dp_dummy_request": wrap_pad,
     "_schedule": wrap_schedule,
+    POSTPAD_METHOD: wrap_postpad,
     "_can_queue": wrap_can_queue,
 }

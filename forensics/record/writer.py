@@ -43,10 +43,14 @@ class FrameRecord:
         padded: the pad step appended a dummy (None until the step returned).
         scheduled: batch size offered to ``_can_queue`` (None when not seen).
         can_queue: the fleet-wide decision (None when not seen).
+        postpadded: ``_pad_empty_attention_dp_batch`` (PR #17379) appended a dummy; None when the
+            build has no such method (then the field is left out: unknown).
+        alloc_ok: False once ``kv_cache_manager.add_dummy_requests`` returned None during a pad
+            call of this iteration; None otherwise (written only as ``false``).
     """
 
     __slots__ = ("iter", "rank", "ids", "states", "dummies", "expected", "n_before", "padded",
-                 "scheduled", "can_queue")
+                 "scheduled", "can_queue", "postpadded", "alloc_ok")
 
     def __init__(self, it, rank, ids, states, dummies, expected, n_before):
         self.iter = it
@@ -59,6 +63,8 @@ class FrameRecord:
         self.padded = None
         self.scheduled = None
         self.can_queue = None
+        self.postpadded = None
+        self.alloc_ok = None
 
 
 def _tail(fr: FrameRecord) -> str:
@@ -71,6 +77,10 @@ def _tail(fr: FrameRecord) -> str:
         out += ',"scheduled":%d' % fr.scheduled
     if fr.can_queue is not None:
         out += ',"can_queue":true' if fr.can_queue else ',"can_queue":false'
+    if fr.postpadded is not None:
+        out += ',"postpadded":true' if fr.postpadded else ',"postpadded":false'
+    if fr.alloc_ok is False:
+        out += ',"alloc_ok":false'
     return out + "}\n"
 
 
@@ -83,10 +93,12 @@ def _encode_slow(fr: FrameRecord) -> str:
         reqs.append(r)
     rec: dict[str, Any] = {"kind": "frame", "iter": int(fr.iter), "rank": int(fr.rank),
                            "requests": reqs}
-    for key in ("expected", "padded", "scheduled", "can_queue"):
+    for key in ("expected", "padded", "scheduled", "can_queue", "postpadded"):
         v = getattr(fr, key)
         if v is not None:
-            rec[key] = bool(v) if key in ("padded", "can_queue") else int(v)
+            rec[key] = bool(v) if key in ("padded", "can_queue", "postpadded") else int(v)
+    if fr.alloc_ok is False:
+        rec["alloc_ok"] = False
     return json.dumps(rec, separators=(",", ":"), default=str) + "\n"
 
 

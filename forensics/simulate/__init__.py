@@ -220,7 +220,8 @@ def simulate(scenario_or_workload: str | Scenario | Workload, *, out_dir: str | 
             rec = run_record(config, build=pol.name, run_id=f"sim-{name}-{pol.name}-{the_seed}",
                              extra={"simulator": {"scenario": name, "seed": the_seed,
                                                   "iters": n_iters}})
-            sinks.append(TraceWriter(f, record=rec, state_names=state_names))
+            sinks.append(TraceWriter(f, record=rec, state_names=state_names,
+                                     postpad=pol.postpad_empty_batch and config.enable_attention_dp))
         summary = run(workload, pol, iters=n_iters, seed=the_seed, sinks=sinks)
         for s in sinks:
             s.close()

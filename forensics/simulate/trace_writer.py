@@ -3,8 +3,12 @@
 One run record (``build`` = the policy's name), then per body one frame per rank: the rank's
 ``active_requests`` at pad entry in list order, a dummy that survived an earlier iteration at its
 position, and the recorded decisions ``expected``, ``padded``, ``scheduled`` and ``can_queue``
-(``alloc_ok: false`` where the rank asked for a dummy and got None). The crash body's frames
-record only ``expected``: the fleet never reached its other decisions.
+(``alloc_ok: false`` where the rank asked for a dummy, in the pad step or after scheduling, and
+got None). A policy with the post-schedule pad step (PR #17379) also records ``postpadded`` on
+every frame (``decide()``'s own decision), so a replay need not infer that dummy from
+``scheduled``; other policies have no such step and leave it out, as the recorder does on a build
+without ``_pad_empty_attention_dp_batch``. The crash body's frames record only ``expected`` (and
+``alloc_ok``): the fleet never reached its other decisions.
 """
 from __future__ import annotations
 
@@ -44,10 +48,14 @@ class TraceWriter:
         f: a text stream opened for writing.
         record: the run record (see :func:`run_record`).
         state_names: write states as names (readable) or ints (smaller).
+        postpad: the simulated version pads an empty batch after scheduling (PR #17379): write
+            ``postpadded`` on every frame that reached its decisions.
     """
 
-    def __init__(self, f: io.TextIOBase, *, record: dict[str, Any], state_names: bool = True):
+    def __init__(self, f: io.TextIOBase, *, record: dict[str, Any], state_names: bool = True,
+                 postpad: bool = False):
         self.f = f
+        self.postpad = bool(postpad)
         self.R = int(record["tp_size"])
         f.write(json.dumps(record, separators=(", ", ": ")) + "\n")
         if state_names:
@@ -77,6 +85,8 @@ class TraceWriter:
                         f'"padded": {"true" if out.padded[r] else "false"}, '
                         f'"scheduled": {int(out.batch[r])}, '
                         f'"can_queue": {"true" if out.can_queue[r] else "false"}')
+                if self.postpad:
+                    tail += f', "postpadded": {"true" if out.postpadded[r] else "false"}'
             if b.alloc_recorded_fail[r]:
                 tail += ', "alloc_ok": false'
             lines.append(head + tail + "}\n")

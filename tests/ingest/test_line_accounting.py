@@ -71,7 +71,7 @@ def real_samples() -> list[Path]:
 @pytest.mark.parametrize("block_bytes", [64, 16 << 20])
 def test_real_sample_lines_accounted(path: Path, block_bytes: int):
     n = len(path.read_bytes().splitlines())
-    _it, ev, un = assert_accounted(path, n, block_bytes=block_bytes)
+    _it, _ev, un = assert_accounted(path, n, block_bytes=block_bytes)
     # the '#' header is nobody's format: it stays verbatim in unparsed
     header = [i + 1 for i, ln in enumerate(path.read_text().splitlines()) if ln.startswith("#")]
     assert set(header) <= set(un.column("line").to_pylist())
@@ -91,7 +91,8 @@ def write(tmp_path: Path, text: str, compression: str, crlf: bool = False) -> Pa
     return p
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10_000), launcher=st.sampled_from(log_lines.LAUNCHERS),
        ranks=st.integers(1, 3), quote=st.booleans(), collector_tab=st.booleans(),
        block_bytes=st.sampled_from([97, 1000, 1 << 20]),

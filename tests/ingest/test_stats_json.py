@@ -30,7 +30,7 @@ def _stats(i: int, rank: int | None = None) -> dict:
 
 def _read(path, source="s.json"):
     batches = list(read_stats(path, source))
-    cat = lambda name: pa.concat_tables([getattr(b, name) for b in batches])  # noqa: E731
+    cat = lambda name: pa.concat_tables([getattr(b, name) for b in batches])
     return cat("stats"), cat("events"), cat("unparsed")
 
 
@@ -191,7 +191,7 @@ def test_progress_reports_bytes_on_disk(tmp_path):
 
 def test_truncated_zstd_is_detected_even_at_a_line_boundary(tmp_path):
     """zstd's stream reader ends silently on a cut; the reader must still say so."""
-    part = lambda r: "".join(json.dumps(_stats(i)) + "\n" for i in r).encode()  # noqa: E731
+    part = lambda r: "".join(json.dumps(_stats(i)) + "\n" for i in r).encode()
     cctx = zstandard.ZstdCompressor()
     second = cctx.compress(part(range(100, 200)))
     p = tmp_path / "stats.jsonl.zst"

@@ -493,3 +493,156 @@ def test_the_encoder_reuses_an_unchanged_request_list_only_when_nothing_changed(
               FrameRecord(3, 0, [1, 2], [13, 14], [False, True], 2, 2),    # a dummy flag changed
               FrameRecord(4, 0, [1, 3], [13, 14], [False, True], 2, 2)]    # an id changed
     assert [enc.encode(f) for f in frames] == [encode_frame(f) for f in frames]
+
+
+# -- post-schedule pad (PR #17379) and refused dummy allocations ---------------------------------
+
+@pytest.fixture
+def patched_postpad(tmp_path, monkeypatch):
+    """The stand-in built with ``_pad_empty_attention_dp_batch``, wrapped, recording into tmp."""
+    monkeypatch.setenv("STANDIN_POSTPAD_17379", "1")
+    mod = _load_standin()
+    assert hasattr(mod.PyExecutor, capture.POSTPAD_METHOD)
+    trace_dir = tmp_path / "traces"
+    saved = dict(capture._config)
+    capture.configure(str(trace_dir))
+    capture._config["executors"] = 0
+    wrapped, _ = bootstrap.patch_class(mod.PyExecutor)
+    assert capture.POSTPAD_METHOD in wrapped
+    yield mod, trace_dir
+    bootstrap.unpatch_class(mod.PyExecutor)
+    capture._config.clear()
+    capture._config.update(saved)
+
+
+# One aggregated rank (tp 1, max_batch_size 2, so the cap is 2), non-overlap, post-pad build:
+#   iter 0: counts [0] + 1 new -> expected 1. Request 1 (CONTEXT_INIT) is counted (no
+#     transceiver): no pad dummy. The capacity scheduler refuses it: batch 0. The post-pad step
+#     sees an empty batch, 1 active < cap 2: a generation dummy, batch 1; can_queue True; the
+#     dummy is last and removed. Frame: scheduled 1, postpadded true.
+#   iter 1: expected 1; request 1 is scheduled (batch 1), no post-pad; it becomes 13.
+#   iter 2: expected 1; request 1 refused again: batch 0; the post-pad allocation returns None
+#     (alloc_fail) and is tolerated: batch 0, can_queue False. Frame: alloc_ok false.
+POSTPAD_RUN = {"tp_size": 1, "max_batch_size": 2, "iterations": 3,
+               "arrivals": {"0": {"0": [[1, 10]]}}, "refuse": {"0": [1], "2": [1]},
+               "alloc_fail": {"2": [0]}}
+
+
+def test_a_post_pad_build_records_postpadded_and_a_refused_allocation(patched_postpad, tmp_path):
+    import replay
+    mod, traces = patched_postpad
+    ex = _one_rank(mod, POSTPAD_RUN)
+    ex.event_loop()
+    assert ex.iter_counter == 3
+    assert "add_dummy_requests" not in vars(ex.kv_cache_manager)   # the shim never outlives a call
+    writer.flush_all()
+    assert _frames(traces / "rank-0.jsonl") == [
+        dict(_f(0, [_r(1, 10)], 1, False, 1, True), postpadded=True),
+        dict(_f(1, [_r(1, 10)], 1, False, 1, True), postpadded=False),
+        dict(_f(2, [_r(1, 13)], 1, False, 0, False), postpadded=False, alloc_ok=False)]
+
+    ds, frames = _ingest(traces, tmp_path)
+    assert ds.frames["postpadded"].tolist() == [True, False, False]
+    res = replay.run(frames, policy="postpad-17379")
+    assert res.first_divergence is None and not res.leaks
+    assert res.ledger[["iter_created", "origin", "iter_removed"]].values.tolist() == [
+        [0, "postpad", 0]]
+
+
+def test_a_refused_pad_dummy_is_recorded_with_the_crashing_frame(patched, tmp_path):
+    """Prefix-2026 stand-in, one disaggregated rank: request 1 awaits its KV (state 8, not
+    counted), expected 1, so the pad step wants a dummy; add_dummy_requests returns None and the
+    unchecked ``[0]`` raises TypeError. The frame is written with alloc_ok false (and no
+    postpadded: this build has no post-schedule pad); replay reads it as the None crash."""
+    import replay
+    mod, traces = patched
+    ex = _one_rank(mod, {"tp_size": 1, "max_batch_size": 2, "disaggregated": True,
+                         "iterations": 2, "arrivals": {"0": {"0": [[1, 8]]}},
+                         "alloc_fail": {"0": [0]}})
+    with pytest.raises(TypeError):
+        ex.event_loop()
+    assert "add_dummy_requests" not in vars(ex.kv_cache_manager)
+    writer.flush_all()
+    assert _frames(traces / "rank-0.jsonl") == [
+        {"kind": "frame", "iter": 0, "requests": [_r(1, 8)], "expected": 1, "alloc_ok": False}]
+    _, frames = _ingest(traces, tmp_path)
+    res = replay.run(frames, policy="prefix-2026")
+    assert (res.crash.iter, res.crash.kind) == (0, "dummy_alloc_none")
+    assert replay.run(frames, policy="fix-16161").crash is None
+
+
+def test_a_manager_that_cannot_be_shimmed_is_noted_once_and_recording_goes_on(patched_postpad):
+    mod, traces = patched_postpad
+
+    class SlottedManager:  # like a binding object: no instance __dict__
+        __slots__ = ("iteration",)
+
+        def add_dummy_requests(self, request_ids, is_gen=True, **kwargs):
+            return None
+
+    ex = _one_rank(mod, POSTPAD_RUN)
+    ex.kv_cache_manager = SlottedManager()
+    ex.event_loop()   # the post-pad allocations return None, tolerated; nothing raises
+    writer.flush_all()
+    recs = _records(traces / "rank-0.jsonl")
+    notes = [r["message"] for r in recs if r["kind"] == "note"]
+    assert len([n for n in notes if "cannot observe kv_cache_manager.add_dummy_requests" in n]) == 1
+    frames = [r for r in recs if r["kind"] == "frame"]
+    assert [(f["iter"], f["postpadded"], f["scheduled"], "alloc_ok" in f) for f in frames] == [
+        (0, False, 0, False), (1, False, 1, False), (2, False, 0, False)]
+
+
+def test_a_post_pad_that_calls_the_pad_step_is_recorded_once(tmp_path, monkeypatch):
+    """Some shapes implement the post-pad by calling ``_pad_attention_dp_dummy_request`` again
+    (tests/trtllm/fixtures/py_executor_newest.py): the inner call must not start a new frame."""
+    mod = _load_standin()
+
+    def postpad(self, scheduled_batch):
+        if scheduled_batch.batch_size == 0 and self.active_requests:
+            n = len(self.active_requests)
+            self._pad_attention_dp_dummy_request()   # the stand-in pads only an idle rank
+            if len(self.active_requests) == n:       # force one dummy for the test
+                d = self.kv_cache_manager.add_dummy_requests(request_ids=[0], is_gen=True)[0]
+                d.is_attention_dp_dummy = True
+                self.active_requests.append(d)
+                scheduled_batch.generation_requests.append(d)
+
+    def iteration(self, overlap):
+        self._fetch_new_requests()
+        self._pad_attention_dp_dummy_request()
+        batch, _, _ = self._schedule()
+        self._pad_empty_attention_dp_batch(batch)
+        self._can_queue(batch)
+        self.active_requests = [r for r in self.active_requests if not r.is_attention_dp_dummy]
+        self.iter_counter += 1
+
+    monkeypatch.setattr(mod.PyExecutor, capture.POSTPAD_METHOD, postpad, raising=False)
+    monkeypatch.setattr(mod.PyExecutor, "_iteration", iteration)
+    saved = dict(capture._config)
+    capture.configure(str(tmp_path / "t"))
+    capture._config["executors"] = 0
+    bootstrap.patch_class(mod.PyExecutor)
+    try:
+        ex = _one_rank(mod, {"tp_size": 1, "iterations": 2, "arrivals": {"0": {"0": [[4, 14]]}}})
+        ex.event_loop()
+        writer.flush_all()
+    finally:
+        bootstrap.unpatch_class(mod.PyExecutor)
+        capture._config.clear()
+        capture._config.update(saved)
+    recs = _records(tmp_path / "t" / "rank-0.jsonl")
+    assert not [r for r in recs if r["kind"] == "note" and "twice" in r["message"]]
+    frames = [r for r in recs if r["kind"] == "frame"]
+    assert [(f["iter"], f["requests"], f["padded"], f["postpadded"], f["scheduled"])
+            for f in frames] == [(0, [_r(4, 14)], False, True, 1), (1, [_r(4, 14)], False, True, 1)]
+
+
+def test_encoded_frames_carry_postpadded_and_only_a_false_alloc_ok():
+    for ids, states in (([1], [13]), ([1], ["GENERATION_IN_PROGRESS"])):   # fast and slow path
+        fr = FrameRecord(3, 0, ids, states, [False], 1, 1)
+        assert "postpadded" not in json.loads(encode_frame(fr))
+        fr.postpadded, fr.scheduled = True, 1
+        assert json.loads(encode_frame(fr))["postpadded"] is True
+        assert "alloc_ok" not in json.loads(encode_frame(fr))
+        fr.alloc_ok = False
+        assert json.loads(encode_frame(fr))["alloc_ok"] is False
