@@ -195,6 +195,16 @@ def explain(res: ReplayResult) -> list[str]:
     return out
 
 
+def story(res: ReplayResult) -> list[str]:
+    """The chain a reader needs first: with a crash, the leak that put the dummy on the crashing
+    rank (its chain ends with the crash); else the first leak. Empty when nothing went wrong."""
+    fatal = res.fatal_leak
+    if res.crash is not None:
+        # A fatal leak's chain already ends with the crash it causes.
+        return [leak_chain(res, fatal)] if fatal is not None else [crash_chain(res)]
+    return [leak_chain(res, res.leaks[0])] if res.leaks else []
+
+
 def warnings(res: ReplayResult) -> list[tuple[int, int, str]]:
     """``(iter, rank, message)`` for every warning the replayed executor would log."""
     d = res.decisions
@@ -211,4 +221,4 @@ def warnings(res: ReplayResult) -> list[tuple[int, int, str]]:
     return out
 
 
-__all__ = ["crash_chain", "describe_requests", "explain", "leak_chain", "warnings"]
+__all__ = ["crash_chain", "describe_requests", "explain", "leak_chain", "story", "warnings"]

@@ -236,18 +236,15 @@ class RunFrames:
                                                            (r_flat, r_id, r_state, r_pos, first, r_iter))
             del order
         n = I * R
-        n_real = np.bincount(r_flat, minlength=n).astype(np.int64)
-        win = micro_batch_window(config.encoder_decoder).mask()[state_index(r_state)]
-        window_real = np.bincount(r_flat[win], minlength=n).astype(np.int64)
-        del win
+        n_real = _counts(r_flat, n)
+        window = micro_batch_window(config.encoder_decoder).mask()
+        window_real = _counts(r_flat, n, lambda a, b: window[state_index(r_state[a:b])])
         # At the run's first frame nothing counts as new: whether it was fetched then is unknown.
         first_iter = int(f_iter.min()) if f_iter.size else 0
-        is_new = (first == r_iter) & (r_iter != first_iter)
+        new_real = _counts(r_flat, n, lambda a, b: (first[a:b] == r_iter[a:b])
+                           & (r_iter[a:b] != first_iter))
         del r_iter
-        new_real = np.bincount(r_flat[is_new], minlength=n).astype(np.int64)
-        del is_new
-        before = np.bincount(r_flat[r_state < int(RequestState.CONTEXT_INIT)],
-                             minlength=n).astype(np.int64)
+        before = _counts(r_flat, n, lambda a, b: r_state[a:b] < int(RequestState.CONTEXT_INIT))
         mfs = np.full(n, -1, np.int64)
         if r_flat.size:
             np.maximum.at(mfs, r_flat, first) if r_flat.size < 4096 else _segment_max(mfs, r_flat, first)
@@ -381,6 +378,7 @@ def _read_real_requests(file: Path, run: str | None) -> tuple[np.ndarray, ...]:
     bufs = [np.empty(total, dtype) for _, dtype in _REQ_COLUMNS]
     columns = [name for name, _ in _REQ_COLUMNS] + ["dummy"] + (["run"] if run is not None else [])
     n = 0
+    batch = parts = None
     for batch in pf.iter_batches(batch_size=1 << 18, columns=columns):
         if run is not None:
             batch = batch.filter(pc.equal(batch.column("run"), run))
@@ -389,6 +387,8 @@ def _read_real_requests(file: Path, run: str | None) -> tuple[np.ndarray, ...]:
         for buf, part in zip(bufs, parts):
             buf[n:n + k] = part
         n += k
+    del batch, parts
+    pa.default_memory_pool().release_unused()
     return tuple(buf[:n] for buf in bufs)
 
 
@@ -420,11 +420,23 @@ def _first_seen(rank: np.ndarray, rid: np.ndarray, it: np.ndarray, R: int) -> np
         ["k1", "k2"], sort=False)["it"].transform("min").to_numpy(np.int64)
 
 
+#: Rows per slice of the row-wise passes (bounded temporaries).
+_SLICE = 1 << 20
+
+
+def _counts(flat: np.ndarray, n: int, select=None) -> np.ndarray:
+    """``bincount(flat[mask], minlength=n)`` with ``mask = select(a, b)`` built slice by slice."""
+    out = np.zeros(n, np.int64)
+    for a in range(0, flat.size, _SLICE):
+        f = flat[a:a + _SLICE]
+        out += np.bincount(f if select is None else f[select(a, a + f.size)], minlength=n)
+    return out
+
+
 def _in_frame_order(flat: np.ndarray, pos: np.ndarray) -> bool:
     """True when rows are sorted by (frame, list position); checked in slices, no key array."""
-    step = 1 << 20
-    for a in range(0, flat.size - 1, step):
-        b = min(a + step + 1, flat.size)
+    for a in range(0, flat.size - 1, _SLICE):
+        b = min(a + _SLICE + 1, flat.size)
         f0, f1 = flat[a:b - 1], flat[a + 1:b]
         if not ((f1 > f0) | ((f1 == f0) & (pos[a + 1:b] >= pos[a:b - 1]))).all():
             return False

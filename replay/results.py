@@ -172,6 +172,20 @@ class ReplayResult:
         from replay.explain import explain
         return explain(self)
 
+    @property
+    def fatal_leak(self) -> "Leak | None":
+        """The leaked dummy that was on the crashing rank when it crashed (latest one), or None."""
+        if self.crash is None:
+            return None
+        on_rank = [leak for leak in self.leaks
+                   if leak.rank in self.crash.ranks and leak.iter_created <= self.crash.iter]
+        return max(on_rank, key=lambda leak: (leak.iter_created, leak.rank), default=None)
+
+    def story(self) -> list[str]:
+        """The chain that matters most first: the fatal leak and the crash, else the first leak."""
+        from replay.explain import story
+        return story(self)
+
     def warnings(self) -> list[tuple[int, int, str]]:
         """The warnings the executor would log: ``(iter, rank, message)``."""
         from replay.explain import warnings

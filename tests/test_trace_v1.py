@@ -133,3 +133,135 @@ def test_a_schema_1_0_dataset_without_postpadded_still_loads(tmp_path):
     ds = forensics.load(ds_dir)
     assert ds.arrow("frames").schema.equals(FRAMES)
     assert ds.frames["postpadded"].isna().all() and ds.frames["padded"].tolist() == [False]
+
+
+# ------------------------------------------------------------------ streaming in batches
+def _fleet(n_iters=6, ranks=2):
+    """A small run with dummies, notes, blank lines and a record of unknown kind in between."""
+    lines = [dict(RUN, tp_size=ranks), ""]
+    for it in range(n_iters):
+        for r in range(ranks):
+            reqs = [{"id": 100 * r + it // 2 + k, "state": "GENERATION_IN_PROGRESS"} for k in range(r + 1)]
+            if (it + r) % 3 == 0:
+                reqs.append({"id": 0, "state": 13, "dummy": True})
+            lines.append({"kind": "frame", "iter": it, "rank": r, "requests": reqs,
+                          "expected": 2, "padded": it % 2 == 0})
+        if it == 2:
+            lines += [{"kind": "note", "message": "hello", "iter": it}, "", {"kind": "later", "v": 1}]
+    return lines
+
+
+@pytest.mark.parametrize("batch_frames", [1, 2, 5, 1000])
+def test_batch_boundaries_do_not_change_the_tables(tmp_path, batch_frames):
+    import pyarrow as pa
+
+    from forensics.ingest.trace_v1 import iter_trace
+
+    p = write(tmp_path, _fleet())
+    whole = read_trace(p, "t")
+    batches = list(iter_trace(p, "t", batch_frames=batch_frames))
+    # 12 frames: one batch per batch_frames frames, plus the (possibly empty) last one.
+    assert len(batches) == 12 // batch_frames + 1
+    assert [b.runs.num_rows for b in batches] == [1] + [0] * (len(batches) - 1)
+    assert all(b.frames.num_rows <= batch_frames for b in batches)
+    for name in ("runs", "frames", "requests", "events", "unparsed"):
+        got = pa.concat_tables([getattr(b, name) for b in batches])
+        assert got.equals(getattr(whole, name)), name
+    assert whole.frames.num_rows == 12 and whole.unparsed.column("line").to_pylist() == [2, 10, 11]
+    assert whole.requests.column("pos").to_pylist()[:4] == [0, 1, 0, 1]  # rank 0: real + dummy
+
+
+def test_a_duplicate_in_a_later_batch_names_its_line(tmp_path):
+    from forensics.ingest.trace_v1 import iter_trace
+
+    lines = _fleet(n_iters=3) + [{"kind": "frame", "iter": 0, "rank": 1, "requests": []}]
+    p = write(tmp_path, lines)  # the duplicate of (0, 1) is on the last line
+    for batch_frames in (1, 2, 1000):
+        with pytest.raises(TraceFormatError) as ei:
+            list(iter_trace(p, "t", batch_frames=batch_frames))
+        assert ei.value.line == len(lines) and "duplicate frame (iter 0, rank 1)" in ei.value.message
+
+
+def test_the_first_bad_line_wins_over_a_later_duplicate_and_vice_versa(tmp_path):
+    from forensics.ingest.trace_v1 import iter_trace
+
+    dup = {"kind": "frame", "iter": 0, "rank": 0, "requests": []}
+    bad = {"kind": "frame", "iter": 9, "rank": 0, "requests": [{"id": 1, "state": "NOPE"}]}
+    base = _fleet(n_iters=2)  # 4 frames on lines 3..6
+    for lines, line, message in (
+            (base + [dup, bad], 7, "duplicate frame (iter 0, rank 0)"),
+            (base + [bad, dup], 7, "unknown request state"),
+            # A duplicate that also has a bad request: the duplicate is reported, as unbatched.
+            (base + [dict(dup, requests=bad["requests"])], 7, "duplicate frame"),
+            (base + [dup, "{not json"], 7, "duplicate frame")):
+        p = write(tmp_path, lines)
+        for batch_frames in (1, 3, 1000):
+            with pytest.raises(TraceFormatError) as ei:
+                list(iter_trace(p, "t", batch_frames=batch_frames))
+            assert (ei.value.line, message in ei.value.message) == (line, True), (lines[-2:], batch_frames)
+    with pytest.raises(TraceFormatError) as ei:
+        tables_from_records([x for x in base if x] + [dup, "not a dict"], "mem")
+    assert ei.value.line == 6 and "duplicate frame" in ei.value.message
+
+
+def test_progress_adds_up_to_the_file_size(tmp_path):
+    from forensics.ingest.trace_v1 import iter_trace
+
+    text = "\n".join(x if isinstance(x, str) else json.dumps(x) for x in _fleet(40)) + "\n"
+    p = tmp_path / "t.jsonl.gz"
+    p.write_bytes(gzip.compress(text.encode()))
+    seen = []
+    n = sum(b.frames.num_rows for b in iter_trace(p, "t", batch_frames=7, progress=seen.append))
+    assert n == 80 and sum(seen) == p.stat().st_size and all(x > 0 for x in seen)
+
+
+def test_ingest_streams_batches_and_catches_a_duplicate_across_rank_files(tmp_path, monkeypatch):
+    import functools
+
+    import forensics
+    from forensics.ingest import trace_v1
+
+    monkeypatch.setattr(trace_v1, "iter_trace", functools.partial(trace_v1.iter_trace, batch_frames=2))
+    run = dict(RUN, run_id="job")
+    r0 = [run] + [{"kind": "frame", "iter": i, "rank": 0, "requests": [{"id": i, "state": 13}]} for i in range(5)]
+    r1 = [run] + [{"kind": "frame", "iter": i, "rank": 1, "requests": []} for i in range(5)]
+    d = tmp_path / "in"
+    d.mkdir()
+    write(d, r0, "rank-0.jsonl")
+    write(d, r1, "rank-1.jsonl")
+    forensics.ingest([d], tmp_path / "ds")
+    ds = forensics.load(tmp_path / "ds")
+    assert len(ds.runs) == 2 and len(ds.frames) == 10 and len(ds.requests) == 5
+    assert ds.frames["line"].tolist() == [2, 3, 4, 5, 6] * 2
+    # rank-2.jsonl repeats (iter 3, rank 0) of rank-0.jsonl on its line 4 (its second batch).
+    write(d, [run] + [{"kind": "frame", "iter": i, "rank": 0 if i == 3 else 1, "requests": []}
+                      for i in (7, 8, 3)], "rank-2.jsonl")
+    with pytest.raises(TraceFormatError) as ei:
+        forensics.ingest([d], tmp_path / "ds2")
+    assert ei.value.path.endswith("rank-2.jsonl") and ei.value.line == 4
+    assert "another input of this run" in ei.value.message
+    assert not (tmp_path / "ds2").exists()
+
+
+def test_run_frames_from_a_dataset_equal_those_from_tables(tmp_path):
+    """The column-pruned, batch-read path gives the same arrays (dummies and two runs)."""
+    import numpy as np
+
+    import forensics
+    from replay.frames import RunFrames
+
+    a = write(tmp_path, [dict(RUN, run_id="a")] + _fleet()[1:], "a.jsonl")
+    b = write(tmp_path, [dict(RUN, run_id="b", tp_size=1)]
+              + [{"kind": "frame", "iter": i, "rank": 0, "requests": [{"id": 5, "state": 14}]}
+                 for i in range(3)], "b.jsonl")
+    forensics.ingest([a, b], tmp_path / "ds")
+    ds = forensics.load(tmp_path / "ds")
+    for run in ("a", "b"):
+        got = RunFrames.from_dataset(ds, run)
+        want = RunFrames.from_tables(ds.runs, ds.frames, ds.requests, run=run)
+        assert got.n_real.shape == (6, 2) if run == "a" else got.n_real.shape == (3, 1)
+        for name in ("iters", "n_real", "window_real", "new_real", "recorded_dummies", "rec_padded",
+                     "req_frame", "req_id", "req_state", "req_pos", "req_first", "req_offsets", "line"):
+            assert np.array_equal(getattr(got, name), getattr(want, name)), (run, name)
+    a_frames = RunFrames.from_dataset(ds, "a")
+    assert int(a_frames.recorded_dummies.sum()) == 4 and int(a_frames.n_real.sum()) == 18

@@ -427,7 +427,9 @@ def _chain(results: dict, verdicts: Sequence[PolicyVerdict], build: str) -> tupl
         return None, []
     name = order[0].policy
     try:
-        lines = [str(x) for x in results[name].explain()]
+        res = results[name]
+        first = [str(x) for x in res.story()]
+        lines = first + [str(x) for x in res.explain() if str(x) not in first]
     except Exception as e:  # the explanation is a bonus; never lose the report over it
         logger.warning("explain() failed for %s: %s", name, e)
         lines = [order[0].text]

@@ -304,3 +304,15 @@ def test_post_pad_dummy_seen_through_the_recorded_batch_and_leaking_on_the_aggre
     assert res.first_divergence is None and res.crash is None
     assert "post-padded on rank 1" in res.explain()[0]
     assert "at the cap 2" in res.explain()[0]
+
+
+def test_story_tells_the_fatal_leak_first(nvbug):
+    """The NVBug chain above: prefix-2026 leaks the dummies of ranks 0 and 1 at iter 41 and
+    rank 1 asserts at iter 42, so the story is rank 1's leak (created 41, skipped 41) ending in
+    the assert; fix-16161 has nothing to tell."""
+    res = replay.run(nvbug, policy="prefix-2026")
+    fatal = res.fatal_leak
+    assert (fatal.rank, fatal.iter_created, fatal.iter_skipped) == (1, 41, 41)
+    story = res.story()
+    assert len(story) == 1 and "rank 1" in story[0] and "AssertionError" in story[0]
+    assert replay.run(nvbug, policy="fix-16161").story() == []
