@@ -49,6 +49,16 @@ class DatasetError(ForensicsError):
     """A dataset directory is missing, incomplete or of an unsupported schema version."""
 
 
+class NoTraceError(DatasetError):
+    """The input holds no request-state trace run, so there is nothing to replay."""
+
+    def __init__(self, *, path: str | None = None):
+        super().__init__("no request-state trace run in the input (nothing to replay)", path=path,
+                         hint=("record one with ADP_FORENSICS_TRACE_DIR (docs/recording.md, format "
+                               "traces/FORMAT.md); for logs alone, `forensics postmortem` says what "
+                               "the logs show"))
+
+
 class PolicyError(ForensicsError):
     """A policy name or policy source cannot be resolved or executed."""
 

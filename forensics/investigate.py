@@ -26,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-from forensics.errors import DatasetError
+from forensics.errors import DatasetError, NoTraceError
 
 log = logging.getLogger(__name__)
 
@@ -366,8 +366,7 @@ class Investigation:
     # ------------------------------------------------------------------ helpers
     def _need_trace(self) -> None:
         if self.run is None:
-            raise DatasetError("no request-state trace run in the input (nothing to replay)",
-                               hint="record a trace (traces/FORMAT.md) and ingest it")
+            raise NoTraceError()
 
     def _policy(self, name: str) -> str:
         if name in self.policies:

@@ -26,7 +26,7 @@ from typing import Any, Optional
 
 import pytest
 
-from forensics.errors import ForensicsError
+from forensics.errors import ForensicsError, NoTraceError
 
 #: The ini option naming trace directories.
 INI_OPTION = "adp_traces"
@@ -156,8 +156,7 @@ class TraceInput(pytest.File):
             runs, frames, requests = input_tables(self.path)
             names = list(dict.fromkeys(str(x) for x in runs.column("run").to_pylist()))
             if not names:
-                raise ForensicsError("no request-state trace run in the input (nothing to replay)",
-                                     path=str(self.path))
+                raise NoTraceError(path=str(self.path))
             self._runs = [(n, RunFrames.from_tables(runs, frames, requests, run=n)) for n in names]
         return self._runs
 

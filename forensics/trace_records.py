@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from forensics.errors import DatasetError, TraceFormatError
+from forensics.errors import DatasetError, NoTraceError, TraceFormatError
 
 #: Recorded per-frame fields that are decisions or environment facts, not held requests.
 DECISION_FIELDS = ("expected", "padded", "scheduled", "can_queue", "alloc_ok", "postpadded")
@@ -89,7 +89,7 @@ def records_from_tables(runs, frames, requests, run: Optional[str] = None) -> li
     runs, frames, requests = df(runs), df(frames), df(requests)
     names = list(dict.fromkeys(str(x) for x in runs["run"])) if len(runs) else []
     if not names:
-        raise DatasetError("no request-state trace run in the input (nothing to replay)")
+        raise NoTraceError()
     if run is None:
         if len(names) > 1:
             raise DatasetError(f"the input holds {len(names)} runs; choose one",

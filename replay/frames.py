@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from forensics.dataset.schema import FRAMES
-from forensics.errors import ConfigError, DatasetError
+from forensics.errors import ConfigError, DatasetError, NoTraceError
 from replay.config import RunConfig
 from replay.policy import Policy, Predicate
 from replay.states import ALL_STATES, RequestState, micro_batch_window, state_index
@@ -241,8 +241,8 @@ class RunFrames:
         window_real = _counts(r_flat, n, lambda a, b: window[state_index(r_state[a:b])])
         # At the run's first frame nothing counts as new: whether it was fetched then is unknown.
         first_iter = int(f_iter.min()) if f_iter.size else 0
-        new_real = _counts(r_flat, n, lambda a, b: (first[a:b] == r_iter[a:b])
-                           & (r_iter[a:b] != first_iter))
+        new_real = _counts(r_flat, n, lambda a, b, it=r_iter: (first[a:b] == it[a:b])
+                           & (it[a:b] != first_iter))
         del r_iter
         before = _counts(r_flat, n, lambda a, b: r_state[a:b] < int(RequestState.CONTEXT_INIT))
         mfs = np.full(n, -1, np.int64)
@@ -276,10 +276,9 @@ class RunFrames:
             if mask.all():
                 out = self.n_real
             else:
-                sidx = state_index(self.req_state).astype(np.int64)
-                w = mask[sidx]
-                out = np.bincount(self.req_frame, weights=w, minlength=self.n_real.size
-                                  ).astype(np.int64).reshape(self.n_real.shape)
+                state = self.req_state
+                out = _counts(self.req_frame, self.n_real.size,
+                              lambda a, b: mask[state_index(state[a:b])]).reshape(self.n_real.shape)
             self._sched_cache[key] = out
         return self._sched_cache[key]
 
@@ -326,8 +325,7 @@ def _run_config(runs: pa.Table, run: str | None) -> tuple[str, str, RunConfig, b
     """The chosen run's key, source and configuration, and whether the input holds several runs."""
     names = [str(x) for x in runs.column("run").to_pylist()] if runs.num_rows else []
     if not names:
-        raise DatasetError("no request-state trace run in the input (nothing to replay)",
-                           hint="record a trace (traces/FORMAT.md) and ingest it")
+        raise NoTraceError()
     if run is None:
         uniq = list(dict.fromkeys(names))
         if len(uniq) > 1:
@@ -412,9 +410,13 @@ def _first_seen(rank: np.ndarray, rid: np.ndarray, it: np.ndarray, R: int) -> np
         return np.zeros(0, np.int64)
     if rid.min() >= 0 and rid.max() < (2 ** 62) // max(R, 1):
         # Hash the keys (O(n), no sort), then a per-key minimum: memory is two row arrays.
-        codes, uniques = pd.factorize(rid * R + rank.astype(np.int64), sort=False)
+        key = rid * R
+        key += rank
+        codes, uniques = pd.factorize(key, sort=False)
+        del key
         first = np.full(len(uniques), np.iinfo(np.int64).max, np.int64)
         np.minimum.at(first, codes, it)
+        del uniques
         return first[codes]
     return pd.DataFrame({"k1": rank, "k2": rid, "it": it}).groupby(
         ["k1", "k2"], sort=False)["it"].transform("min").to_numpy(np.int64)

@@ -78,8 +78,7 @@ def figure_blocks(ds, run: Optional[str], results: Mapping[str, Any], chain_poli
                                "the crash" + (f"; compared with {clean}" if clean else "") + "."))
         it = _state_iteration(dec, r)
         if it is not None:
-            req = ds.requests
-            req = req[(req["run"] == run) & (req["iter"] == it)] if len(req) else req
+            req = _requests_at(ds, run, it)
             at = dec[dec["iter"] == it]
             carried = pd.to_numeric(at.get("carried_dummy", pd.Series(dtype=float)),
                                     errors="coerce").fillna(0)
@@ -216,4 +215,21 @@ def build_document(*, summary, run, config, verdicts, signatures, log_crash, log
     return Document(title=title, blocks=tuple(b))
 
 
+def _requests_at(ds: Any, run: str, it: int) -> pd.DataFrame:
+    """The recorded requests of one run at one iteration, read with a Parquet filter when the
+    dataset is on disk (the whole table of a fleet-hour run is tens of millions of rows)."""
+    path = getattr(ds, "path", None)
+    file = path / "requests.parquet" if path is not None else None
+    if file is None or not file.is_file():
+        req = ds.requests
+        return req[(req["run"] == run) & (req["iter"] == it)] if len(req) else req
+    import pyarrow.parquet as pq
+
+    from forensics.dataset.schema import REQUESTS
+    from forensics.dataset.store import to_pandas
+    return to_pandas(pq.read_table(file, schema=REQUESTS,
+                                   filters=[("run", "==", run), ("iter", "==", int(it))]))
+
+
 __all__ = ["build_document", "figure_blocks"]
+
