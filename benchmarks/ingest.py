@@ -4,15 +4,22 @@ Generates a realistic log (mostly iteration lines of V3/V4/V5 from 8 ranks, some
 C++ lines, a few ADP messages, one traceback) and times, each in a fresh subprocess so peak RSS
 (``ru_maxrss`` of the child) is per method:
 
-1. ours: ``parse_executor_log`` with every batch written to Parquet;
-2. naive: a per-line ``re`` loop reading fields by name into a pandas DataFrame;
-3. polars: ``str.extract_groups`` for the prefix plus ``str.extract`` per field, to Parquet.
+1. ours: ``parse_executor_log`` with every batch written to Parquet (zstd, as ``DatasetWriter``);
+2. naive: a per-line ``re`` loop reading fields by name into dict rows, one pandas DataFrame at
+   the end (units stripped, numbers typed, ``a/b`` split), written to Parquet;
+3. polars: a lazy scan, ``str.extract_groups`` for the prefix plus ``str.extract`` per field,
+   typed the same way, to Parquet.
+
+The baselines build only the iterations table (comparable columns); ours also builds events
+and unparsed, so the comparison is, if anything, unfair to ours.
 
 Goals (issue #2 item 8): ours >= 6x naive, no slower than polars, peak RSS < 1 GiB. Times
 exclude interpreter start-up and imports; CPU seconds are printed beside wall seconds because
 on a shared machine wall time also measures the neighbours.
 
-Usage: ``python benchmarks/ingest.py --size-mb 200``  (default 1024)
+Usage: ``python benchmarks/ingest.py --size-mb 200``  (default 1024); ``--repeat 3`` runs the
+methods in three interleaved rounds and keeps each one's best wall time (a shared machine's
+neighbours only ever add time).
 """
 from __future__ import annotations
 
@@ -27,9 +34,14 @@ import tempfile
 import time
 from pathlib import Path
 
+# benchmarks/replay.py would shadow the replay package when a script here runs directly.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+
 FIELDS = ("global_rank", "rank", "num_scheduled_requests", "adp_dummy_ctx_tokens",
           "adp_dummy_gen_tokens", "currank_total_requests", "host_step_time",
           "prev_device_step_time", "elapsed_time", "timestamp", "kv_cache_util")
+FLOAT_FIELDS = ("host_step_time", "prev_device_step_time", "elapsed_time", "kv_cache_util")
 
 
 def _iteration(rng: random.Random, it: int, rank: int, version: str) -> str:
@@ -132,10 +144,14 @@ def run_naive(path: Path, out: Path) -> int:
             d["log_time"] = m["log_time"] if m else None
             rows.append(d)
     df = pd.DataFrame(rows)
+    cur = df.pop("currank_total_requests").str.split("/", expand=True)
+    df["currank_requests"] = pd.to_numeric(cur[0], errors="coerce")
+    df["total_requests"] = pd.to_numeric(cur[1], errors="coerce")
     for c in df.columns:
-        if c not in ("timestamp", "log_time", "currank_total_requests"):
-            df[c] = pd.to_numeric(df[c].str.rstrip("ms") if df[c].dtype == object else df[c],
-                                  errors="coerce")
+        if c not in ("timestamp", "log_time"):
+            v = df[c] if pd.api.types.is_numeric_dtype(df[c]) else df[c].str.rstrip("ms")
+            df[c] = pd.to_numeric(v, errors="coerce")
+    df.to_parquet(out / "iterations.parquet", compression="zstd")
     return len(df)
 
 
@@ -148,7 +164,16 @@ def run_polars(path: Path, out: Path) -> int:
     cols = [pl.col("line"), pl.col("text").str.extract_groups(_PREFIX[:-len("(?P<body>.*)$")])
             .alias("p")]
     for f in FIELDS:
-        cols.append(pl.col("text").str.extract(rf", {f} ?[=:] ?([^,]*)", 1).alias(f))
+        v = pl.col("text").str.extract(rf", {f} ?[=:] ?([^,]*)", 1)
+        if f == "currank_total_requests":
+            cols.append(v.str.extract(r"^(\d+)/", 1).cast(pl.Int64).alias("currank_requests"))
+            cols.append(v.str.extract(r"/(\d+)$", 1).cast(pl.Int64).alias("total_requests"))
+        elif f in FLOAT_FIELDS:
+            cols.append(v.str.strip_chars_end("ms").cast(pl.Float64, strict=False).alias(f))
+        elif f != "timestamp":
+            cols.append(v.cast(pl.Int64, strict=False).alias(f))
+        else:
+            cols.append(v.alias(f))
     cols.append(pl.col("text").str.extract(r"\biter = (\d+)", 1).cast(pl.Int64).alias("iter"))
     for k in ("num_ctx_requests", "num_ctx_tokens", "num_generation_tokens"):
         cols.append(pl.col("text").str.extract(rf"'{k}': (\d+)", 1).cast(pl.Int64).alias(k))
@@ -187,6 +212,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-mb", type=int, default=1024)
     ap.add_argument("--methods", default="ours,naive,polars")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds over the methods (interleaved); the best wall time counts")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--path", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -197,18 +224,24 @@ def main() -> None:
         path = Path(tmp) / "executor.log"
         size = generate(path, args.size_mb)
         print(f"log: {size / 1e6:.0f} MB at {path}", flush=True)
-        res = {}
-        for m in args.methods.split(","):
-            p = subprocess.run([sys.executable, __file__, "--child", m, "--path", str(path)],
-                               capture_output=True, text=True, env=os.environ, check=False)
-            if p.returncode != 0:
-                print(f"{m}: failed\n{p.stderr[-2000:]}")
-                continue
-            r = json.loads(p.stdout.strip().splitlines()[-1])
-            res[m] = r
-            print(f"{m:7s} {size / 1e6 / r['seconds']:8.1f} MB/s  {r['seconds']:7.1f} s wall  "
-                  f"{r['cpu_seconds']:7.1f} s cpu  peak RSS {r['peak_rss_mb']:6.0f} MB  "
-                  f"rows {r['rows']}", flush=True)
+        res: dict[str, dict] = {}
+        for _ in range(args.repeat):
+            for m in args.methods.split(","):
+                p = subprocess.run([sys.executable, __file__, "--child", m, "--path", str(path)],
+                                   capture_output=True, text=True, env=os.environ, check=False)
+                if p.returncode != 0:
+                    print(f"{m}: failed\n{p.stderr[-2000:]}")
+                    continue
+                r = json.loads(p.stdout.strip().splitlines()[-1])
+                if m not in res or r["seconds"] < res[m]["seconds"]:
+                    res[m] = r
+                print(f"{m:7s} {size / 1e6 / r['seconds']:8.1f} MB/s  {r['seconds']:7.1f} s wall"
+                      f"  {r['cpu_seconds']:7.1f} s cpu  peak RSS {r['peak_rss_mb']:6.0f} MB  "
+                      f"rows {r['rows']}", flush=True)
+        if args.repeat > 1:
+            print("best of", args.repeat, "(wall):", ", ".join(
+                f"{m} {r['seconds']:.2f} s wall / {r['cpu_seconds']:.2f} s cpu"
+                for m, r in res.items()))
         if "ours" in res:
             for m in ("naive", "polars"):
                 if m in res:

@@ -16,9 +16,14 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+# benchmarks/replay.py would shadow the replay package when a script here runs directly.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 from forensics.record import bootstrap, capture, writer
 

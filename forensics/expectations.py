@@ -245,19 +245,12 @@ def expect_file_for(path: str | os.PathLike) -> Path:
 
 def run_record_expectations(head_text: str, origin: str) -> Optional[list[Expectation]]:
     """Expectations from the ``expect`` object of a trace's run record (its first record), or None."""
-    for line in head_text.splitlines():
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            return None
-        if not isinstance(record, dict) or record.get("kind") != "run":
-            return None
-        if RUN_RECORD_KEY not in record:
-            return None
-        return parse_expectations(record[RUN_RECORD_KEY], f"{origin}:1 (run record `expect`)")
-    return None
+    from forensics.ingest.kinds import first_json_object
+
+    record = first_json_object(head_text)
+    if record is None or record.get("kind") != "run" or RUN_RECORD_KEY not in record:
+        return None
+    return parse_expectations(record[RUN_RECORD_KEY], f"{origin}:1 (run record `expect`)")
 
 
 def check(expectation: Expectation, outcome: Outcome) -> list[Mismatch]:

@@ -142,7 +142,7 @@ def fleet_table(runs: Iterable[PathLike] | PathLike | pd.DataFrame, policies: Se
             key = hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:16]
             cache = Path(cache_dir) / f"{Path(path).name}-{key}"
         ds = as_dataset([path], cache_dir=cache)
-        names = _traced_runs(ds)
+        names = ds.traced_runs()
         if not names:
             base = {c: None for c in CONFIG_COLUMNS}
             base.update(input=path, note="no request-state trace: not replayed", **extra)
@@ -170,6 +170,17 @@ def fleet_table(runs: Iterable[PathLike] | PathLike | pd.DataFrame, policies: Se
     return _typed(df, [p.name for p in pols], layout)
 
 
+def fleet_policies(table: pd.DataFrame) -> list[str]:
+    """The policies of a wide :func:`fleet_table`, in column order."""
+    return list(dict.fromkeys(c[:-len(".leak")] for c in table.columns if c.endswith(".leak")))
+
+
+def fleet_failed(table: pd.DataFrame) -> bool:
+    """Whether any run of a wide :func:`fleet_table` leaks or crashes under any of its policies."""
+    return any(bool(table[f"{p}.leak"].fillna(False).any() or table[f"{p}.crash"].fillna(False).any())
+               for p in fleet_policies(table))
+
+
 def fleet_json(table: pd.DataFrame) -> dict[str, Any]:
     """A wide :func:`fleet_table` as ``{"runs": [{config..., "policies": {NAME: {metric...}}}]}``
     with plain JSON values (missing values as null); what ``forensics fleet --json`` prints."""
@@ -193,14 +204,6 @@ def _plain(v: Any) -> Any:
     if isinstance(v, np.generic):
         return v.item()
     return v
-
-
-def _traced_runs(ds) -> list[str]:
-    runs, frames = ds.runs, ds.frames
-    if not len(runs) or not len(frames):
-        return []
-    with_frames = {str(r) for r in frames["run"].unique()}
-    return [r for r in dict.fromkeys(str(x) for x in runs["run"]) if r in with_frames]
 
 
 def _config_row(path: str, name: str, frames, ds) -> dict[str, Any]:
@@ -351,7 +354,9 @@ __all__ = [
     "CONFIG_COLUMNS",
     "DEFAULT_GRID",
     "METRIC_DTYPES",
+    "fleet_failed",
     "fleet_json",
+    "fleet_policies",
     "fleet_table",
     "prevalence",
     "run_metrics",

@@ -69,7 +69,7 @@ def investigate(*inputs: PathLike | Iterable[PathLike], policies: Sequence[str] 
         raise TypeError("investigate() needs at least one input")
     pols = resolve_policies(list(policies) if policies else None)  # bad names fail before ingest
     ds = as_dataset(flat, cache_dir=cache_dir)
-    return Investigation(ds, [p.name for p in pols], run=run, inputs=tuple(str(x) for x in flat))
+    return Investigation(ds, pols, run=run, inputs=tuple(str(x) for x in flat))
 
 
 class Investigation:
@@ -81,12 +81,19 @@ class Investigation:
     narrowed to the investigated run when the dataset holds several.
     """
 
-    def __init__(self, dataset: Any, policies: Sequence[str], *, run: str | None = None,
+    def __init__(self, dataset: Any, policies: Sequence[Any], *, run: str | None = None,
                  inputs: tuple[str, ...] = ()):
+        from replay.resolve import resolve_policy
+
         self.dataset = dataset
-        self.policies: tuple[str, ...] = tuple(policies)
+        # Resolved once: a ``trtllm:`` or ``py:`` spec reads and compiles source code.
+        self._resolved: dict[str, Any] = {}
+        for spec in policies:
+            pol = resolve_policy(spec)
+            self._resolved[pol.name] = pol
+        self.policies: tuple[str, ...] = tuple(self._resolved)
         self.inputs = inputs
-        runs = _traced_runs(dataset)
+        runs = dataset.traced_runs()
         if run is not None and run not in runs:
             raise DatasetError(f"no traced run {run!r} in the input",
                                hint="runs: " + (", ".join(runs) or "none"))
@@ -164,9 +171,8 @@ class Investigation:
     def signatures(self) -> list:
         """Crash-related events of the logs (``forensics.report.crash_signatures.Signature``)."""
         from forensics.report.crash_signatures import find_signatures
-        from replay.resolve import resolve_policies
-        return find_signatures(self.events, resolve_policies(list(self.policies)), config=self.config,
-                               iterations=self.iterations)
+        return find_signatures(self.events, [self._resolved[p] for p in self.policies],
+                               config=self.config, iterations=self.iterations)
 
     @property
     def log_crash(self):
@@ -181,7 +187,7 @@ class Investigation:
         name = self._policy(policy)
         if name not in self._results:
             from replay.engine import run as replay_run
-            self._results[name] = replay_run(self.run_frames, None, name)
+            self._results[name] = replay_run(self.run_frames, None, self._resolved[name])
         return self._results[name]
 
     @property
@@ -229,7 +235,7 @@ class Investigation:
                 c, div = r.crash, r.first_divergence
                 rows.append({
                     "policy": p, "title": r.policy.title,
-                    "verdict": "crash" if c is not None else ("leak" if r.leaks else "clean"),
+                    "verdict": r.verdict,
                     "leaks": len(r.leaks), "crash": c is not None,
                     "crash_iter": None if c is None else c.iter,
                     "crash_rank": None if c is None else c.rank,
@@ -266,7 +272,7 @@ class Investigation:
         self._need_trace()
         r = self.result(name)
         kwargs.setdefault("leaks", F.leaks_frame(r.leaks))
-        kwargs.setdefault("crash", _crash_map(r.crash))
+        kwargs.setdefault("crash", F.crash_marker(r.crash))
         kwargs.setdefault("cap", self.config.cap if r.policy.cap else None)
         kwargs.setdefault("title", f"Active requests per rank under {name} (run {self.run})")
         return F.active_vs_expected(r.decisions, **kwargs)
@@ -286,7 +292,7 @@ class Investigation:
         names = [self._policy(p) for p in policies] if policies else self._strip_policies()
         first = self.result(names[0])
         kwargs.setdefault("leaks", F.leaks_frame(first.leaks))
-        kwargs.setdefault("crash", _crash_map(first.crash))
+        kwargs.setdefault("crash", F.crash_marker(first.crash))
         kwargs.setdefault("title", f"What each rank did, per iteration (run {self.run})")
         return F.decision_strip({n: self.result(n).decisions for n in names}, **kwargs)
 
@@ -300,7 +306,7 @@ class Investigation:
         r = self.result(name)
         dec = r.decisions
         if iteration is None:
-            iteration = _state_iteration(dec, r)
+            iteration = F.state_iteration(dec, r)
         if iteration is None:
             raise DatasetError("nothing was replayed: no iteration to draw")
         req = self.requests
@@ -369,11 +375,13 @@ class Investigation:
             raise NoTraceError()
 
     def _policy(self, name: str) -> str:
-        if name in self.policies:
-            return name
-        from replay.resolve import resolve_policy
-        pol = resolve_policy(name)  # PolicyError for an unknown name
-        return pol.name
+        """The name of policy ``name``, resolved (and kept) on first use; PolicyError if unknown."""
+        if name not in self._resolved:
+            from replay.resolve import resolve_policy
+            pol = resolve_policy(name)
+            self._resolved.setdefault(pol.name, pol)
+            return pol.name
+        return name
 
     def _story_policy(self) -> str | None:
         """The policy whose story to tell: the recording build if it leaks or crashes, else the
@@ -403,14 +411,6 @@ class Investigation:
 
 # ---------------------------------------------------------------------- module helpers
 
-def _traced_runs(ds) -> list[str]:
-    runs, frames = ds.runs, ds.frames
-    if not len(runs) or not len(frames):
-        return []
-    with_frames = {str(r) for r in frames["run"].unique()}
-    return [r for r in dict.fromkeys(str(x) for x in runs["run"]) if r in with_frames]
-
-
 def _long(per: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Per-policy frames stacked with a leading ``policy`` column (categorical, given order)."""
     parts = [df.assign(policy=p) for p, df in per.items()]
@@ -419,23 +419,6 @@ def _long(per: dict[str, pd.DataFrame]) -> pd.DataFrame:
     out = pd.concat(parts, ignore_index=True)
     out["policy"] = pd.Categorical(out["policy"], categories=list(per))
     return out[["policy"] + [c for c in out.columns if c != "policy"]]
-
-
-def _crash_map(crash) -> dict | None:
-    if crash is None:
-        return None
-    return {"iter": int(crash.iter), "rank": int(crash.rank), "active": int(crash.active)}
-
-
-def _state_iteration(dec: pd.DataFrame, result) -> int | None:
-    if not len(dec):
-        return None
-    if result.crash is not None:
-        return int(result.crash.iter)
-    if result.leaks:
-        nxt = int(result.leaks[0].iter_skipped) + 1
-        return nxt if (dec["iter"] == nxt).any() else int(result.leaks[0].iter_skipped)
-    return int(dec["iter"].max())
 
 
 def _table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, header: bool = True) -> str:

@@ -167,6 +167,13 @@ class ReplayResult:
         """No leak and no crash."""
         return not self.leaks and self.crash is None
 
+    @property
+    def verdict(self) -> str:
+        """``"crash"``, ``"leak"`` or ``"clean"``: the word reports and tables use."""
+        if self.crash is not None:
+            return "crash"
+        return "leak" if self.leaks else "clean"
+
     def explain(self) -> list[str]:
         """One plain-English causal chain per leak, and one for the crash."""
         from replay.explain import explain

@@ -119,8 +119,12 @@ def test_summary_of_a_non_dataset(runner: CliRunner, tmp_path: Path):
     assert f"Error: {tmp_path}: not a dataset (no _meta.json)" in result.output
 
 
-@pytest.mark.parametrize("cmd", ["ingest", "summary"])
+@pytest.mark.parametrize("cmd", sorted(cli.commands))
 def test_help_teaches(runner: CliRunner, cmd: str):
+    """Every command: a one-line summary that ``forensics --help`` shows whole (at 80 columns:
+    about 60 characters beside the names), and a real example in its ``--help``."""
     result = runner.invoke(cli, [cmd, "--help"])
     assert result.exit_code == 0
     assert "Example:" in result.output and f"forensics {cmd} " in result.output
+    summary = cli.commands[cmd].get_short_help_str(limit=60)
+    assert summary and not summary.endswith("...") and len(summary) <= 60, summary

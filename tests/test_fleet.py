@@ -18,7 +18,9 @@ from forensics.cli import cli
 from forensics.fleet import (
     CONFIG_COLUMNS,
     METRIC_DTYPES,
+    fleet_failed,
     fleet_json,
+    fleet_policies,
     fleet_table,
     prevalence,
     simulate_grid,
@@ -189,7 +191,7 @@ def test_cli_json_csv_and_exit_codes(near_miss_run):
     assert len(rows) == 1 and rows[0]["fix-16161.leak"] == "False" and rows[0]["ranks"] == "2"
 
     r = runner.invoke(cli, ["fleet", str(near_miss_run), "--policy", "prefix-2026"])
-    assert r.exit_code == 1 and "leak" in r.output
+    assert r.exit_code == 1 and "leak x1 @0" in r.output  # one leak, first at iteration 0
 
     r = runner.invoke(cli, ["fleet", str(near_miss_run / "missing.jsonl")])
     assert r.exit_code == 2
@@ -201,3 +203,15 @@ def test_fleet_json_is_plain(near_miss_run):
     doc = fleet_json(fleet_table([near_miss_run], ["prefix-2026"]))
     json.dumps(doc)  # no numpy or pandas scalars left
     assert doc["runs"][0]["policies"]["prefix-2026"]["first_leak_iter"] == 0
+
+
+def test_fleet_policies_and_failed_read_a_wide_table():
+    """Policy names may hold dots (``trtllm:PATH@v1.2``): only the last one starts the metric.
+    One run leaks under the second policy only, so the table has failed; an NA (no trace) row
+    is not a failure."""
+    t = pd.DataFrame({"run": ["a", "b"], "prefix-2026.leak": [False, None],
+                      "prefix-2026.crash": [False, None], "trtllm:/src@v1.2.leak": [True, None],
+                      "trtllm:/src@v1.2.crash": [False, None]})
+    assert fleet_policies(t) == ["prefix-2026", "trtllm:/src@v1.2"]
+    assert fleet_failed(t)
+    assert not fleet_failed(t.drop(columns=["trtllm:/src@v1.2.leak", "trtllm:/src@v1.2.crash"]))

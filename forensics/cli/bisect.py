@@ -18,8 +18,10 @@ from forensics.cli.errors import library_errors
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def command(input_path: str, repo: str, good: str, bad: str, run_key: str | None,
             as_json: bool) -> None:
-    """Replay INPUT under each revision's real pad code, walking only commits that touch the
-    executor or scheduler files, and report the first whose verdict changes.
+    """Find the commit whose real pad code changes the verdict.
+
+    Replays INPUT under each revision's real pad code, walking only commits that touch the
+    executor or scheduler files, and reports the first whose verdict changes.
 
     \b
     Example:

@@ -15,7 +15,9 @@ from forensics.cli.errors import library_errors
 @click.option("--minimize/--no-minimize", "minimize_first", default=True, show_default=True,
               help="Shrink the trace first (keeps the failing policy failing, a passing one passing).")
 def command(input_path: str, output: str, policies: tuple[str, ...], minimize_first: bool) -> None:
-    """Write a pytest file with INPUT's frames inline and each policy's verdicts asserted.
+    """Write a trace as a standalone pytest regression test.
+
+    The test file holds INPUT's frames inline and asserts each policy's verdicts.
 
     \b
     Example:

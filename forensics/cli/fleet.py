@@ -57,7 +57,9 @@ def _render(table, policies: list[str]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print the table as CSV (one row per run).")
 def command(inputs, policies, as_json, as_csv) -> None:
-    """Replay many runs and tabulate leaks, crashes, near misses and time to first leak.
+    """Tabulate leaks, crashes and near misses of many runs.
+
+    Replays each run under each policy: leaks, crashes, near misses and time to first leak.
 
     Each INPUT is one run: a directory of one run's files, a trace file or a dataset.
     Columns are defined in `forensics.fleet`. Exit code 0 when no run leaks or crashes under
@@ -68,21 +70,17 @@ def command(inputs, policies, as_json, as_csv) -> None:
       forensics fleet runs/*/ --policy prefix-2026 --policy fix-16161
       forensics fleet runs/*/ --csv > fleet.csv
     """
-    from forensics.fleet import fleet_json, fleet_table
-    from replay.resolve import resolve_policies
+    from forensics.fleet import fleet_failed, fleet_json, fleet_policies, fleet_table
 
     if as_json and as_csv:
         raise click.UsageError("--json and --csv are exclusive")
     with library_errors():
-        names = [p.name for p in resolve_policies(list(policies) or None)]
-        table = fleet_table(list(inputs), names)
+        table = fleet_table(list(inputs), list(policies) or None)
     if as_json:
         click.echo(json.dumps(fleet_json(table)))
     elif as_csv:
         click.echo(table.to_csv(index=False), nl=False)
     else:
-        _render(table, names)
-    bad = any(bool(table[f"{p}.leak"].fillna(False).any() or table[f"{p}.crash"].fillna(False).any())
-              for p in names)
-    if bad:
+        _render(table, fleet_policies(table))
+    if fleet_failed(table):
         raise SystemExit(1)

@@ -3,16 +3,10 @@ from __future__ import annotations
 
 import click
 
-from forensics.cli.errors import library_errors
+from forensics.cli.errors import BadInput, library_errors
 from forensics.ingest import ingest
 from forensics.ingest.kinds import KINDS
 from forensics.report.summary import render_text
-
-
-class PartialIngest(click.ClickException):
-    """Exit code 2: the dataset was written, but some inputs were refused."""
-
-    exit_code = 2
 
 
 @click.command("ingest")
@@ -42,4 +36,5 @@ def command(inputs: tuple[str, ...], output: str, kind: str | None, quiet: bool)
         click.echo(f"skipped {len(report.skipped)} unrecognised file(s) in directories, e.g. "
                    f"{report.skipped[0]}", err=True)
     if report.refused:
-        raise PartialIngest("not ingested:\n" + "\n".join(f"  {r}" for r in report.refused))
+        # The dataset was written; exit code 2 still says some inputs were refused.
+        raise BadInput("not ingested:\n" + "\n".join(f"  {r}" for r in report.refused))

@@ -21,7 +21,9 @@ from forensics.cli.errors import library_errors
               help="Renumber the kept iterations contiguously when that changes no verdict.")
 def command(input_path: str, policy: str, contrast: str | None, output: str, run: str | None,
             passes: tuple[str, ...], contiguous_iters: bool) -> None:
-    """Shrink INPUT by delta debugging over ranks, iterations and requests.
+    """Shrink a failing trace by delta debugging.
+
+    Delta debugging over INPUT's ranks, iterations and requests.
 
     The result still leaks (or, if INPUT crashes, still crashes) under --policy and, with
     --contrast, still passes under that policy. It is a valid v1 trace.

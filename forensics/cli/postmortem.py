@@ -71,7 +71,7 @@ def _render(console, r) -> None:
               help="Replay only this policy (repeatable; default: the whole catalogue).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], quiet: bool) -> None:
-    """Explain a crashed attention-DP fleet from its logs, and write a report.
+    """Explain a crashed fleet from its logs; write a report.
 
     INPUT is any mix of executor logs, iteration-stats JSON and request-state traces (files or
     directories), or a dataset. The ingested dataset is cached in REPORT_DIR/.dataset and reused

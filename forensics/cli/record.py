@@ -12,7 +12,9 @@ _SITE_DIR = click.option("--site-dir", type=click.Path(file_okay=False), default
 
 @click.group("record")
 def command() -> None:
-    """Record request-state traces (traces/FORMAT.md) from a running executor, no code change.
+    """Record request-state traces from a live executor.
+
+    Traces follow traces/FORMAT.md; the executor's code is not changed.
 
     \b
     Example:
@@ -25,7 +27,9 @@ def command() -> None:
 @command.command("install")
 @_SITE_DIR
 def install_cmd(site_dir: str | None) -> None:
-    """Write the .pth hook into site-packages (inert while ADP_FORENSICS_TRACE_DIR is unset).
+    """Write the .pth hook into site-packages.
+
+    The hook is inert while ADP_FORENSICS_TRACE_DIR is unset.
 
     Example: forensics record install --site-dir .venv/lib/python3.11/site-packages
     """
@@ -50,7 +54,7 @@ def uninstall_cmd(site_dir: str | None) -> None:
 @command.command("status")
 @_SITE_DIR
 def status_cmd(site_dir: str | None) -> None:
-    """Say whether the hook is installed and whether recording is switched on here.
+    """Say whether the hook is installed and recording is on.
 
     Example: forensics record status
     """

@@ -33,10 +33,8 @@ def _render(results) -> None:
             d = res.first_divergence
             t.add_row("divergence", str(d.iter), str(d.rank),
                       f"{d.field}: recorded {d.recorded}, replayed {d.replayed}")
-        skipped = int((~res.decisions.can_queue.fillna(True).astype(bool)).groupby(
-            res.decisions["iter"]).any().sum()) if len(res.decisions) else 0
         t.add_row("summary", "", "", f"{res.decisions['iter'].nunique()} iterations, "
-                  f"{len(res.ledger)} dummies, {skipped} fleet-wide skips"
+                  f"{len(res.ledger)} dummies, {len(res.skipped_iters)} fleet-wide skips"
                   + (f", {len(res.dropped_iters)} iterations not replayable" if res.dropped_iters else ""))
         console.print(t)
         for chain in res.explain():
@@ -54,7 +52,9 @@ def _render(results) -> None:
               help="The run to replay when the input holds several.")
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
 def command(inputs, policies, run_id, as_json) -> None:
-    """Replay a run's frames under executor versions: pads, skips, leaked dummies, crash.
+    """Replay a run under executor versions; find leaked dummies.
+
+    Pads, fleet-wide skips, leaked dummies and the crash, per policy.
 
     INPUT is a dataset or any input `forensics ingest` accepts (ingested on the fly).
     Exit code 0 when no chosen policy leaks or crashes, 1 when one does, 2 on bad input.

@@ -21,7 +21,8 @@ def _scenario_help() -> str:
             "  forensics simulate --scenario nvbug-6438685 --policy fix-16161 --log-format V3 -o fixed/")
 
 
-@click.command("simulate", help=_scenario_help())
+@click.command("simulate", help=_scenario_help(),
+               short_help="Simulate a fleet; write its log, stats and trace.")
 @click.option("--scenario", "scenario", required=True, metavar="NAME", help="Scenario name (listed above).")
 @click.option("--policy", default=None, metavar="NAME",
               help="Catalogue policy to run (default: the scenario's).")
@@ -51,11 +52,7 @@ def command(scenario, policy, ranks, iters, seed, cap, log_format, log_ranks, la
                        compression=compress)
     s = res.summary
     if as_json:
-        click.echo(json.dumps({
-            "scenario": res.scenario, "policy": res.policy, "seed": res.seed, "iters": s.iters,
-            "verdict": res.verdict, "crash_iter": s.crash_iter, "crash_ranks": list(s.crash_ranks),
-            "leaked_dummies": s.leaked_dummies, "skipped_iters": s.skipped_iters,
-            "files": {k: str(v) for k, v in res.files.items()}}, indent=2))
+        click.echo(json.dumps(res.to_json(), indent=2))
         return
     click.echo(f"{res.scenario} under {res.policy} (seed {res.seed}): {s.iters} iterations, "
                f"{res.verdict}")

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from forensics.dataset.schema import SCHEMA_VERSION, SCHEMAS, TABLES
@@ -121,14 +122,28 @@ class Dataset:
                                hint="re-ingest the inputs with this version of the tool")
         self._cache: dict[str, pd.DataFrame] = {}
 
-    def arrow(self, table: str) -> pa.Table:
-        """The table as a pyarrow Table (typed even when empty)."""
+    def arrow(self, table: str, columns: list[str] | None = None) -> pa.Table:
+        """The table (or only ``columns`` of it) as a pyarrow Table, typed even when empty."""
         if table not in SCHEMAS:
             raise DatasetError(f"no table {table!r}; tables: {', '.join(TABLES)}", path=str(self.path))
         file = self.path / f"{table}.parquet"
         if not file.is_file():
-            return SCHEMAS[table].empty_table()
-        return pq.read_table(file, schema=SCHEMAS[table])
+            empty = SCHEMAS[table].empty_table()
+            return empty.select(columns) if columns is not None else empty
+        return pq.read_table(file, schema=SCHEMAS[table], columns=columns)
+
+    def traced_runs(self) -> list[str]:
+        """Runs that have at least one frame, in run-record order: the runs a replay can use.
+
+        Reads only the ``run`` columns: the frames table of a long recording is large, and the
+        replay reads what it needs itself (``replay.frames.RunFrames.from_dataset``).
+        """
+        runs = self.arrow("runs", columns=["run"]).column("run").to_pylist()
+        if not runs:
+            return []
+        framed = self.arrow("frames", columns=["run"]).column("run")
+        framed = {str(r) for r in pc.unique(framed).to_pylist()}
+        return [r for r in dict.fromkeys(str(x) for x in runs) if r in framed]
 
     def table(self, table: str) -> pd.DataFrame:
         if table not in self._cache:

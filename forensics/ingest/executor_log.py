@@ -156,15 +156,15 @@ def _lines(block: bytes) -> pa.Array:
             block.decode("utf-8")
         except UnicodeDecodeError:
             block = block.decode("utf-8", errors="replace").encode("utf-8")
-    nl = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)
-    n_lines = len(nl) + (0 if block.endswith(b"\n") or not block else 1)
-    offsets = np.empty(n_lines + 1, dtype=np.int64)
-    offsets[0] = 0
-    offsets[1:len(nl) + 1] = nl - np.arange(len(nl))   # line i ends where its newline was
-    data = block.replace(b"\n", b"")
-    if n_lines > len(nl):
-        offsets[-1] = len(data)
-    arr = pa.LargeStringArray.from_buffers(n_lines, pa.py_buffer(offsets), pa.py_buffer(data))
+    if not block:
+        return pa.array([], pa.string())
+    # one split kernel over the block as a single string (3x faster than finding the newlines
+    # with numpy and rebuilding offsets)
+    whole = pa.LargeStringArray.from_buffers(
+        1, pa.py_buffer(np.array([0, len(block)], dtype=np.int64)), pa.py_buffer(block))
+    arr = pc.split_pattern(whole, "\n").values
+    if block.endswith(b"\n"):
+        arr = arr.slice(0, len(arr) - 1)
     arr = arr.cast(pa.string())
     if b"\r" in block:
         arr = pc.replace_substring_regex(arr, r"\r$", "")
@@ -198,13 +198,23 @@ def _mask(a: pa.Array) -> np.ndarray:
     return np.asarray(pc.fill_null(a, False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def _analyse(block: bytes, first_line: int, source: str,
-             layouts: iteration_line.Layouts) -> _Block:
-    """The per-block vectorised work (runs in a worker thread)."""
+def _analyse(block: bytes, source: str, layouts: iteration_line.Layouts) -> _Block:
+    """The per-block vectorised work (runs in a worker thread).
+
+    Its line numbers are not known yet (earlier blocks may still be in other threads), so
+    they start at 1 and the caller moves the block into place (``placed`` in
+    :func:`parse_executor_log`; counting lines in the reading thread cost it 1 ms per block).
+    """
+    first_line = 1
     lines = _lines(block)
     n = len(lines)
     pre = line_prefix.strip(lines)
-    is_iter = _mask(pc.match_substring_regex(lines, ITERATION_MATCH))
+    is_iter = iteration_line.starts_iteration(lines, pre.body_offset)
+    rest = pre.body_offset < 0
+    if rest.any():   # prefixes the fast path did not read: the regex
+        idx = np.flatnonzero(rest)
+        is_iter[idx] = _mask(pc.match_substring_regex(lines.take(pa.array(idx)),
+                                                      ITERATION_MATCH))
     other = ~is_iter
     other_lines = pc.filter(lines, pa.array(other)) if is_iter.any() else lines
     body = line_prefix.bodies(other_lines)
@@ -427,9 +437,20 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
     pending: deque[concurrent.futures.Future[_Block] | _Block] = deque()
     error: str | None = None
 
+    def placed(b: _Block) -> _Block:
+        nonlocal next_line
+        if next_line != 1:
+            b.first_line = next_line
+            if b.iterations.num_rows:
+                i = b.iterations.schema.get_field_index("line")
+                b.iterations = b.iterations.set_column(
+                    i, ITERATIONS.field(i), pc.add(b.iterations.column(i), next_line - 1))
+        next_line += len(b.lines)
+        return b
+
     def drain_one() -> LogBatch:
         item = pending.popleft()
-        b = item.result() if isinstance(item, concurrent.futures.Future) else item
+        b = placed(item.result() if isinstance(item, concurrent.futures.Future) else item)
         claimed = scanner.process(b)
         rows, extra = scanner.take_rows()
         return _assemble(b, claimed, rows, extra, source)
@@ -443,12 +464,10 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
                 break
             if not block:
                 continue
-            n = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
             if pool is not None:
-                pending.append(pool.submit(_analyse, block, next_line, source, layouts))
+                pending.append(pool.submit(_analyse, block, source, layouts))
             else:
-                pending.append(_analyse(block, next_line, source, layouts))
-            next_line += n
+                pending.append(_analyse(block, source, layouts))
             while len(pending) > (threads if pool is not None else 0):
                 yield drain_one()
         while pending:

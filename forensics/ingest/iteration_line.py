@@ -14,11 +14,12 @@ position (docs/adp-executor.md section 8):
 
 Two readers, no regex capture over whole lines (RE2's capturing engine is slow on long text).
 :class:`Layouts` (the fast path, used by the log parser) learns the layout of a line once and
-reads every line of that layout by position-checked name (see below). :func:`parse` (general,
+reads every line of that layout by position-checked name (see below); both give the same row
+for a line, so a result never depends on block boundaries. :func:`parse` (general,
 any line) splits each line on ``", "`` into pairs and each pair on ``" = "`` / ``": "``; the
 last two parts of a pair are its name and value (so ``states = {'num_ctx_requests': 0`` yields
-the first ``states`` key, and the logger prefix ends up in front of the first name, which is
-always ``iter``). Known names are scattered into typed columns with numpy. Unknown names go to
+the first ``states`` key); the first pair is the logger prefix then ``iter``, read with
+:data:`_FIRST` whatever its separator (``iter=7``). Known names are scattered into typed columns with numpy. Unknown names go to
 the ``extra`` map (``states`` keys as ``states.<key>``); a fragment that is no pair (a truncated
 line) is kept in ``extra`` as a key with a null value; a known field with an unreadable value
 is kept in ``extra`` too, so nothing is lost.
@@ -33,9 +34,55 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from forensics.dataset.schema import ITERATIONS
+from forensics.ingest.line_prefix import spans, string_offsets
 
 #: A body is an iteration line when it starts with its ``iter`` field.
 ITERATION_LINE = r"^iter ?(?:=|:) ?\d+(?:,|$)"
+#: How the first pair ends (prefix, then the ``iter`` field); :meth:`_Pairs.iter_values`
+#: implements it with byte tests.
+_FIRST = r"iter ?(?:=|:) ?(?P<v>\d+)$"
+
+
+def starts_iteration(lines: pa.Array, offset: np.ndarray) -> np.ndarray:
+    """Per line, whether its body (from byte ``offset``; -1 = unknown, gives False) matches
+    :data:`ITERATION_LINE`. Byte tests in numpy for the lines whose prefix was cut by offset,
+    instead of a second regex pass over every line."""
+    off, _data, raw = string_offsets(lines)
+    end = off[1:].astype(np.int64)
+    known = offset >= 0
+    p = off[:-1] + np.where(known, offset, 0)
+
+    def byte(pos: np.ndarray, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        inside = ok & (pos < end)
+        return inside, raw[np.where(inside, pos, 0)] if len(raw) else np.zeros(len(pos), np.uint8)
+
+    def is_(pos: np.ndarray, ok: np.ndarray, chars: bytes) -> np.ndarray:
+        inside, v = byte(pos, ok)
+        hit = np.zeros(len(pos), dtype=bool)
+        for c in chars:
+            hit |= v == c
+        return inside & hit
+
+    def digit(pos: np.ndarray, ok: np.ndarray) -> np.ndarray:
+        inside, v = byte(pos, ok)
+        return inside & (v >= 48) & (v <= 57)
+
+    ok = known
+    for i, c in enumerate(b"iter"):
+        ok = is_(p + i, ok, bytes([c]))
+    q = p + 4
+    q = q + is_(q, ok, b" ")
+    ok = is_(q, ok, b"=:")
+    q = q + 1
+    q = q + is_(q, ok, b" ")
+    digits = np.zeros(len(p), dtype=np.int64)
+    more = digit(q, ok)
+    while more.any():
+        digits += more
+        more = digit(q + digits, more)
+    r = q + digits
+    return ok & (digits > 0) & ((r == end) | is_(r, ok, b","))
+
 
 _NUMBER = r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$"
 _INTEGER = r"^\d+$"
@@ -122,12 +169,12 @@ def parse(lines: pa.Array, *, source: str, line: pa.Array, rank: pa.Array,
     code[first] = -2  # the first pair is ``iter`` (after any prefix)
     code[~is_pair] = -1
 
-    claimed = first & is_pair
     cols: dict[str, pa.Array] = {}
-    iter_v = pc.take(vals, _index(n, parent, first & is_pair))
-    iter_ok = _ok(iter_v, _INTEGER)
-    cols["iter"] = pc.cast(pc.if_else(pa.array(iter_ok), iter_v, _NULL), pa.int64())
-    claimed &= iter_ok[parent]
+    # the first pair is the prefix then ``iter``, with any of its separators (``iter=7``)
+    iter_v = pc.extract_regex(pc.take(pairs, _index(n, parent, first)), _FIRST).flatten()[0]
+    iter_ok = pc.is_valid(iter_v).to_numpy(zero_copy_only=False)
+    cols["iter"] = pc.cast(iter_v, pa.int64())
+    claimed = first & iter_ok[parent]
     present: dict[str, np.ndarray] = {}
     for i, (name, (col, typ, unit)) in enumerate(KNOWN_FIELDS.items()):
         sel = code == i
@@ -194,27 +241,119 @@ def parse(lines: pa.Array, *, source: str, line: pa.Array, rank: pa.Array,
 #
 # Within a log almost every iteration line has the same *layout*: the same field names, in the
 # same order, with the same separators. A layout is learnt (in Python) from one line. A block's
-# lines are split on ", " once; a line has the layout when it has the layout's number of pairs,
-# each pair starts with the layout's key text (a literal ``starts_with``, no regex over the
-# line) and each known value casts to its type (only when a cast fails are the values checked
-# one by one against their pattern). Such lines are read by cutting the known key off by
-# length: still by name, with no per-pair key/value split. Others go to :func:`parse`.
+# lines are split on ", " once (:class:`_Pairs`); a line has the layout when it has the layout's
+# number of pairs, each pair starts with the layout's key text (a literal ``starts_with``, no
+# regex over the line) and each known value casts to its type (only when a cast fails are the
+# values checked one by one against their pattern). Such lines are read by cutting the known key
+# off by byte offsets: still by name, with no per-pair key/value split.
+#
+# The fast path must give exactly what :func:`parse` gives for a line (so the result does not
+# depend on which reader a block boundary or a thread race sends the line to). Lines where the
+# two readings could differ are refused by the layout and go to :func:`parse`: a value ending in
+# ``}`` (``parse`` strips it) or holding another separator (``": "``, ``" = "``), a known name
+# outside its place (a ``states`` key outside the dict or the reverse), a quoted key outside
+# ``states``, and values a cast accepts but the field pattern does not (``-1``, ``0x10``,
+# ``nan``, ``inf``).
 
 _LAYOUT_PAIR = re.compile(r"^(?P<key>(?:states ?(?:=|:) ?\{)?'?(?P<name>[A-Za-z_][\w.]*)'?"
                           r"(?: = |: ))(?P<value>.*)$", re.ASCII)
-_NO_STOP = 1 << 30
-
-
-def _cut(pairs: pa.Array, start: int, stop: int) -> pa.Array:
-    """``pairs[start:stop]`` per element, by bytes: the key cut off is ASCII, so this is exact
-    and ~8x cheaper than ``utf8_slice_codeunits`` (which decodes every character)."""
-    return pc.binary_slice(pairs.cast(pa.binary()), start, stop).cast(pa.string())
 _V_INT = r"^(?:\d+|N/A)$"
 _V_NUM = r"^(?:[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|N/A)$"
 _V_CURRANK = r"^\d+/\d+$"
-_FIRST = r"iter ?(?:=|:) ?(?P<v>\d+)$"
+_BRACE = ord("}")
 #: Layouts remembered across blocks (most recently learnt first).
 MAX_LAYOUTS = 16
+
+
+def _evens(k: int, valid: np.ndarray | None = None) -> pa.Array:
+    """Indices of the even elements of a :func:`spans` array, null where not ``valid`` (a
+    ``take`` with null indices is 20x slower, so they are only used when needed)."""
+    idx = np.arange(0, 2 * k, 2)
+    if valid is None or valid.all():
+        return pa.array(idx)
+    return pa.array(idx, mask=~valid)
+
+
+class _Pairs:
+    """The iteration lines of a block split on ``", "`` once, as byte spans of one buffer.
+
+    Fields: ``counts`` (pairs per line), ``first`` (index of each line's first pair),
+    ``start``/``end`` (byte span of each pair in ``data``), ``data`` (the Arrow buffer) and
+    ``bytes`` (the same bytes as a numpy array).
+    """
+
+    def __init__(self, lines: pa.Array):
+        split = pc.split_pattern(lines, ", ")
+        lo = split.offsets.to_numpy()
+        vo, self.data, self.bytes = string_offsets(split.values)
+        self.counts = np.diff(lo)
+        self.first = lo[:-1]
+        self.start = vo[:-1]
+        self.end = vo[1:]
+
+    def spans(self, start: np.ndarray, end: np.ndarray) -> pa.Array:
+        """:func:`~forensics.ingest.line_prefix.spans` of this block's bytes."""
+        return spans(self.data, start, end)
+
+    def iter_values(self, first: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+        """``iter`` of each line whose first pair ends like :data:`_FIRST`, else null; and
+        the mask of those lines.
+
+        Byte tests in numpy instead of a regex over the pair (which holds the whole prefix):
+        the value is the pair's trailing ASCII digit run, preceded by ``iter ?(=|:) ?``.
+        """
+        b = self.bytes
+        start, end = self.start[first], self.end[first]
+        n = np.zeros(len(first), dtype=np.int64)
+        more = end > start
+        while more.any():
+            at = np.where(more, end - n - 1, 0)
+            digit = more & (b[at] >= 48) & (b[at] <= 57)
+            n += digit
+            more = digit & (end - n > start)
+        q = end - n
+
+        def at(pos: np.ndarray, ok: np.ndarray) -> np.ndarray:
+            return b[np.where(ok & (pos >= start), pos, 0)]
+
+        def is_(pos: np.ndarray, ok: np.ndarray, chars: bytes) -> np.ndarray:
+            v = at(pos, ok)
+            hit = np.zeros(len(pos), dtype=bool)
+            for c in chars:
+                hit |= v == c
+            return ok & (pos >= start) & hit
+
+        def iter_before(pos: np.ndarray, ok: np.ndarray) -> np.ndarray:   # "iter" ends at pos
+            for i, c in enumerate(b"iter"):
+                ok = is_(pos - 4 + i, ok, bytes([c]))
+            return ok
+
+        p = q - is_(q - 1, n > 0, b" ")                  # optional space after the separator
+        sep = is_(p - 1, n > 0, b"=:")
+        p = p - 1
+        sp = is_(p - 1, sep, b" ")                       # optional space before it
+        ok = iter_before(p, sep & ~sp) | iter_before(p - 1, sp)
+        return pc.cast(self.spans(np.where(ok, q, start), np.where(ok, end, start)).take(
+            _evens(len(first), ok)), pa.int64()), ok
+
+    def ends_with_brace(self, start: np.ndarray, end: np.ndarray, back: int = 1) -> np.ndarray:
+        """Whether the span's byte ``back`` from its end is ``}`` (numpy, no Arrow call)."""
+        ok = (end - start) >= back
+        at = np.where(ok, end - back, 0)
+        return ok & (self.bytes[at] == _BRACE) if len(self.bytes) else ok
+
+
+def _strict_cast(v: pa.Array, typ: pa.DataType) -> pa.Array:
+    """``v`` (no unit, ``N/A`` already null) cast to ``typ``; ArrowInvalid also where the cast
+    accepts what the field pattern does not (a sign or hex for integers, nan/inf)."""
+    c = pc.cast(v, typ)
+    if pa.types.is_integer(typ):
+        strict = pc.all(pc.ascii_is_decimal(v)).as_py() is not False
+    else:
+        strict = pc.all(pc.is_finite(c)).as_py() is not False
+    if not strict:
+        raise pa.ArrowInvalid("value outside the field pattern")
+    return c
 
 
 class Layout:
@@ -242,14 +381,16 @@ class Layout:
             last = in_states and p.endswith("}")
             if (name, in_states) in names or (in_states and not key.endswith("': ")):
                 raise ValueError("not a layout")
+            if not in_states and "'" in key:
+                raise ValueError("not a layout")   # parse() reads a quoted key as a states key
+            if name in _NAMES and (name in _STATE_KEYS) != in_states:
+                raise ValueError("not a layout")   # parse() reads known names anywhere
             names.add((name, in_states))
             known = KNOWN_FIELDS.get(name)
-            if (name in _STATE_KEYS) != in_states:
-                known = None
             col, unit, check = None, "", None
-            if name == "timestamp" and not in_states:
+            if name == "timestamp":
                 col = "timestamp"
-            elif name == "currank_total_requests" and not in_states:
+            elif name == "currank_total_requests":
                 col, check = "currank", _V_CURRANK
             elif known is not None:
                 col, unit = known[0], known[2]
@@ -266,22 +407,14 @@ class Layout:
         self.n_pairs = len(pairs)
         self.signature = tuple(keys) + tuple(f[5] for f in self.fields)
 
-    def read(self, lines: pa.Array, *, source: str, line: pa.Array, rank: pa.Array,
-             log_time: pa.Array) -> tuple[pa.Table, np.ndarray]:
-        """Rows of the lines that have this layout, and the mask of those lines."""
-        m = self.n_pairs
-        split = pc.split_pattern(lines, ", ")
-        ok = (pc.list_value_length(split).to_numpy(zero_copy_only=False) == m)
-        if not ok.any():
-            return ITERATIONS.empty_table(), ok
-        if not ok.all():
-            idx = np.flatnonzero(ok)
-            sel = pa.array(idx)
-            split, line, rank, log_time = (split.take(sel), line.take(sel), rank.take(sel),
-                                           log_time.take(sel))
-        k_rows = len(split)
-        flat = pc.list_flatten(split)
-        base = np.arange(k_rows, dtype=np.int64) * m
+    def read(self, pairs: _Pairs, rows: np.ndarray, *, source: str, line: pa.Array,
+             rank: pa.Array, log_time: pa.Array) -> tuple[pa.Table, np.ndarray]:
+        """Rows of the lines ``rows`` (which have this layout's number of pairs) that really have
+        this layout, and the mask (over ``rows``) of those lines. ``line``, ``rank`` and
+        ``log_time`` are already those of ``rows``."""
+        k_rows = len(rows)
+        base = pairs.first[rows]
+        evens = _evens(k_rows)
         good = np.ones(k_rows, dtype=bool)
 
         def check(values: pa.Array, pattern: str) -> None:
@@ -289,41 +422,53 @@ class Layout:
                 .to_numpy(zero_copy_only=False)
 
         cols: dict[str, pa.Array] = {}
-        first = flat.take(pa.array(base))   # prefix + iter: checked by the caller's line match
-        cols["iter"] = pc.cast(pc.extract_regex(first, _FIRST).flatten()[0], pa.int64())
+        # prefix + iter (the caller's line match saw it); a first pair that does not end with
+        # it (``iter = 5,x = 1``) is left to parse()
+        cols["iter"], ok = pairs.iter_values(base)
+        good &= ok
         extra_keys, extra_vals = [], []
         for j, (key, col, unit, pattern, in_states, last, name) in enumerate(self.fields, 1):
-            pair = flat.take(pa.array(base + j))
-            fits = pc.starts_with(pair, key)
-            if last:
-                fits = pc.and_(fits, pc.ends_with(pair, "}"))
-            fits_np = fits.to_numpy(zero_copy_only=False)
-            good &= fits_np
-            if not fits_np.all():   # cut bytes only where the ASCII key really is there
-                pair = pc.if_else(fits, pair, key + "}")
-            v = _cut(pair, len(key), -1 if last else _NO_STOP)
-            if col is None:
-                extra_keys.append(f"states.{name}" if in_states else name)
-                extra_vals.append(v)
-                continue
-            if col == "timestamp":
-                cols[col] = v
+            s, e = pairs.start[base + j], pairs.end[base + j]
+            fits = pc.starts_with(pairs.spans(s, e), key).to_numpy(zero_copy_only=False)[::2]
+            if last:   # ends with exactly one "}" (parse() strips every one)
+                fits = fits & pairs.ends_with_brace(s, e) & ~pairs.ends_with_brace(s, e, 2)
+            else:
+                fits = fits & ~pairs.ends_with_brace(s, e)
+            good &= fits
+            vs = np.where(fits, s + len(key), s)
+            ve = np.where(fits, e - 1 if last else e, s)
+            v = pairs.spans(vs, ve).take(evens)
+            if col is None or col == "timestamp":
+                # another separator in the value: parse() would split the pair there
+                good &= ~(pc.match_substring(v, ": ").to_numpy(zero_copy_only=False)
+                          | pc.match_substring(v, " = ").to_numpy(zero_copy_only=False))
+                if col is None:
+                    extra_keys.append(f"states.{name}" if in_states else name)
+                    extra_vals.append(v)
+                else:
+                    cols[col] = v
                 continue
             if unit:
                 v = pc.utf8_rtrim(v, characters=unit)
-            if col == "currank":
-                check(v, pattern)
-                ab = pc.split_pattern(pc.if_else(pa.array(good), v, "0/0"), "/")
-                cols["currank_requests"] = pc.cast(pc.list_element(ab, 0), pa.int64())
-                cols["total_requests"] = pc.cast(pc.list_element(ab, 1), pa.int64())
+            if col != "currank":
+                typ = ITERATIONS.field(col).type
+                v = pc.if_else(pc.equal(v, "N/A"), _NULL, v)
+                try:   # a failed cast is rare: only then pay for the value pattern
+                    cols[col] = _strict_cast(v, typ)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                    check(pc.fill_null(v, "N/A"), pattern)
+                    cols[col] = pc.cast(pc.if_else(pa.array(good), v, _NULL), typ)
                 continue
-            typ = ITERATIONS.field(col).type
-            v = pc.if_else(pc.equal(v, "N/A"), _NULL, v)
-            try:   # a failed cast is rare: only then pay for the value pattern
-                cols[col] = pc.cast(v, typ)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                check(pc.fill_null(v, "N/A"), pattern)
-                cols[col] = pc.cast(pc.if_else(pa.array(good), v, _NULL), typ)
+            # currank_total_requests = a/b
+            check(v, pattern)
+            slash = pc.find_substring(v, "/").to_numpy(zero_copy_only=False)
+            ok = good & (slash >= 0)
+            mid = np.where(ok, vs + slash, vs)
+            at = _evens(k_rows, ok)
+            a = pairs.spans(vs, mid).take(at)
+            b = pairs.spans(np.where(ok, mid + 1, vs), np.where(ok, ve, vs)).take(at)
+            cols["currank_requests"] = pc.cast(a, pa.int64())
+            cols["total_requests"] = pc.cast(b, pa.int64())
         for col, typ, _u in KNOWN_FIELDS.values():
             cols.setdefault(col, pa.nulls(k_rows, typ))
         cols.setdefault("timestamp", pa.nulls(k_rows, pa.string()))
@@ -347,10 +492,7 @@ class Layout:
                                      schema=ITERATIONS)
         if not good.all():
             table = table.filter(pa.array(good))
-        if ok.all():
-            return table, good
-        ok[np.flatnonzero(ok)[~good]] = False
-        return table, ok
+        return table, good
 
 
 class Layouts:
@@ -370,6 +512,9 @@ class Layouts:
         n = len(lines)
         left = np.ones(n, dtype=bool)
         tables = []
+        if n == 0:
+            return parse(lines, source=source, line=line, rank=rank, log_time=log_time)
+        pairs = _Pairs(lines)
         with self._lock:
             known = list(self._known)
         tried: set[tuple] = set()
@@ -390,11 +535,15 @@ class Layouts:
                     break
                 new = True
             tried.add(lay.signature)
-            idx = np.flatnonzero(left)
-            whole = len(idx) == n
-            sel = None if whole else pa.array(idx)
+            rows = np.flatnonzero(left & (pairs.counts == lay.n_pairs))
+            if len(rows) == 0:
+                if new:
+                    break
+                continue
+            whole = len(rows) == n
+            sel = None if whole else pa.array(rows)
             table, hit = lay.read(
-                lines if whole else lines.take(sel), source=source,
+                pairs, rows, source=source,
                 line=line if whole else line.take(sel), rank=rank if whole else rank.take(sel),
                 log_time=log_time if whole else log_time.take(sel))
             if not hit.any():
@@ -406,7 +555,7 @@ class Layouts:
                     self._known.insert(0, lay)
                     del self._known[MAX_LAYOUTS:]
             tables.append(table)
-            left[idx[hit]] = False
+            left[rows[hit]] = False
         if left.any():
             sel = pa.array(np.flatnonzero(left))
             tables.append(parse(lines.take(sel), source=source, line=line.take(sel),

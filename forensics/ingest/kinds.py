@@ -52,8 +52,8 @@ def recognised(path: str | os.PathLike) -> bool:
     return ext in TEXT_EXTENSIONS
 
 
-def _first_json_object(head_text: str) -> dict | None:
-    """The first line parsed as a JSON object, or None."""
+def first_json_object(head_text: str) -> dict | None:
+    """The first non-blank line parsed as a JSON object, or None (not JSON, or not an object)."""
     for line in head_text.splitlines():
         if not line.strip():
             continue
@@ -88,7 +88,7 @@ def detect_kind(head_text: str) -> str:
     if text.startswith("{"):
         if _is_trace(head_text):
             return "trace"
-        first = _first_json_object(head_text)
+        first = first_json_object(head_text)
         if first is not None and first.get("kind") in TRACE_RECORD_KINDS:
             return "trace"   # a trace without its run record: the trace reader says so
         # A first line that is not a complete JSON object (pretty-printed JSON Lines do not
@@ -101,7 +101,7 @@ def _is_trace(head_text: str) -> bool:
     try:
         from forensics.ingest.trace_v1 import is_trace
     except ImportError:  # pragma: no cover - the trace reader is part of the package
-        first = _first_json_object(head_text)
+        first = first_json_object(head_text)
         return bool(first) and first.get("kind") == "run" and first.get("format") == "adp-trace"
     return is_trace(head_text)
 

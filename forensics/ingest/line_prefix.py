@@ -79,8 +79,10 @@ COLLECTOR_TIMESTAMP_LINE = r"^" + _TS_ISO + r"\s*$"
 #: ``[`` (a ``[_torch][RANK n]`` tag or a nested prefix goes to the full grammar).
 COMMON_PATTERN = (r"^\[(?P<ltime>\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d)\] \[TRT-LLM\] "
                   r"\[RANK (?P<prank>\d+)\] \[(?P<psev>[FEWIVD])\] (?:[^\[]|$)")
-_FIELDS = ("ctime", "srun", "mpi", "ltime", "prank", "psev", "trank", "crank", "csev", "gsev",
-           "gtime", "ytime", "ysev", "usev")
+#: The same without captures (RE2 runs it as a DFA); its fields are then cut by offset.
+COMMON_MATCH = _uncaptured(COMMON_PATTERN)
+#: Byte offset of the rank's digits in a :data:`COMMON_PATTERN` line.
+_RANK_AT = len("[11/30/2026-12:00:00] [TRT-LLM] [RANK ")
 
 _SEV_WORDS = pa.array(["CRITICAL", "INTERNAL_ERROR", "ERROR", "WARNING", "INFO", "DEBUG",
                        "VERBOSE", "TRACE"])
@@ -98,6 +100,8 @@ class Prefixes:
         log_time: the logger prefix's time (else the collector's), verbatim, or null.
         has_logger: a logger prefix was recognised (bool numpy array).
         is_cpp: the prefix was the C++ ``[TensorRT-LLM][LEVEL]`` one (bool numpy array).
+        body_offset: byte offset of the body in the line where the commonest prefix was read
+            by offsets (:data:`COMMON_MATCH`), else -1 (int64 numpy array).
     """
 
     launcher_rank: pa.Array
@@ -106,6 +110,7 @@ class Prefixes:
     log_time: pa.Array
     has_logger: np.ndarray
     is_cpp: np.ndarray
+    body_offset: np.ndarray
 
 
 def _nonempty(a: pa.Array) -> pa.Array:
@@ -122,34 +127,113 @@ def bodies(lines: pa.Array) -> pa.Array:
     return pc.replace_substring_regex(lines, PREFIX_MATCH, "", max_replacements=1)
 
 
-def strip(lines: pa.Array) -> Prefixes:
-    """What each line's wrappers say.
+def spans(data: pa.Buffer, start: np.ndarray, end: np.ndarray) -> pa.Array:
+    """Zero-copy string array over ``data`` whose element ``2i`` is bytes ``start[i]:end[i]``.
 
-    Example: ``[1,5]<stderr>:[11/30/2026-12:00:00] [TRT-LLM] [RANK 5] [W] hi`` gives
-    launcher_rank 5, logger_rank 5, severity W, log_time 11/30/2026-12:00:00, body ``hi``.
+    Odd elements are the bytes between two spans: read only the even ones (``take`` of the
+    even indices copies just the spans' bytes). Spans must be in order, must not overlap, and
+    must be cut at ASCII bytes so that every element is valid UTF-8. Arrow has no kernel that
+    slices each string at its own offsets; this is how the parsers cut fields they located.
     """
-    common = pc.extract_regex(lines, COMMON_PATTERN)
-    hit = pc.is_valid(common).to_numpy(zero_copy_only=False)
-    f = dict(zip([x.name for x in common.type], common.flatten()))
-    if hit.all():
-        empty = pa.nulls(len(lines), pa.string())
-        f = {name: f.get(name, empty) for name in _FIELDS}
-    else:
-        miss = np.flatnonzero(~hit)
-        full = pc.extract_regex(lines.take(pa.array(miss)), PREFIX_PATTERN)
-        idx = np.full(len(lines), -1, dtype=np.int64)
-        idx[miss] = np.arange(len(miss))
-        spread = pa.array(idx, mask=idx < 0)
-        g = dict(zip([x.name for x in full.type], full.flatten()))
-        f = {name: (pc.coalesce(f[name], pc.take(g[name], spread)) if name in f
-                    else pc.take(g[name], spread)) for name in _FIELDS}
+    k = len(start)
+    if k == 0:
+        return pa.array([], pa.string())
+    off = np.empty(2 * k, dtype=np.int32)
+    off[0::2] = start
+    off[1::2] = end
+    return pa.StringArray.from_buffers(2 * k - 1, pa.py_buffer(off), data)
+
+
+def string_offsets(a: pa.Array) -> tuple[np.ndarray, pa.Buffer, np.ndarray]:
+    """(byte offsets of each element, len + 1; the data buffer; the data as numpy uint8)."""
+    off = np.frombuffer(a.buffers()[1], dtype=np.int32)[a.offset:a.offset + len(a) + 1]
+    data = a.buffers()[2]
+    raw = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
+    return off, data, raw
+
+
+def _digits_from(raw: np.ndarray, at: np.ndarray, stop: np.ndarray) -> np.ndarray:
+    """Length of the ASCII digit run starting at each ``at`` (not reaching ``stop``)."""
+    n = np.zeros(len(at), dtype=np.int64)
+    more = at < stop
+    while more.any():
+        pos = np.where(more, at + n, 0)
+        digit = more & (raw[pos] >= 48) & (raw[pos] <= 57)
+        n += digit
+        more = digit & (at + n < stop)
+    return n
+
+
+def _common(lines: pa.Array, hit: np.ndarray
+            ) -> tuple[pa.Array, pa.Array, pa.Array, np.ndarray]:
+    """(log_time, logger_rank, severity, body offset) of the lines ``hit`` by
+    :data:`COMMON_MATCH`.
+
+    Its fields sit at fixed byte positions except the rank's digits, so they are cut by
+    offset (no capturing regex, which costs RE2 twice the matching one).
+    """
+    off, data, raw = string_offsets(lines)
+    o = off[:-1][hit].astype(np.int64)
+    at = o + _RANK_AT
+    nd = _digits_from(raw, at, off[1:][hit])
+    evens = pa.array(np.arange(0, 2 * len(o), 2))
+    log_time = spans(data, o + 1, o + 20).take(evens)
+    rank = pc.cast(spans(data, at, at + nd).take(evens), pa.int32())
+    sev = spans(data, at + nd + 3, at + nd + 4).take(evens)
+    return log_time, rank, sev, _RANK_AT + nd + 6   # "] [X] " follows the digits
+
+
+def _derived(f: dict[str, pa.Array]) -> tuple[pa.Array, pa.Array, pa.Array, pa.Array,
+                                             np.ndarray]:
+    """(launcher_rank, logger_rank, severity, log_time, is_cpp) from the full grammar's groups."""
     launcher = pc.cast(_coalesce_str(f["mpi"], f["srun"]), pa.int32())
     logger_rank = pc.cast(_coalesce_str(f["prank"], f["trank"], f["crank"]), pa.int32())
     word = _coalesce_str(f["csev"], f["ysev"], f["usev"])
     word_letter = pc.take(_SEV_LETTERS, pc.index_in(word, value_set=_SEV_WORDS))
     severity = pc.coalesce(_nonempty(f["psev"]), _nonempty(f["gsev"]), word_letter)
     log_time = _coalesce_str(f["ltime"], f["gtime"], f["ytime"], f["ctime"])
-    has_logger = pc.is_valid(severity).to_numpy(zero_copy_only=False)
-    is_cpp = pc.not_equal(f["csev"], "").to_numpy(zero_copy_only=False)
-    return Prefixes(launcher_rank=launcher, logger_rank=logger_rank,
-                    severity=severity, log_time=log_time, has_logger=has_logger, is_cpp=is_cpp)
+    is_cpp = pc.fill_null(pc.not_equal(f["csev"], ""), False).to_numpy(zero_copy_only=False)
+    return launcher, logger_rank, severity, log_time, is_cpp
+
+
+def strip(lines: pa.Array) -> Prefixes:
+    """What each line's wrappers say.
+
+    Example: ``[1,5]<stderr>:[11/30/2026-12:00:00] [TRT-LLM] [RANK 5] [W] hi`` gives
+    launcher_rank 5, logger_rank 5, severity W, log_time 11/30/2026-12:00:00, body ``hi``.
+
+    The commonest prefix (:data:`COMMON_MATCH`) is read by byte offsets; only the other lines
+    go through the full grammar, and the two results are interleaved back into line order.
+    """
+    n = len(lines)
+    hit = pc.fill_null(pc.match_substring_regex(lines, COMMON_MATCH), False)\
+        .to_numpy(zero_copy_only=False)
+    c_time, c_rank, c_sev, c_body = _common(lines, hit)
+    body_offset = np.full(n, -1, dtype=np.int64)
+    body_offset[hit] = c_body
+    if hit.all():
+        return Prefixes(launcher_rank=pa.nulls(n, pa.int32()), logger_rank=c_rank,
+                        severity=c_sev, log_time=c_time, has_logger=np.ones(n, dtype=bool),
+                        is_cpp=np.zeros(n, dtype=bool), body_offset=body_offset)
+    miss = np.flatnonzero(~hit)
+    full = pc.extract_regex(lines.take(pa.array(miss)), PREFIX_PATTERN)
+    g = dict(zip([x.name for x in full.type], full.flatten()))
+    m_launcher, m_rank, m_sev, m_time, m_cpp = _derived(g)
+    # line i -> its row in concat([common rows, other rows])
+    order = np.empty(n, dtype=np.int64)
+    n_hit = n - len(miss)
+    order[hit] = np.arange(n_hit)
+    order[miss] = n_hit + np.arange(len(miss))
+    order_a = pa.array(order)
+
+    def merge(common: pa.Array, other: pa.Array) -> pa.Array:
+        return pa.concat_arrays([common, other.cast(common.type)]).take(order_a)
+
+    launcher = pc.take(pa.concat_arrays([pa.nulls(n_hit, pa.int32()), m_launcher]), order_a)
+    severity = merge(c_sev, m_sev)
+    is_cpp = np.zeros(n, dtype=bool)
+    is_cpp[miss] = m_cpp
+    return Prefixes(launcher_rank=launcher, logger_rank=merge(c_rank, m_rank),
+                    severity=severity, log_time=merge(c_time, m_time),
+                    has_logger=pc.is_valid(severity).to_numpy(zero_copy_only=False),
+                    is_cpp=is_cpp, body_offset=body_offset)

@@ -1,16 +1,16 @@
-"""Opening inputs: plain, gzip or zstd, sniffed by magic bytes; binary files refused.
+"""Opening inputs: plain, gzip or zstd, sniffed by magic bytes; binary files detected.
 
 Decompression is streamed so a log of any size is read in bounded memory.
 """
 from __future__ import annotations
 
 import gzip
-import io
 import os
-from pathlib import Path
-from typing import BinaryIO
+import zlib
+from collections.abc import Iterator
+from typing import Any, BinaryIO
 
-from forensics.errors import BinaryInputError, InputError
+from forensics.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -43,6 +43,50 @@ def open_binary(path: str | os.PathLike) -> BinaryIO:
     return raw
 
 
+def decompressed_chunks(raw: BinaryIO, comp: str | None, read_bytes: int
+                        ) -> Iterator[tuple[bytes, int, str | None]]:
+    """Yield (decompressed bytes, compressed bytes consumed, error or None) from an open file.
+
+    Decompression objects rather than :func:`open_binary`'s stream readers: the compressed offset
+    is known (for progress), a truncated stream is *detected* (zstd's stream reader ends silently)
+    and what was decompressed before a cut or a corrupt block is kept. Concatenated gzip members
+    and zstd frames are read in turn; zero padding after the last one is ignored.
+    """
+    if comp is None:
+        while block := raw.read(read_bytes):
+            yield block, len(block), None
+        return
+    if comp == "gzip":
+        def make() -> Any:
+            return zlib.decompressobj(wbits=31)
+    else:
+        import zstandard
+
+        def make() -> Any:
+            return zstandard.ZstdDecompressor().decompressobj()
+    d, fed, offset = make(), False, 0
+    while block := raw.read(read_bytes):
+        offset += len(block)
+        outs, data = [], block
+        try:
+            while data:
+                outs.append(d.decompress(data))
+                fed = True
+                data = b""
+                if d.eof:                  # next gzip member / zstd frame, if any
+                    data = d.unused_data
+                    d, fed = make(), False
+                    if not data.strip(b"\x00"):
+                        data = b""         # zero padding after the last member
+        except Exception as e:  # zlib.error, zstandard.ZstdError: corrupt input
+            yield (b"".join(outs), len(block),
+                   f"{comp} stream corrupt near compressed byte {offset}: {e}")
+            return
+        yield b"".join(outs), len(block), None
+    if fed:
+        yield b"", 0, f"{comp} stream truncated after {offset} compressed bytes"
+
+
 def head_bytes(path: str | os.PathLike, n: int = SNIFF_BYTES) -> bytes:
     """The first ``n`` decompressed bytes (empty on a decompression error)."""
     try:
@@ -65,17 +109,10 @@ def looks_binary(head: bytes) -> bool:
     return nontext / len(head) > 0.30
 
 
-def check_text(path: str | os.PathLike) -> None:
-    """Raise :class:`BinaryInputError` for a binary (non-text) file."""
-    if looks_binary(head_bytes(path)):
-        raise BinaryInputError("binary file, not a text log, JSON or trace; refused",
-                               path=str(path))
-
-
 def display_name(path: str | os.PathLike) -> str:
     """The name a source is recorded under: the path as given, normalised."""
     return os.path.normpath(str(path))
 
 
-__all__ = ["compression_of", "open_binary", "head_bytes", "looks_binary", "check_text",
-           "display_name", "Path", "io"]
+__all__ = ["compression_of", "open_binary", "decompressed_chunks", "head_bytes", "looks_binary",
+           "display_name"]

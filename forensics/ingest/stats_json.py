@@ -34,7 +34,6 @@ import json
 import logging
 import math
 import os
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -44,7 +43,7 @@ import pyarrow as pa
 from forensics.dataset.schema import EVENTS, STATS, UNPARSED
 from forensics.errors import InputError, StatsFormatError
 from forensics.ingest.event_kinds import INPUT_TRUNCATED
-from forensics.ingest.sources import compression_of
+from forensics.ingest.sources import compression_of, decompressed_chunks
 
 logger = logging.getLogger(__name__)
 
@@ -206,46 +205,6 @@ class _Rows:
         return batch
 
 
-def _chunks(raw: Any, comp: str | None) -> Iterator[tuple[bytes, int, str | None]]:
-    """(decompressed bytes, on-disk bytes consumed, error) from an open file.
-
-    Decompression objects rather than stream readers: a truncated stream is *detected* (zstd's
-    stream reader ends silently) and what was decompressed before the cut is kept.
-    """
-    if comp is None:
-        while block := raw.read(READ_BYTES):
-            yield block, len(block), None
-        return
-    if comp == "gzip":
-        def make() -> Any:
-            return zlib.decompressobj(wbits=31)
-    else:
-        import zstandard
-
-        def make() -> Any:
-            return zstandard.ZstdDecompressor().decompressobj()
-    d, fed, offset = make(), False, 0
-    while block := raw.read(READ_BYTES):
-        offset += len(block)
-        outs, data = [], block
-        try:
-            while data:
-                outs.append(d.decompress(data))
-                fed = True
-                data = b""
-                if d.eof:                  # next gzip member / zstd frame, if any
-                    data = d.unused_data
-                    d, fed = make(), False
-                    if not data.strip(b"\x00"):
-                        data = b""         # zero padding after the last member
-        except Exception as e:  # zlib.error, zstandard.ZstdError: corrupt input
-            yield b"".join(outs), len(block), f"{comp} stream corrupt near byte {offset}: {e}"
-            return
-        yield b"".join(outs), len(block), None
-    if fed:
-        yield b"", 0, f"{comp} stream truncated after {offset} compressed bytes"
-
-
 class _Text:
     """A growing window on the decoded text, with line numbers of positions."""
 
@@ -316,7 +275,8 @@ def read_stats(path: str | os.PathLike, source: str, *,
     except OSError as e:
         raise InputError(f"cannot read: {e.strerror}", path=source) from None
     with raw:
-        yield from _parse(_Text(_chunks(raw, comp), progress), _Rows(source), source)
+        chunks = decompressed_chunks(raw, comp, READ_BYTES)
+        yield from _parse(_Text(chunks, progress), _Rows(source), source)
 
 
 def _parse(text: _Text, rows: _Rows, source: str) -> Iterator[StatsBatch]:

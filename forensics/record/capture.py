@@ -494,8 +494,9 @@ def wrap_pad(original: Callable) -> Callable:
     return wrapper
 
 
-def wrap_can_queue(original: Callable) -> Callable:
-    """Wrap ``_can_queue(scheduled_batch)``: attach batch size and decision, hand the frame over."""
+def _observe_result(original: Callable, on_result: Callable[[Recorder, tuple, dict, Any], None]
+                    ) -> Callable:
+    """Wrap ``original`` so the recorder sees its result, or records the crash it raises."""
 
     @functools.wraps(original)
     def wrapper(self, *args, **kwargs):
@@ -507,32 +508,29 @@ def wrap_can_queue(original: Callable) -> Callable:
         except BaseException as exc:
             rec.crashed(None, original.__name__, exc)
             raise
-        batch = args[0] if args else kwargs.get("scheduled_batch")
-        rec.on_can_queue(batch, result)
+        on_result(rec, args, kwargs, result)
         return result
 
     setattr(wrapper, ORIGINAL_ATTR, original)
     return wrapper
+
+
+def wrap_can_queue(original: Callable) -> Callable:
+    """Wrap ``_can_queue(scheduled_batch)``: attach batch size and decision, hand the frame over."""
+
+    def on_result(rec: Recorder, args: tuple, kwargs: dict, result: Any) -> None:
+        rec.on_can_queue(args[0] if args else kwargs.get("scheduled_batch"), result)
+
+    return _observe_result(original, on_result)
 
 
 def wrap_schedule(original: Callable) -> Callable:
     """Wrap ``_schedule()``: the batch size, in case ``_can_queue`` is absent or not reached."""
 
-    @functools.wraps(original)
-    def wrapper(self, *args, **kwargs):
-        rec = getattr(self, RECORDER_ATTR, None)
-        if rec is None or rec is _FAILED:
-            return original(self, *args, **kwargs)
-        try:
-            result = original(self, *args, **kwargs)
-        except BaseException as exc:
-            rec.crashed(None, original.__name__, exc)
-            raise
+    def on_result(rec: Recorder, args: tuple, kwargs: dict, result: Any) -> None:
         rec.on_schedule(result)
-        return result
 
-    setattr(wrapper, ORIGINAL_ATTR, original)
-    return wrapper
+    return _observe_result(original, on_result)
 
 
 def wrap_postpad(original: Callable) -> Callable:

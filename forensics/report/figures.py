@@ -375,3 +375,23 @@ def leaks_frame(leaks: Sequence) -> pd.DataFrame:
                      "iter_skipped": int(get("iter_skipped")),
                      "cause_ranks": tuple(int(r) for r in (get("cause_ranks") or ()))})
     return pd.DataFrame(rows, columns=["rank", "iter_created", "iter_skipped", "cause_ranks"])
+
+
+def crash_marker(crash) -> dict | None:
+    """A replayed crash (``ReplayResult.crash``) as the ``crash`` argument of the figures."""
+    if crash is None:
+        return None
+    return {"iter": int(crash.iter), "rank": int(crash.rank), "active": int(crash.active)}
+
+
+def state_iteration(decisions: pd.DataFrame, result) -> int | None:
+    """The iteration whose request states tell a replay's story: the crash, else the one after
+    the first leak (the skipped one when the trace ends there), else the last; None if empty."""
+    if not len(decisions):
+        return None
+    if result.crash is not None:
+        return int(result.crash.iter)
+    if result.leaks:
+        nxt = int(result.leaks[0].iter_skipped) + 1
+        return nxt if (decisions["iter"] == nxt).any() else int(result.leaks[0].iter_skipped)
+    return int(decisions["iter"].max())

@@ -38,12 +38,6 @@ def _fig_policy(results: Mapping[str, Any], chain_policy: Optional[str], verdict
     return next(iter(results), None)
 
 
-def _crash_map(crash) -> Optional[dict]:
-    if crash is None:
-        return None
-    return {"iter": int(crash.iter), "rank": int(crash.rank), "active": int(crash.active)}
-
-
 def figure_blocks(ds, run: Optional[str], results: Mapping[str, Any], chain_policy: Optional[str],
                   verdicts: Sequence, lo: LogsOnlyFindings, config,
                   log_crash=None) -> list[FigureBlock]:
@@ -55,7 +49,7 @@ def figure_blocks(ds, run: Optional[str], results: Mapping[str, Any], chain_poli
         r = results[name]
         dec = r.decisions
         leaks = F.leaks_frame(r.leaks)
-        crash = _crash_map(r.crash)
+        crash = F.crash_marker(r.crash)
         cap = config.cap if (config is not None and r.policy.cap) else None
         fig = F.active_vs_expected(dec, leaks=leaks, crash=crash, cap=cap,
                                    title=f"Active requests per rank under {name} (run {run})")
@@ -76,7 +70,7 @@ def figure_blocks(ds, run: Optional[str], results: Mapping[str, Any], chain_poli
                                "Per rank and iteration: ran, padded, zero batch, fleet-wide skip, "
                                "a dummy leaking through a skip, a rank carrying a leaked dummy, "
                                "the crash" + (f"; compared with {clean}" if clean else "") + "."))
-        it = _state_iteration(dec, r)
+        it = F.state_iteration(dec, r)
         if it is not None:
             req = _requests_at(ds, run, it)
             at = dec[dec["iter"] == it]
@@ -110,19 +104,6 @@ def figure_blocks(ds, run: Optional[str], results: Mapping[str, Any], chain_poli
                                    "batch, a fleet-wide skip (where every rank logs), a dummy "
                                    "forwarded (V5 lines), or unknown where the rank did not log."))
     return out
-
-
-def _state_iteration(dec: pd.DataFrame, result) -> Optional[int]:
-    if not len(dec):
-        return None
-    if result.crash is not None:
-        return int(result.crash.iter)
-    if result.leaks:
-        nxt = int(result.leaks[0].iter_skipped) + 1
-        if (dec["iter"] == nxt).any():
-            return nxt
-        return int(result.leaks[0].iter_skipped)
-    return int(dec["iter"].max())
 
 
 def _opt(v, none: str = "unknown") -> str:

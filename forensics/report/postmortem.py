@@ -172,7 +172,7 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
     summary = summarize(ds)
     refused = list(ds.meta.get("refused", []))
 
-    runs = _run_names(ds)
+    runs = ds.traced_runs()
     config = None
     if runs:
         from replay.frames import RunFrames
@@ -268,14 +268,6 @@ def _json_default(o):
     return str(o)
 
 
-def _run_names(ds) -> list[str]:
-    runs = ds.runs
-    if not len(runs) or not len(ds.frames):
-        return []
-    with_frames = set(str(r) for r in ds.frames["run"].unique())
-    return [r for r in dict.fromkeys(str(x) for x in runs["run"]) if r in with_frames]
-
-
 def _crash_dict(crash) -> Optional[dict]:
     if crash is None:
         return None
@@ -345,20 +337,18 @@ def _verdict(name: str, result, log_crash: Optional[Signature], build: str,
     crash = _crash_dict(result.crash)
     first = leaks[0].to_json() if leaks else None
     if crash:
-        verdict = "crash"
         text = (f"crashes at iteration {crash['iter']} on rank {crash['rank']} ({crash['kind']}: "
                 f"{crash['active']} active > expected {crash['expected']})"
                 + (f" after {len(leaks)} leaked dumm{'y' if len(leaks) == 1 else 'ies'}" if leaks else ""))
     elif leaks:
-        verdict = "leak"
         text = (f"{len(leaks)} leaked dumm{'y' if len(leaks) == 1 else 'ies'}, no crash (first on rank "
                 f"{first['rank']}, padded at {first['iter_created']}, survived the skip at "
                 f"{first['iter_skipped']})")
     else:
-        verdict, text = "clean", "no leak, no crash"
+        text = "no leak, no crash"
     div = result.first_divergence.to_json() if result.first_divergence is not None else None
-    return PolicyVerdict(policy=name, title=result.policy.title, verdict=verdict, leaks=len(leaks),
-                         crash=crash, first_leak=first,
+    return PolicyVerdict(policy=name, title=result.policy.title, verdict=result.verdict,
+                         leaks=len(leaks), crash=crash, first_leak=first,
                          reproduces_log_crash=matches_log_crash(result.crash, log_crash),
                          reproduces_log_warnings=matches_log_warnings(result.decisions, set(logged)),
                          is_recording_build=(name == build), first_divergence=div, text=text)

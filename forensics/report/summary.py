@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from forensics.dataset.schema import SCHEMAS, TABLES
+from forensics.dataset.schema import TABLES
 from forensics.dataset.store import Dataset
 
 #: Tables whose ``iter`` ranges are reported; their ``iter`` means differ (the log's is one more
@@ -93,13 +93,6 @@ class DatasetSummary:
         return d
 
 
-def _read(ds: Dataset, table: str, columns: list[str]) -> pa.Table:
-    file = ds.path / f"{table}.parquet"
-    if not file.is_file():
-        return SCHEMAS[table].empty_table().select(columns)
-    return pq.read_table(file, columns=columns)
-
-
 def _rows(ds: Dataset, table: str) -> int:
     file = ds.path / f"{table}.parquet"
     return pq.ParquetFile(file).metadata.num_rows if file.is_file() else 0
@@ -127,23 +120,24 @@ def summarize(dataset: Dataset | str | os.PathLike) -> DatasetSummary:
     ranks: set[int] = set()
     for t in RANK_TABLES:
         if rows[t]:
-            ranks.update(int(r) for r in pc.unique(_read(ds, t, ["rank"]).column("rank")
+            ranks.update(int(r) for r in pc.unique(ds.arrow(t, columns=["rank"]).column("rank")
                                                     .drop_null()).to_pylist())
     iter_ranges: dict[str, tuple[int, int]] = {}
     for t in ITER_TABLES:
         if rows[t]:
-            mm = pc.min_max(_read(ds, t, ["iter"]).column("iter"))
+            mm = pc.min_max(ds.arrow(t, columns=["iter"]).column("iter"))
             lo, hi = mm["min"].as_py(), mm["max"].as_py()
             if lo is not None:
                 iter_ranges[t] = (int(lo), int(hi))
-    events_by_kind = _counts(_read(ds, "events", ["kind"]).column("kind")) if rows["events"] else {}
-    formats = (dict(sorted(_counts(_read(ds, "iterations", ["format"]).column("format")).items()))
+    events_by_kind = (_counts(ds.arrow("events", columns=["kind"]).column("kind"))
+                      if rows["events"] else {})
+    formats = (dict(sorted(_counts(ds.arrow("iterations", columns=["format"]).column("format")).items()))
                if rows["iterations"] else {})
 
     runs: list[RunSummary] = []
     if rows["runs"]:
-        run_rows = _read(ds, "runs", ["run", "build", "tp_size"]).to_pylist()
-        frames = _read(ds, "frames", ["run", "iter", "rank"])
+        run_rows = ds.arrow("runs", columns=["run", "build", "tp_size"]).to_pylist()
+        frames = ds.arrow("frames", columns=["run", "iter", "rank"])
         seen: set[str] = set()
         for r in sorted(run_rows, key=lambda r: r["run"]):
             if r["run"] in seen:       # per-rank files of one run each carry the run record

@@ -45,6 +45,8 @@ LOG_NAME, STATS_NAME, TRACE_NAME = "executor.log", "stats.jsonl", "trace.jsonl"
 DEFAULT_SEED = 0
 #: Loop bodies run for a bare workload when ``iters`` is not given.
 DEFAULT_ITERS = 1000
+#: Policy a bare workload runs under when ``policy`` is not given.
+DEFAULT_POLICY = "fix-16161"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +76,14 @@ class SimulationResult:
         if self.summary.crash_iter is not None:
             return "crash"
         return "leak" if self.summary.leaked_dummies else "clean"
+
+    def to_json(self) -> dict:
+        """What ``forensics simulate --json`` prints."""
+        s = self.summary
+        return {"scenario": self.scenario, "policy": self.policy, "seed": self.seed, "iters": s.iters,
+                "verdict": self.verdict, "crash_iter": s.crash_iter, "crash_ranks": list(s.crash_ranks),
+                "leaked_dummies": s.leaked_dummies, "skipped_iters": s.skipped_iters,
+                "files": {k: str(v) for k, v in self.files.items()}}
 
 
 def _open(path: Path, compress: str | None):
@@ -176,7 +186,7 @@ def simulate(scenario_or_workload: str | Scenario | Workload, *, out_dir: str | 
         changes["cap"] = cap
     if changes:
         workload = workload.with_overrides(**changes)
-    pol = resolve_policy(policy if policy is not None else (sc.policy if sc else "fix-16161"))
+    pol = resolve_policy(policy if policy is not None else (sc.policy if sc else DEFAULT_POLICY))
     n_iters = iters if iters is not None else (sc.iters if sc else DEFAULT_ITERS)
     if n_iters < 1:
         raise ConfigError(f"iters must be at least 1, got {n_iters}")

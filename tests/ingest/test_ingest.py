@@ -280,6 +280,19 @@ def test_trace_runs_merge_across_rank_files_and_duplicates_refused(tmp_path: Pat
         ingest([a, other], tmp_path / "ds3")
 
 
+def test_traced_runs_are_the_runs_with_frames_in_record_order(tmp_path: Path):
+    """Three trace files: run-z (frames), run-a (a run record and no frame), run-b (frames).
+    A replay can use run-z and run-b only, listed in the order their run records were read."""
+    (tmp_path / "1.jsonl").write_text(trace_text(0, range(2), run=dict(RUN, run_id="run-z")))
+    (tmp_path / "2.jsonl").write_text(json.dumps(RUN) + "\n")
+    (tmp_path / "3.jsonl").write_text(trace_text(0, range(2), run=dict(RUN, run_id="run-b")))
+    ds = forensics.load(ingest([tmp_path / n for n in ("1.jsonl", "2.jsonl", "3.jsonl")],
+                               tmp_path / "ds").path)
+    assert list(ds.runs["run"]) == ["run-z", "run-a", "run-b"]
+    assert ds.traced_runs() == ["run-z", "run-b"]
+    assert ds.arrow("frames", columns=["run"]).column_names == ["run"]
+
+
 # --- as_dataset --------------------------------------------------------------------------------
 
 def test_as_dataset_loads_a_dataset_directory(inputs: Path, tmp_path: Path):

@@ -91,3 +91,21 @@ def test_strip_and_states_figures():
     (ax,) = _png_ok(fig)
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "GENERATION_TO_COMPLETE (14)" in labels and "ADP dummy leaked (replay)" in labels
+
+
+def test_state_iteration_and_crash_marker_hand_worked():
+    """Decisions cover iterations 3..6. A crash at 3 is drawn at 3 (even after a leak); else the
+    first leak (skipped at 4) at the iteration after its skip, 5; a leak skipped at the last
+    iteration, 6, at 6 itself (there is no 7); no leak and no crash: the last iteration, 6;
+    nothing replayed: None."""
+    from types import SimpleNamespace as NS
+
+    dec = pd.DataFrame({"iter": [3, 3, 4, 4, 5, 5, 6, 6], "rank": [0, 1] * 4})
+    crash = NS(iter=3, rank=1, active=3)
+    assert F.state_iteration(dec, NS(crash=crash, leaks=(NS(iter_skipped=4),))) == 3
+    assert F.state_iteration(dec, NS(crash=None, leaks=(NS(iter_skipped=4),))) == 5
+    assert F.state_iteration(dec, NS(crash=None, leaks=(NS(iter_skipped=6),))) == 6
+    assert F.state_iteration(dec, NS(crash=None, leaks=())) == 6
+    assert F.state_iteration(dec.iloc[:0], NS(crash=crash, leaks=())) is None
+    assert F.crash_marker(crash) == {"iter": 3, "rank": 1, "active": 3}
+    assert F.crash_marker(None) is None
