@@ -255,8 +255,9 @@ class Investigation:
     def explain(self, policy: str | None = None) -> str:
         """The causal chains of ``policy``, one paragraph per leak and one for the crash.
 
-        Default policy: the recording build when it leaks or crashes, else the first policy that
-        crashes, else the first that leaks."""
+        Default policy: the one the post-mortem report tells (the one reproducing the logged crash,
+        preferring the recording build; else the recording build when it leaks or crashes; else
+        the first that crashes, else the first that leaks)."""
         name = self._policy(policy) if policy is not None else self._story_policy()
         if name is None:
             return "No traced run: nothing was replayed (record a request-state trace)."
@@ -384,21 +385,12 @@ class Investigation:
         return name
 
     def _story_policy(self) -> str | None:
-        """The policy whose story to tell: the recording build if it leaks or crashes, else the
-        first that crashes, else the first that leaks, else the first."""
+        """The policy whose story to tell, chosen as the post-mortem report chooses it
+        (``forensics.report.postmortem.story_policy``), else the first policy."""
         if self.run is None or not self.policies:
             return None
-        res = self.results
-        build = self.config.build
-        if build in res and not res[build].ok:
-            return build
-        for p, r in res.items():
-            if r.crash is not None:
-                return p
-        for p, r in res.items():
-            if r.leaks:
-                return p
-        return self.policies[0]
+        from forensics.report.postmortem import story_policy
+        return story_policy(self.verdicts.itertuples()) or self.policies[0]
 
     def _strip_policies(self) -> list[str]:
         story = self._story_policy()

@@ -22,6 +22,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+import numpy as np
 import pandas as pd
 
 from forensics.report.crash_signatures import (
@@ -406,23 +407,36 @@ def _status(ds, refused, log_crash, verdicts, lo: LogsOnlyFindings, has_traces: 
     return EXIT_CLEAN, "no policy leaks or crashes on this run"
 
 
-def _chain(results: dict, verdicts: Sequence[PolicyVerdict], build: str) -> tuple[Optional[str], list[str]]:
-    """The policy whose story to tell and its causal chain."""
-    order = ([v for v in verdicts if v.reproduces_log_crash and v.is_recording_build]
-             + [v for v in verdicts if v.reproduces_log_crash]
+def story_policy(verdicts) -> Optional[str]:
+    """The policy whose story a report or notebook tells, from per-policy verdicts (objects or
+    rows with ``policy``, ``verdict``, ``reproduces_log_crash``, ``is_recording_build``): the
+    recording build reproducing the logged crash, else any policy reproducing it, else the
+    recording build if it leaks or crashes, else the first crash, else the first leak."""
+    verdicts = list(verdicts)
+
+    def reproduces(v) -> bool:
+        return v.reproduces_log_crash is True or v.reproduces_log_crash is np.True_
+
+    order = ([v for v in verdicts if reproduces(v) and v.is_recording_build]
+             + [v for v in verdicts if reproduces(v)]
              + [v for v in verdicts if v.is_recording_build and v.verdict != "clean"]
              + [v for v in verdicts if v.verdict == "crash"]
              + [v for v in verdicts if v.verdict == "leak"])
-    if not order:
+    return order[0].policy if order else None
+
+
+def _chain(results: dict, verdicts: Sequence[PolicyVerdict], build: str) -> tuple[Optional[str], list[str]]:
+    """The policy whose story to tell and its causal chain."""
+    name = story_policy(verdicts)
+    if name is None:
         return None, []
-    name = order[0].policy
     try:
         res = results[name]
         first = [str(x) for x in res.story()]
         lines = first + [str(x) for x in res.explain() if str(x) not in first]
     except Exception as e:  # the explanation is a bonus; never lose the report over it
         logger.warning("explain() failed for %s: %s", name, e)
-        lines = [order[0].text]
+        lines = [next(v.text for v in verdicts if v.policy == name)]
     return name, lines
 
 

@@ -287,3 +287,21 @@ def test_exit_2_refused_input_still_reports(crash_inputs, tmp_path):
     r = postmortem([*crash_inputs, binary], tmp_path / "r")
     assert r.exit_status == 2 and "core.log" in r.status_reason
     assert r.report_html.is_file() and r.log_crash is not None
+
+
+def test_story_policy_prefers_the_policy_that_reproduces_the_logged_crash():
+    """The report and notebooks tell one story: reproduction of the logged crash first (the
+    recording build among those), then the recording build if it fails, then any crash, any leak."""
+    from types import SimpleNamespace as V
+
+    from forensics.report.postmortem import story_policy
+    rows = [V(policy="a", verdict="leak", reproduces_log_crash=False, is_recording_build=True),
+            V(policy="b", verdict="crash", reproduces_log_crash=None, is_recording_build=False),
+            V(policy="c", verdict="crash", reproduces_log_crash=True, is_recording_build=False)]
+    assert story_policy(rows) == "c"
+    rows[2].reproduces_log_crash = False
+    assert story_policy(rows) == "a"          # the recording build leaks
+    rows[0].verdict = "clean"
+    assert story_policy(rows) == "b"          # else the first crash
+    assert story_policy([V(policy="x", verdict="clean", reproduces_log_crash=None,
+                           is_recording_build=True)]) is None
