@@ -15,14 +15,14 @@ position (docs/adp-executor.md section 8):
 Two readers, no regex capture over whole lines (RE2's capturing engine is slow on long text).
 :class:`Layouts` (the fast path, used by the log parser) learns the layout of a line once and
 reads every line of that layout by position-checked name (see below); both give the same row
-for a line, so a result never depends on block boundaries. :func:`parse` (general,
-any line) splits each line on ``", "`` into pairs and each pair on ``" = "`` / ``": "``; the
-last two parts of a pair are its name and value (so ``states = {'num_ctx_requests': 0`` yields
-the first ``states`` key); the first pair is the logger prefix then ``iter``, read with
-:data:`_FIRST` whatever its separator (``iter=7``). Known names are scattered into typed columns with numpy. Unknown names go to
-the ``extra`` map (``states`` keys as ``states.<key>``); a fragment that is no pair (a truncated
-line) is kept in ``extra`` as a key with a null value; a known field with an unreadable value
-is kept in ``extra`` too, so nothing is lost.
+for a line, so a result never depends on block boundaries. :func:`parse` (general, any line)
+splits each line on ``", "`` into pairs and each pair on ``" = "`` / ``": "``; the last two
+parts of a pair are its name and value (so ``states = {'num_ctx_requests': 0`` yields the first
+``states`` key); the first pair is the logger prefix then ``iter``, read with :data:`_FIRST`
+whatever its separator (``iter=7``). Known names are scattered into typed columns with numpy.
+Unknown names go to the ``extra`` map (``states`` keys as ``states.<key>``); a fragment that is
+no pair (a truncated line) is kept in ``extra`` as a key with a null value; a known field with
+an unreadable value is kept in ``extra`` too, so nothing is lost.
 """
 from __future__ import annotations
 
@@ -37,10 +37,10 @@ from forensics.dataset.schema import ITERATIONS
 from forensics.ingest.line_prefix import spans, string_offsets
 
 #: A body is an iteration line when it starts with its ``iter`` field.
-ITERATION_LINE = r"^iter ?(?:=|:) ?\d+(?:,|$)"
+ITERATION_LINE = r"^iter ?(?:=|:) ?\d{1,18}(?:,|$)"
 #: How the first pair ends (prefix, then the ``iter`` field); :meth:`_Pairs.iter_values`
 #: implements it with byte tests.
-_FIRST = r"iter ?(?:=|:) ?(?P<v>\d+)$"
+_FIRST = r"iter ?(?:=|:) ?(?P<v>\d{1,18})$"
 
 
 def starts_iteration(lines: pa.Array, offset: np.ndarray) -> np.ndarray:
@@ -81,11 +81,23 @@ def starts_iteration(lines: pa.Array, offset: np.ndarray) -> np.ndarray:
         digits += more
         more = digit(q + digits, more)
     r = q + digits
-    return ok & (digits > 0) & ((r == end) | is_(r, ok, b","))
+    # At most 18 digits: the value must fit int64 (a longer one is not an iteration line).
+    return ok & (digits > 0) & (digits <= MAX_INT64_DIGITS) & ((r == end) | is_(r, ok, b","))
 
 
 _NUMBER = r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$"
-_INTEGER = r"^\d+$"
+#: Digits that always fit the column type; a longer value is kept verbatim in ``extra``
+#: instead of overflowing the cast (bad input is never fatal).
+MAX_INT32_DIGITS = 9
+MAX_INT64_DIGITS = 18
+
+
+def _int_digits(typ: pa.DataType) -> int:
+    return MAX_INT32_DIGITS if typ.bit_width <= 32 else MAX_INT64_DIGITS
+
+
+def _integer_pattern(typ: pa.DataType) -> str:
+    return rf"^\d{{1,{_int_digits(typ)}}}$"
 
 #: name in the line -> (column, type, unit characters to strip from the value's end)
 KNOWN_FIELDS: dict[str, tuple[str, pa.DataType, str]] = {
@@ -186,7 +198,7 @@ def parse(lines: pa.Array, *, source: str, line: pa.Array, rank: pa.Array,
         if unit:
             v = pc.utf8_rtrim(v, characters=unit)
         na = pc.fill_null(pc.equal(v, "N/A"), False).to_numpy(zero_copy_only=False)
-        ok = _ok(v, _INTEGER if pa.types.is_integer(typ) else _NUMBER)
+        ok = _ok(v, _integer_pattern(typ) if pa.types.is_integer(typ) else _NUMBER)
         good_row = ok | na
         has = np.zeros(n, dtype=bool)
         has[parent[sel]] = True
@@ -197,7 +209,7 @@ def parse(lines: pa.Array, *, source: str, line: pa.Array, rank: pa.Array,
     claimed |= sel
     cols["timestamp"] = pc.take(vals, _index(n, parent, sel))
     sel = code == _CURRANK
-    ab = pc.extract_regex(pc.take(vals, _index(n, parent, sel)), r"^(?P<a>\d+)/(?P<b>\d+)$")
+    ab = pc.extract_regex(pc.take(vals, _index(n, parent, sel)), r"^(?P<a>\d{1,18})/(?P<b>\d{1,18})$")
     ab_ok = pc.is_valid(ab).to_numpy(zero_copy_only=False)
     a, b = ab.flatten()
     cols["currank_requests"] = pc.cast(a, pa.int64())
@@ -257,9 +269,10 @@ def parse(lines: pa.Array, *, source: str, line: pa.Array, rank: pa.Array,
 
 _LAYOUT_PAIR = re.compile(r"^(?P<key>(?:states ?(?:=|:) ?\{)?'?(?P<name>[A-Za-z_][\w.]*)'?"
                           r"(?: = |: ))(?P<value>.*)$", re.ASCII)
-_V_INT = r"^(?:\d+|N/A)$"
+_V_INT32 = r"^(?:\d{1,9}|N/A)$"
+_V_INT64 = r"^(?:\d{1,18}|N/A)$"
 _V_NUM = r"^(?:[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|N/A)$"
-_V_CURRANK = r"^\d+/\d+$"
+_V_CURRANK = r"^\d{1,18}/\d{1,18}$"
 _BRACE = ord("}")
 #: Layouts remembered across blocks (most recently learnt first).
 MAX_LAYOUTS = 16
@@ -348,7 +361,8 @@ def _strict_cast(v: pa.Array, typ: pa.DataType) -> pa.Array:
     accepts what the field pattern does not (a sign or hex for integers, nan/inf)."""
     c = pc.cast(v, typ)
     if pa.types.is_integer(typ):
-        strict = pc.all(pc.ascii_is_decimal(v)).as_py() is not False
+        strict = (pc.all(pc.ascii_is_decimal(v)).as_py() is not False
+                  and (pc.max(pc.utf8_length(v)).as_py() or 0) <= _int_digits(typ))
     else:
         strict = pc.all(pc.is_finite(c)).as_py() is not False
     if not strict:
@@ -394,7 +408,8 @@ class Layout:
                 col, check = "currank", _V_CURRANK
             elif known is not None:
                 col, unit = known[0], known[2]
-                check = _V_INT if pa.types.is_integer(known[1]) else _V_NUM
+                check = ((_V_INT32 if known[1].bit_width <= 32 else _V_INT64)
+                         if pa.types.is_integer(known[1]) else _V_NUM)
             self.fields.append((key, col, unit, check, in_states, last, name))
             if last:
                 in_states = False

@@ -73,6 +73,26 @@ def test_na_values_are_null_and_truncated_line_kept(tmp_path):
     assert dict(row["extra"]) == {"'num_c": None}
 
 
+def test_numbers_too_large_for_their_column_are_kept_in_extra_not_fatal(tmp_path):
+    """global_rank is int32 (at most 9 digits kept as a number), the cumulative counts int64 (18):
+    larger values would overflow the cast, so they stay verbatim in ``extra``; a 19-digit iter
+    cannot be an iteration line at all, so that line stays a plain logger event, text intact."""
+    lines = [("[11/30/2026-12:00:01] [TRT-LLM] [RANK 3] [I] iter = 7, global_rank = 99999999999, "
+              "rank = 0, currank_total_requests = 1/99999999999999999999, host_step_time = 1.5ms, "
+              "prev_device_step_time = N/A, timestamp = 2026-11-30 12:00:01, "
+              "num_scheduled_requests: 2, states = {'num_ctx_requests': 0, 'num_ctx_tokens': 0, "
+              "'num_generation_tokens': 2}"),
+             "[11/30/2026-12:00:02] [TRT-LLM] [RANK 3] [I] iter = 1234567890123456789, rank = 0"]
+    it, ev, _, _ = parse_pieces(tmp_path, [log_lines.Piece(lines, "iteration")])
+    assert len(it) == 1
+    row = it[0]
+    assert (row["iter"], row["rank"], row["num_scheduled_requests"]) == (7, 3, 2)
+    assert row["currank_requests"] is None and row["total_requests"] is None
+    assert dict(row["extra"]) == {"global_rank": "99999999999",
+                                  "currank_total_requests": "1/99999999999999999999"}
+    assert [(e["kind"], e["message"]) for e in ev] == [("log", "iter = 1234567890123456789, rank = 0")]
+
+
 def test_rank_from_global_rank_then_logger_then_launcher_else_null(tmp_path):
     pieces = [
         log_lines.Piece(["[11/30/2026-12:00:01] [TRT-LLM] [RANK 5] [I] iter = 1, rank = 1"], "x"),
