@@ -201,8 +201,10 @@ def _lines(path: str | os.PathLike, progress: Callable[[int], None] | None) -> I
         progress(size - reported)
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+def _is_int(v: Any, bits: int = 64) -> bool:
+    """A JSON integer that fits the signed column it is stored in (a bool is not an int here)."""
+    return (isinstance(v, int) and not isinstance(v, bool)
+            and -(1 << (bits - 1)) <= v < (1 << (bits - 1)))
 
 
 def _first_repeat(keys: np.ndarray, seen: np.ndarray) -> int:
@@ -329,7 +331,7 @@ class _Builder:
             raise self.error(f"unsupported version {rec['version']!r} (this reader reads "
                              f"version {FORMAT_VERSION})", line)
         for key in _RUN_INTS:
-            if not _is_int(rec[key]) or rec[key] < 1:
+            if not _is_int(rec[key], 32) or rec[key] < 1:
                 raise self.error(f"run record: {key} must be an int >= 1, got {rec[key]!r}", line)
         for key in _RUN_BOOLS:
             if not isinstance(rec[key], bool):
