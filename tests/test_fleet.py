@@ -132,6 +132,9 @@ def test_nvbug_sample_wide_columns_and_types():
     assert row["prefix-2026.leak"] and row["prefix-2026.first_leak_iter"] == 19
     assert (row["fix-16161.crash"], row["fix-16161.leak"]) == (False, False)
     assert (row["ranks"], row["max_batch_size"], row["scenario"]) == (8, 4, "nvbug-6438685")
+    # The simulator's workload parameters travel in the run record (traces/README.md: bursts of
+    # ~32 requests every ~60 iterations), so a fleet of simulated runs can group by them.
+    assert (row["burst_size"], row["burst_every"], row["mode"]) == (32, 60, "generation-server")
     assert list(t.columns[:len(CONFIG_COLUMNS)]) == list(CONFIG_COLUMNS)
     for p in ("prefix-2026", "fix-16161"):
         for k, dt in METRIC_DTYPES.items():

@@ -35,7 +35,7 @@ from forensics.simulate.scenarios import (
 )
 from forensics.simulate.stats_writer import StatsWriter
 from forensics.simulate.trace_writer import TraceWriter, run_record
-from forensics.simulate.workload import LengthDist, Workload
+from forensics.simulate.workload import LengthDist, Workload, workload_parameters
 from replay.policy import Policy
 from replay.resolve import resolve_policy
 
@@ -229,7 +229,8 @@ def simulate(scenario_or_workload: str | Scenario | Workload, *, out_dir: str | 
             f = stack.enter_context(_open(files["trace"], compression))
             rec = run_record(config, build=pol.name, run_id=f"sim-{name}-{pol.name}-{the_seed}",
                              extra={"simulator": {"scenario": name, "seed": the_seed,
-                                                  "iters": n_iters}})
+                                                  "iters": n_iters,
+                                                  "workload": workload_parameters(workload)}})
             sinks.append(TraceWriter(f, record=rec, state_names=state_names,
                                      postpad=pol.postpad_empty_batch and config.enable_attention_dp))
         summary = run(workload, pol, iters=n_iters, seed=the_seed, sinks=sinks)

@@ -173,3 +173,14 @@ class Workload:
     def with_overrides(self, **changes) -> Workload:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
+
+
+def workload_parameters(workload: Workload) -> dict:
+    """The workload's scalar parameters (ranks, burst_size, ...) for the trace's run record, so a
+    fleet table of many simulated runs can group by them (``forensics fleet``)."""
+    out = {}
+    for f in dataclasses.fields(workload):
+        v = getattr(workload, f.name)
+        if isinstance(v, (bool, int, float, str)):
+            out[f.name] = v
+    return out
