@@ -20,7 +20,9 @@ combines the local value with a peer holding generation work (``PEER_FORWARD_INT
 Checked by hand against the shape of upstream main (2026): its pad method and the helpers it
 reaches (``_count_schedulable_active_requests``, ``_get_non_overlap_adp_forward_intent``,
 ``_has_adp_dummy_kv_capacity``, ``_should_skip_dummy_for_benchmark_disagg``, the scheduler's
-``is_request_in_schedulable_state``) run on this stand-in unchanged.
+``is_request_in_schedulable_state``) run on this stand-in unchanged. Also replayed unchanged (pad
+closure extracted from real files): an early-2025, a late-2025 and the newest upstream executor and
+two forks' 2026 executors (the pre-fix count, and PR #16279's model-gated window fix).
 """
 from __future__ import annotations
 
@@ -106,13 +108,27 @@ def feature_flags(config: RunConfig) -> dict[str, Any]:
         "_adp_dummy_is_gen": True,
         "_pending_adp_dummy_request": None,
         "_enable_adp_dummy_fixes": fixes,
+        # PR #16279 shipped the window count and the pending dummy behind this flag, set only for
+        # DeepSeek-V4 models (with a transceiver and pp_size 1). A trace does not name the model:
+        # the replay assumes the family matches (see MODEL_ASSUMPTIONS).
+        "_enable_dsv4_adp_dummy_fixes": fixes,
         "_enable_scheduler_aware_adp_dummy": fixes,
         "_enable_non_overlap_adp_forward_intent": fixes and not config.overlap_scheduler,
+        # Draft-token budget of the dummy, under each era's name: ``max_draft_tokens`` (early
+        # 2025), ``max_draft_len`` (mid 2025), ``max_total_draft_tokens`` (late 2025 on).
         "max_total_draft_tokens": 0,
         "max_draft_len": 0,
+        "max_draft_tokens": 0,
         "max_num_tokens": 8192,
     }
 
+
+#: Flags whose upstream value depends on the model, which a trace does not record: what the
+#: replay assumes, stated in a ``trtllm:`` policy's notes when the extracted code reads the flag.
+MODEL_ASSUMPTIONS = {
+    "_enable_dsv4_adp_dummy_fixes": "assumed a DeepSeek-V4 model (the PR #16279 gate); another "
+                                    "model runs the legacy count on that build",
+}
 
 #: Names of :func:`feature_flags`, for documentation and tests.
 FEATURE_FLAGS = tuple(feature_flags(RunConfig(tp_size=1)))

@@ -46,6 +46,7 @@ from replay.era import (
 )
 from replay.policy import FrameView, PadOutcome, Policy
 from replay.standin_executor import (
+    MODEL_ASSUMPTIONS,
     STANDIN_EFFECT_METHODS,
     RecordingLogger,
     StandinExecutor,
@@ -68,6 +69,8 @@ ROUTER_FILES = ("tensorrt_llm/_torch/pyexecutor/executor_request_queue.py",
                 "tensorrt_llm/_torch/pyexecutor/request_utils.py")
 #: Files whose history matters to the pad step (``replay.bisect`` walks commits touching them).
 WATCHED_FILES = (EXECUTOR_FILE, *SCHEDULER_FILES, *ROUTER_FILES)
+#: The executor method that rolls a pending dummy back when the fleet skips (PR #16921 / #16279).
+ROLLBACK_METHOD = "_finalize_adp_dummy_allocation"
 _KEPT_DECORATORS = frozenset({"property", "staticmethod", "classmethod"})
 _PACKAGE = "tensorrt_llm"
 
@@ -211,8 +214,25 @@ def _parse(text: str, label: str, what: str) -> ast.Module:
         raise PolicyError(f"{label}: {what} does not parse: {e.msg}", line=e.lineno) from None
 
 
+def _is_accessor(fn: ast.FunctionDef) -> bool:
+    """``@NAME.setter`` / ``@NAME.deleter``: the second half of a property, not a method."""
+    return any(isinstance(d, ast.Attribute) and d.attr in ("setter", "deleter")
+               for d in fn.decorator_list)
+
+
 def _functions(body: list[ast.stmt]) -> dict[str, ast.FunctionDef]:
-    return {n.name: n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    """The functions defined in ``body`` by name; a property keeps its getter.
+
+    Upstream declares some executor state as a property with a setter (``is_warmup``). Reading
+    the name must run the getter, so the setter (dropped with its decorator it would bind as a
+    plain, always-truthy method) never replaces it.
+    """
+    out: dict[str, ast.FunctionDef] = {}
+    for n in body:
+        if (isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and not (_is_accessor(n) and n.name in out)):
+            out[n.name] = n
+    return out
 
 
 def _self_attrs(node: ast.AST) -> set[str]:
@@ -486,10 +506,20 @@ def policy_from_source(source: SourceText, name: str) -> Policy:
     if compiled.missing:
         notes.append("names the stand-in lacks (fail only if reached): "
                      + ", ".join(compiled.missing))
+    read = set().union(*(attr_names(f) for f in [*extracted.methods.values(),
+                                                 *extracted.scheduler_methods.values()]))
+    notes.extend(f"{flag}: {text}" for flag, text in MODEL_ASSUMPTIONS.items() if flag in read)
+    loop: dict[str, Any] = {}
+    if ROLLBACK_METHOD in extracted.class_methods and not base.rollback_on_skip:
+        # PR #16279 (the window fix, scoped to DeepSeek-V4 and pp_size 1) already made the dummy
+        # pending and rolled it back on a skip; its catalogue era, fix-16161, does not.
+        loop = {"rollback_on_skip": True, "scheduler_gate_pp1": True}
+        notes.append(f"the source defines {ROLLBACK_METHOD}: a pending dummy is rolled back when "
+                     "the fleet skips (pp_size 1), on top of the catalogue loop")
     log.info("%s: era %s (%s)", source.label, base.name, "; ".join(era.reasons))
     return dataclasses.replace(base, name=name, title=f"TensorRT-LLM source {source.label}",
                                notes=" | ".join(notes), pad_hook=compiled.pad_hook(),
-                               source=f"{source.label} [era: {base.name}]")
+                               source=f"{source.label} [era: {base.name}]", **loop)
 
 
 def era_of(policy: Policy) -> Optional[str]:
