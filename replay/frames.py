@@ -87,9 +87,11 @@ class RunFrames:
             else 0/1.
         rec_scheduled: recorded ``scheduled`` or -1.
         line: the frame's line in its source.
-        req_frame: ``(N,)`` flat frame index ``i * R + r`` of each real request, sorted.
+        req_frame: ``(N,)`` flat frame index ``i * R + r`` of each real request, sorted (int32
+            unless the grid has 2**31 frames or more).
         req_id, req_state, req_pos: the real requests, in frame then list order.
-        req_first: the iteration each of them was first seen on its rank.
+        req_first: the iteration each of them was first seen on its rank (int32 when the
+            iterations fit).
         req_offsets: ``(I * R + 1,)`` start of each frame's requests in the ``req_*`` arrays.
     """
 
@@ -214,13 +216,16 @@ class RunFrames:
         r_iter, r_rank, r_id, r_state, r_pos = requests
         # First iteration each request id appeared on its rank (over every frame of the run).
         first = _first_seen(r_rank, r_id, r_iter, R)
+        # Flat frame index i * R + r: int32 when the grid allows (4 bytes a request, not 8).
+        flat_dtype = np.int32 if I * R < 2 ** 31 else np.int64
+        r_flat = np.zeros(r_iter.size, flat_dtype)
+        rok = np.zeros(r_iter.size, bool)
         if I:
-            r_flat = np.searchsorted(kept, r_iter)
-            np.minimum(r_flat, I - 1, out=r_flat)
-            rok = kept[r_flat] == r_iter
-        else:
-            r_flat = np.zeros(r_iter.size, np.int64)
-            rok = np.zeros(r_iter.size, bool)
+            for a in range(0, r_iter.size, _SLICE):  # slices: no int64 temporaries of N rows
+                it = r_iter[a:a + _SLICE]
+                at = np.minimum(np.searchsorted(kept, it), I - 1)
+                r_flat[a:a + it.size] = at
+                rok[a:a + it.size] = kept[at] == it
         if not rok.all():
             r_rank, r_id, r_state, r_pos, first, r_iter, r_flat = (
                 a[rok] for a in (r_rank, r_id, r_state, r_pos, first, r_iter, r_flat))
@@ -229,7 +234,7 @@ class RunFrames:
         r_flat += r_rank
         del r_rank
         if not _in_frame_order(r_flat, r_pos):  # usually already in order
-            key = r_flat * (int(r_pos.max()) + 1 if r_pos.size else 1) + r_pos
+            key = r_flat.astype(np.int64) * (int(r_pos.max()) + 1 if r_pos.size else 1) + r_pos
             order = np.argsort(key, kind="stable")
             del key
             r_flat, r_id, r_state, r_pos, first, r_iter = (a[order] for a in
@@ -264,7 +269,7 @@ class RunFrames:
             rec_padded=grid(rec_padded, -1, np.int8), rec_scheduled=grid(rec_sched, -1, np.int64),
             rec_can_queue=grid(rec_cq, -1, np.int8), rec_postpadded=grid(rec_post, -1, np.int8),
             line=grid(col("line", -1, np.int64), -1, np.int64),
-            req_frame=r_flat, req_id=r_id, req_state=r_state.astype(np.int16),
+            req_frame=r_flat, req_id=r_id, req_state=r_state.astype(np.int16, copy=False),
             req_pos=r_pos, req_first=first, req_offsets=offsets)
 
     # ----------------------------------------------------------------- derived inputs
@@ -407,19 +412,38 @@ def _real_batch(recorded: np.ndarray, window_real: np.ndarray, exact: np.ndarray
 def _first_seen(rank: np.ndarray, rid: np.ndarray, it: np.ndarray, R: int) -> np.ndarray:
     """The first iteration each (rank, request id) appears, for every request row."""
     if not rid.size:
-        return np.zeros(0, np.int64)
-    if rid.min() >= 0 and rid.max() < (2 ** 62) // max(R, 1):
-        # Hash the keys (O(n), no sort), then a per-key minimum: memory is two row arrays.
-        key = rid * R
-        key += rank
-        codes, uniques = pd.factorize(key, sort=False)
-        del key
-        first = np.full(len(uniques), np.iinfo(np.int64).max, np.int64)
-        np.minimum.at(first, codes, it)
-        del uniques
-        return first[codes]
-    return pd.DataFrame({"k1": rank, "k2": rid, "it": it}).groupby(
-        ["k1", "k2"], sort=False)["it"].transform("min").to_numpy(np.int64)
+        return np.zeros(0, np.int32)
+    # int32 when every iteration fits (4 bytes a request, not 8); the values are the same.
+    dtype = np.int32 if it.min() >= np.iinfo(np.int32).min and it.max() <= np.iinfo(np.int32).max \
+        else np.int64
+    # Request ids are normally unique across ranks: hash the ids alone (no key array), and
+    # fall back to (rank, id) keys only when some id appears on two ranks.
+    codes, uniques = pd.factorize(rid, sort=False)
+    owner = np.full(len(uniques), -1, np.int64)
+    owner[codes] = rank
+    if not _owned(owner, codes, rank):
+        del codes, uniques, owner
+        if rid.min() >= 0 and rid.max() < (2 ** 62) // max(R, 1):
+            key = rid * R
+            key += rank
+            codes, uniques = pd.factorize(key, sort=False)
+            del key
+        else:
+            return pd.DataFrame({"k1": rank, "k2": rid, "it": it}).groupby(
+                ["k1", "k2"], sort=False)["it"].transform("min").to_numpy(dtype)
+    # Hashed keys (O(n), no sort), then a per-key minimum: memory is one row array of codes.
+    first = np.full(len(uniques), np.iinfo(np.int64).max, np.int64)
+    del uniques
+    np.minimum.at(first, codes, it)
+    return first.astype(dtype)[codes]
+
+
+def _owned(owner: np.ndarray, codes: np.ndarray, rank: np.ndarray) -> bool:
+    """True when every row's rank is its id's recorded owner (each id on one rank only)."""
+    for a in range(0, codes.size, _SLICE):
+        if not (owner[codes[a:a + _SLICE]] == rank[a:a + _SLICE]).all():
+            return False
+    return True
 
 
 #: Rows per slice of the row-wise passes (bounded temporaries).

@@ -23,6 +23,12 @@ Bad input, decided so that nothing is lost and a corrupt file is never half-beli
   and one ``input_truncated`` error event (``line`` one past the last line read, a line that
   does not exist, as the log parser does) records it.
 
+Speed: JSON Lines are read in blocks of whole lines by ``pyarrow.json``
+(:mod:`forensics.ingest.stats_fast`, ~6x the per-object loop, ``benchmarks/postmortem.py``); a
+block it cannot reproduce exactly (a bad line, a key order that differs, escapes, ...) goes
+through the per-object parser below, so rows, line numbers and ``unparsed`` are the same either
+way.
+
 Line accounting: lines outside every object (``[``, ``]``, blank lines) go to ``unparsed``, so
 every line is the ``line`` of a row or inside a row's ``line``..``line_end``. A line that
 carries several objects (a compact one-line array) is the line of each of them.
@@ -30,6 +36,8 @@ carries several objects (a compact one-line array) is the line of each of them.
 from __future__ import annotations
 
 import codecs
+import collections
+import itertools
 import json
 import logging
 import math
@@ -209,7 +217,7 @@ class _Text:
     """A growing window on the decoded text, with line numbers of positions."""
 
     def __init__(self, chunks: Iterator[tuple[bytes, int, str | None]],
-                 progress: Callable[[int], None] | None):
+                 progress: Callable[[int], None] | None, start_line: int = 1):
         self.chunks = chunks
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.progress = progress
@@ -217,7 +225,8 @@ class _Text:
         self.eof = False
         self.truncated: str | None = None  # decompression error message
         self._ref_pos = 0
-        self._ref_line = 1
+        self._ref_line = start_line
+        self.start_line = start_line
 
     def fill(self) -> bool:
         """Read one more chunk; False at end of input."""
@@ -276,17 +285,93 @@ def read_stats(path: str | os.PathLike, source: str, *,
         raise InputError(f"cannot read: {e.strerror}", path=source) from None
     with raw:
         chunks = decompressed_chunks(raw, comp, READ_BYTES)
-        yield from _parse(_Text(chunks, progress), _Rows(source), source)
+        yield from _read(chunks, source, progress)
 
 
-def _parse(text: _Text, rows: _Rows, source: str) -> Iterator[StatsBatch]:
+def _read(chunks: Iterator[tuple[bytes, int, str | None]], source: str,
+          progress: Callable[[int], None] | None) -> Iterator[StatsBatch]:
+    """JSON Lines in blocks of whole lines (vectorised, :mod:`stats_fast`); anything else, and
+    the tail after the last newline, through the per-object parser (:func:`_parse`)."""
+    from forensics.ingest.stats_fast import BLOCK_BYTES, fast_block
+
+    buf = b""
+    start = 0             # buf[start:] is not read yet; buf[start] is on line `line`
+    line = 1
+    layout = None         # "lines" once the first value is an object, else "other"
+    error: str | None = None
+    eof = False
+    pending: collections.deque[memoryview] = collections.deque()
+    while layout != "other":
+        if layout is None:
+            head = buf.lstrip(b" \t\r\n")
+            if head:
+                layout = "lines" if head[:1] == b"{" else "other"
+                continue
+        if layout == "lines" and (len(buf) - start >= BLOCK_BYTES or (eof and not pending)):
+            limit = start + BLOCK_BYTES
+            cut = buf.rfind(b"\n", start, limit) + 1 or buf.find(b"\n", limit) + 1
+            if not cut:
+                break              # no newline in a whole block: per-object from here on
+            block = buf[start:cut]
+            batches = _block(block, line, source, fast_block)
+            if batches is None:
+                break              # an object runs past the block: per-object from here on
+            start = cut
+            line += block.count(b"\n")
+            yield from batches
+            continue
+        if not pending:
+            if eof:
+                break
+            data, consumed, err = next(chunks, (b"", 0, None))
+            if progress is not None and consumed:
+                progress(consumed)
+            # A decompressed chunk can be ~100 MB (1 MB of zstd): joined a block at a time.
+            view = memoryview(data)
+            pending.extend(view[i:i + BLOCK_BYTES] for i in range(0, len(view), BLOCK_BYTES))
+            if err is not None:
+                error, eof = err, True
+            elif not data and not consumed:
+                eof = True
+            continue
+        buf, start = buf[start:], 0     # drop the read part before joining (peak memory)
+        buf += pending.popleft()
+    rest = [(b, 0, None) for b in (buf[start:], *map(bytes, pending)) if b]
+    if error is not None:
+        rest.append((b"", 0, error))
+    text = _Text(itertools.chain(rest, () if eof else chunks), progress, start_line=line)
+    yield from _parse(text, _Rows(source), source, array_allowed=layout != "lines")
+
+
+class _Straddle(Exception):
+    """A block's last object continues past the block (a multi-line object)."""
+
+
+def _block(block: bytes, line: int, source: str, fast_block) -> list[StatsBatch] | None:
+    """The batches of one block of whole lines starting at ``line``: vectorised when every line
+    is one plain object, else per object (bad lines to ``unparsed``); None when an object
+    continues past the block."""
+    fast = fast_block(block, line, source)
+    if fast is not None:
+        return [fast]
+    text = _Text(iter([(block, 0, None)]), None, start_line=line)
+    try:
+        return list(_parse(text, _Rows(source), source, array_allowed=False, final=False))
+    except _Straddle:
+        return None
+
+
+def _parse(text: _Text, rows: _Rows, source: str, *, array_allowed: bool = True,
+           final: bool = True) -> Iterator[StatsBatch]:
+    """The per-object parser from ``text.start_line`` on; ``final=False`` (a block of whole lines
+    of a larger file) raises :class:`_Straddle` instead of reporting an incomplete tail."""
     decoder = json.JSONDecoder()
     pos = 0
-    covered = 0          # last line covered by a row
+    covered = text.start_line - 1  # last line covered by a row
     gap_pos = 0          # text after the last row's end (or a skipped bad line) starts here
     gap_at_line_start = True
     depth_array = False  # inside a top-level JSON array
-    array_allowed = True  # only the file's first value may be an array; later '[' is a bad line
+    # array_allowed: only the file's first value may be an array; later '[' is a bad line
 
     def flush_gap(upto: int, first_line_of_upto: int | None) -> None:
         """Send whole lines between the last covered line and ``upto`` to unparsed."""
@@ -369,7 +454,11 @@ def _parse(text: _Text, rows: _Rows, source: str) -> Iterator[StatsBatch]:
         gap_pos -= dropped
 
     incomplete = pos < len(text.buf) or depth_array
-    last_line = text.line_at(len(text.buf)) - (1 if text.buf.endswith("\n") else 0)
+    if incomplete and not final:
+        raise _Straddle()
+    # An empty text after earlier lines starts after their newline.
+    ends_nl = text.buf.endswith("\n") if text.buf else text.start_line > 1
+    last_line = text.line_at(len(text.buf)) - (1 if ends_nl else 0)
     flush_gap(len(text.buf), None)   # everything after the last covered line is unparsed
     if text.truncated is not None or incomplete:
         reason = (f"decompression stopped: {text.truncated}" if text.truncated is not None

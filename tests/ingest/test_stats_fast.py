@@ -1,0 +1,133 @@
+"""The vectorised JSON Lines path of the stats reader gives exactly the per-object reader's rows.
+
+The reference is the per-object parser (``stats_json._parse``) run on the same text: it is what
+the reader used for every file before the vectorised path, and what it still uses for any block
+the vectorised path declines.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import random
+
+import pyarrow as pa
+import pytest
+
+from forensics.errors import StatsFormatError
+from forensics.ingest import stats_fast, stats_json
+from forensics.ingest.stats_json import read_stats
+
+
+def _line(i: int, rank: int) -> dict:
+    return {"iter": i, "timestamp": f"11/30/2026-10:00:{i % 60:02d}", "iterLatencyMS": 12.5 + i,
+            "numActiveRequests": 3, "cpuMemUsage": 100, "schedulerMode": "guaranteed",
+            "kvCacheStats": {"usedNumBlocks": 7 + i, "freeNumBlocks": 100},
+            "inflightBatchingStats": {"numContextRequests": 1, "numScheduledRequests": 3,
+                                      "microBatchId": 0, "avgNumDecodedTokensPerIter": 1.5},
+            "attentionDpRank": rank}
+
+
+def _reference(data: bytes) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """Every table as the per-object parser makes it, over the whole text."""
+    text = stats_json._Text(iter([(data, len(data), None)]), None)
+    batches = list(stats_json._parse(text, stats_json._Rows("s.jsonl"), "s.jsonl"))
+    return tuple(pa.concat_tables([getattr(b, n) for b in batches])
+                 for n in ("stats", "events", "unparsed"))
+
+
+def _read(path) -> tuple[pa.Table, pa.Table, pa.Table]:
+    batches = list(read_stats(path, "s.jsonl"))
+    return tuple(pa.concat_tables([getattr(b, n) for b in batches])
+                 for n in ("stats", "events", "unparsed"))
+
+
+def test_block_rows_typed_and_fields_in_key_order():
+    """Line numbers count from the block's first line; typed keys leave ``fields``; a float in an
+    int column (2.5) stays in ``fields``, 2.0 is typed 2; bools are 1.0/0.0 fields."""
+    block = (b'{"iter":1,"timestamp":"t1","kv":{"a":1,"b":2.5},"numActiveRequests":2.5,"f":true}\n'
+             b'{"iter":2.0,"timestamp":"t2","kv":{"a":3,"b":null},"numActiveRequests":4,"f":false}\n')
+    got = stats_fast.fast_block(block, 41, "s.jsonl")
+    assert got is not None
+    rows = got.stats.to_pylist()
+    assert [(r["line"], r["line_end"], r["iter"], r["timestamp"]) for r in rows] == \
+        [(41, 41, 1, "t1"), (42, 42, 2, "t2")]
+    assert [r["num_active_requests"] for r in rows] == [None, 4]
+    assert rows[0]["fields"] == [("kv.a", 1.0), ("kv.b", 2.5), ("numActiveRequests", 2.5),
+                                 ("f", 1.0)]
+    assert rows[1]["fields"] == [("kv.a", 3.0), ("f", 0.0)]
+
+
+@pytest.mark.parametrize("block", [
+    b'{"iter":1,"kv":{"b":1,"a":2}}\n{"iter":1,"kv":{"a":1,"b":2}}\n',   # key order differs
+    b'{"iter":9007199254740993.0}\n',          # a typed int read as a float beyond 2**53
+    b'{"iter":1}\n\n{"iter":2}\n',             # blank line
+    b'{"iter":1} junk\n',                      # text after the object
+    b'{"iter":1}{"iter":2}\n',                 # two objects on a line
+    b'{"iter":1,"xs":[1,2]}\n',                # lists
+    b'{"iter":1,"s":"a\\"b"}\n',               # escapes
+    b'{"iter":1,"iter":2}\n',                  # a key twice
+    b'{"iter":1,"a":{"n":1},"b":{"n":2}}\n',   # one name at two places
+])
+def test_block_declined_when_not_exact(block):
+    assert stats_fast.fast_block(block, 1, "s.jsonl") is None
+
+
+def _outcome(read, arg):
+    """Rows of every table, or the error (a file starting with '[' is read as a JSON array)."""
+    try:
+        return [t.to_pylist() for t in read(arg)]
+    except StatsFormatError as e:
+        return str(e)
+
+
+_MUTATIONS = [
+    lambda s: "", lambda s: "   ", lambda s: s[: len(s) // 2], lambda s: s + " junk",
+    lambda s: s.replace('"iter"', '"iter" '), lambda s: "[1, 2]", lambda s: s + s,
+    lambda s: json.dumps(json.loads(s), indent=2), lambda s: s.replace("{", '{"zz": 1.5, ', 1),
+    lambda s: s.replace('"iter":', '"iter":"x", "q":', 1), lambda s: s + "\r",
+    lambda s: json.dumps(dict(reversed(list(json.loads(s).items())))), lambda s: "é" + s,
+    lambda s: s.replace('"microBatchId": 0', '"microBatchId": true'),
+]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_mixed_files_match_the_per_object_reader(seed, tmp_path, monkeypatch):
+    """Small blocks so that one file mixes vectorised blocks, declined blocks (bad lines kept
+    in unparsed with their numbers), objects running past a block, and truncated tails."""
+    monkeypatch.setattr(stats_fast, "BLOCK_BYTES", 600)
+    rnd = random.Random(seed)
+    lines = [json.dumps(_line(i // 4, i % 4)) for i in range(rnd.randint(1, 60))]
+    for _ in range(rnd.randint(0, 4)):
+        i = rnd.randrange(len(lines))
+        lines[i] = rnd.choice(_MUTATIONS)(lines[i])
+    text = "\n".join(lines) + rnd.choice(["\n", "", "\n\n", '\n{"iter": 3'])
+    data = text.encode()
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(data)
+    got, want = _outcome(_read, path), _outcome(_reference, data)
+    assert got == want
+
+
+def test_truncated_gzip_matches_the_per_object_reader(tmp_path, monkeypatch):
+    monkeypatch.setattr(stats_fast, "BLOCK_BYTES", 2000)
+    data = "".join(json.dumps(_line(i, 0)) + "\n" for i in range(300)).encode()
+    gz = gzip.compress(data)
+    path = tmp_path / "s.jsonl.gz"
+    path.write_bytes(gz[: len(gz) * 2 // 3])
+    stats, events, unparsed = _read(path)
+    assert 0 < stats.num_rows < 300
+    assert stats.column("line").to_pylist() == list(range(1, stats.num_rows + 1))
+    assert events.column("kind").to_pylist() == [stats_json.TRUNCATED_KIND]
+    # the event names the line after the last one read, as the per-object reader does
+    last_line = stats.num_rows + unparsed.num_rows
+    assert events.column("line").to_pylist() == [last_line + 1]
+
+
+def test_vectorised_path_is_taken_for_json_lines(tmp_path, monkeypatch):
+    calls = []
+    real = stats_fast.fast_block
+    monkeypatch.setattr(stats_fast, "fast_block", lambda *a: calls.append(r := real(*a)) or r)
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(_line(i, 0)) + "\n" for i in range(50)))
+    assert _read(path)[0].num_rows == 50
+    assert calls and all(c is not None for c in calls)
