@@ -1,0 +1,237 @@
+"""The vectorised frame path of the trace reader gives exactly the per-frame builder's tables.
+
+The reference is ``iter_trace`` with :func:`trace_fast.fast_frames` replaced by one that always
+declines: that is the per-frame builder the reader used for every line before the vectorised
+path, and still uses for every block the vectorised path declines.
+"""
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from forensics.errors import TraceFormatError
+from forensics.ingest import trace_fast, trace_v1
+from replay.states import RequestState
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = sorted((REPO / "traces" / "samples").glob("*/trace.jsonl"))
+_FIELDS = [f.name for f in dataclasses.fields(trace_v1.TraceTables)]
+
+
+def _batches(path, monkeypatch, *, fast: bool, batch_frames: int = trace_v1.DEFAULT_BATCH_FRAMES):
+    """Every batch of ``iter_trace`` as a list of tables, the vectorised path on or off."""
+    with monkeypatch.context() as m:
+        if not fast:
+            m.setattr(trace_v1, "fast_frames", lambda *a: None)
+        return [[getattr(b, n) for n in _FIELDS]
+                for b in trace_v1.iter_trace(path, "t.jsonl", batch_frames=batch_frames)]
+
+
+def _assert_same(path, monkeypatch, **kw) -> None:
+    fast = _batches(path, monkeypatch, fast=True, **kw)
+    slow = _batches(path, monkeypatch, fast=False, **kw)
+    assert len(fast) == len(slow)
+    for fb, sb in zip(fast, slow):
+        for name, a, b in zip(_FIELDS, fb, sb):
+            assert a.schema == b.schema, name
+            assert a.equals(b), name
+
+
+def _error(path, monkeypatch, *, fast: bool) -> TraceFormatError:
+    with pytest.raises(TraceFormatError) as e:
+        _batches(path, monkeypatch, fast=fast, batch_frames=64)
+    return e.value
+
+
+def _counting(monkeypatch) -> list[bool]:
+    """Record, per block offered to the vectorised path, whether it took it."""
+    taken: list[bool] = []
+    real = trace_fast.fast_frames
+
+    def spy(*a):
+        out = real(*a)
+        taken.append(out is not None)
+        return out
+    monkeypatch.setattr(trace_v1, "fast_frames", spy)
+    return taken
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=[p.parent.name for p in SAMPLES])
+@pytest.mark.parametrize("batch_frames", [trace_v1.DEFAULT_BATCH_FRAMES, 37])
+def test_samples_same_tables_and_batches(path, batch_frames, monkeypatch):
+    monkeypatch.setattr(trace_v1, "BLOCK_BYTES", 4096)   # many blocks, cuts inside them
+    _assert_same(path, monkeypatch, batch_frames=batch_frames)
+
+
+def test_samples_take_the_vectorised_path(monkeypatch):
+    taken = _counting(monkeypatch)
+    trace_v1.read_trace(SAMPLES[0])
+    assert taken and all(taken)
+
+
+@pytest.fixture(scope="module")
+def fleet_trace(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("fleet")
+    subprocess.run([sys.executable, "-m", "forensics", "simulate", "--scenario", "fleet-1h",
+                    "--iters", "2000", "--log-ranks", "0", "-o", str(out)],
+                   check=True, capture_output=True)
+    return out / "trace.jsonl"
+
+
+def test_gzip_same_tables(tmp_path, monkeypatch):
+    path = tmp_path / "t.jsonl.gz"
+    with gzip.open(path, "wb") as f:
+        f.write(SAMPLES[2].read_bytes())
+    monkeypatch.setattr(trace_v1, "BLOCK_BYTES", 4096)
+    _assert_same(path, monkeypatch, batch_frames=100)
+    plain = trace_v1.read_trace(SAMPLES[2], "t.jsonl")
+    assert trace_v1.read_trace(path, "t.jsonl").requests.equals(plain.requests)
+
+
+def test_fleet_run_same_tables(fleet_trace, monkeypatch):
+    _assert_same(fleet_trace, monkeypatch)
+    taken = _counting(monkeypatch)
+    t = trace_v1.read_trace(fleet_trace)
+    assert len(taken) > 1 and all(taken)
+    assert t.frames.num_rows == 2000 * 32
+
+
+# --- mixed files: good frames of a sample with odd-but-valid and bad lines put in ---------
+
+_ODD_OK = [
+    "",                                                       # blank line
+    '{"kind": "note", "message": "recorder off", "rank": 1}',
+    '{"kind": "mystery", "x": 1}',
+    '{"kind": "frame", "iter": 9000001, "rank": 0, "requests": [{"id": 5, "state": 13}]}',
+    '{"kind": "frame", "iter": 9000002, "rank": 0, "requests": [{"id": 5, "state": "generation_in_progress"}]}',
+    '{"kind": "frame", "iter": 9000003, "rank": 0, "requests": [{"id": 5, "state": " CONTEXT_INIT"}]}',
+    '{"kind": "frame", "iter": 9000004, "rank": 1, "requests": [], "padded": null, "expected": null}',
+    '{"kind": "frame", "iter": 9000005, "rank": 1, "requests": [{"id": 1, "state": "CONTEXT_INIT", "x": [1]}], "y": {}}\r',
+    '{"kind": "frame", "iter": 9000006, "rank": 1, "requests": [{"id": 1, "state": "LlmRequestState.CONTEXT_INIT"}]}',
+    '{"kind": "frame", "iter": 9000007, "rank": 1, "requests": [{"id": 1, "state": "CONTEXT_INIT", "dummy": true}], "note": "caf\\u00e9"}',
+    '  {"kind": "frame", "iter": 9000008, "rank": 1, "requests": []}',
+]
+
+_BAD = [
+    '{"kind": "frame", "iter": 9100001, "rank": 0, "requests": [{"id": 5, "state": "NOT_A_STATE"}]}',
+    '{"kind": "frame", "iter": 9100002, "rank": 0, "requests": [{"id": 5, "state": 99}]}',
+    '{"kind": "frame", "iter": 9100003, "rank": 99, "requests": []}',
+    '{"kind": "frame", "iter": -1, "rank": 0, "requests": []}',
+    '{"kind": "frame", "rank": 0, "requests": []}',
+    '{"kind": "frame", "iter": 9100004, "rank": 0}',
+    '{"kind": "frame", "iter": 9100005, "rank": 0, "requests": {}}',
+    '{"kind": "frame", "iter": 9100006, "rank": 0, "requests": [null]}',
+    '{"kind": "frame", "iter": 9100007, "rank": 0, "requests": [{"id": 5}]}',
+    '{"kind": "frame", "iter": 9100008, "rank": 0, "requests": [{"id": 5, "state": "CONTEXT_INIT", "dummy": null}]}',
+    '{"kind": "frame", "iter": 9100009, "rank": 0, "requests": [{"id": 5, "state": "CONTEXT_INIT", "dummy": 1}]}',
+    '{"kind": "frame", "iter": 9100010, "rank": 0, "requests": [{"id": 99999999999999999999, "state": "CONTEXT_INIT"}]}',
+    '{"kind": "frame", "iter": 9100011.0, "rank": 0, "requests": []}',
+    '{"kind": "frame", "iter": 9100012, "rank": true, "requests": []}',
+    '{"kind": "frame", "iter": 9100013, "rank": 0, "requests": [], "expected": 1.5}',
+    '{"kind": "frame", "iter": 9100014, "rank": 0, "requests": [], "padded": 0}',
+    '{"kind": "frame", "iter": 4611686018427387904, "rank": 0, "requests": []}',
+    '{"kind": "frame", "iter": 9100015, "rank": 0, "requests": []',
+    '{"kind": "run", "format": "adp-trace", "version": 1}',
+    '[1, 2]',
+    '{"kind": "frame", "iter": 0, "rank": 0, "requests": []}',    # duplicate of the sample's first frame
+]
+
+
+def _mixed(tmp_path, seed: int, extra: list[str]) -> Path:
+    rng = random.Random(seed)
+    lines = SAMPLES[2].read_text().splitlines()
+    head, frames = lines[:1], lines[1:]
+    for text in extra:
+        frames.insert(rng.randrange(len(frames) + 1), text)
+    path = tmp_path / f"mixed-{seed}.jsonl"
+    path.write_bytes(("\n".join(head + frames) + "\n").encode())
+    return path
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_odd_but_valid_lines_same_tables(seed, tmp_path, monkeypatch):
+    path = _mixed(tmp_path, seed, _ODD_OK)
+    monkeypatch.setattr(trace_v1, "BLOCK_BYTES", 2048)
+    _assert_same(path, monkeypatch, batch_frames=50)
+    t = trace_v1.read_trace(path)
+    assert t.unparsed.num_rows == 2 and t.events.num_rows == 1
+
+
+@pytest.mark.parametrize("bad", range(len(_BAD)))
+def test_bad_line_same_error(bad, tmp_path, monkeypatch):
+    seed = 1000 + bad
+    path = _mixed(tmp_path, seed, [*_ODD_OK[:3], _BAD[bad]])
+    monkeypatch.setattr(trace_v1, "BLOCK_BYTES", 2048)
+    taken = _counting(monkeypatch)
+    fast = _error(path, monkeypatch, fast=True)
+    assert any(taken)              # blocks around the bad line did go the vectorised way
+    slow = _error(path, monkeypatch, fast=False)
+    assert (str(fast), fast.line, fast.path) == (str(slow), slow.line, slow.path)
+    first_frame = SAMPLES[2].read_text().splitlines()[1]   # the duplicate's earlier twin
+    assert path.read_text().splitlines()[fast.line - 1] in (_BAD[bad], first_frame)
+
+
+def test_duplicate_across_batches_and_fast_blocks(tmp_path, monkeypatch):
+    """A frame repeated far later (other block, other batch) is named at the later line."""
+    lines = SAMPLES[2].read_text().splitlines()
+    path = tmp_path / "dup.jsonl"
+    path.write_text("\n".join(lines + [lines[5]]) + "\n")
+    monkeypatch.setattr(trace_v1, "BLOCK_BYTES", 2048)
+    taken = _counting(monkeypatch)
+    with pytest.raises(TraceFormatError) as e:
+        list(trace_v1.iter_trace(path, batch_frames=100))
+    assert all(taken[:-1])
+    assert e.value.line == len(lines) + 1 and "duplicate frame (iter 1, rank 0)" in str(e.value)
+
+
+# --- the vectorised block reader itself ---------------------------------------------------
+
+def test_block_columns_hand_checked():
+    block = (b'{"kind": "frame", "iter": 3, "rank": 1, "requests": [{"id": 7, "state": "CONTEXT_INIT"}, '
+             b'{"id": 0, "state": "LlmRequestState.GENERATION_IN_PROGRESS", "dummy": true}], '
+             b'"expected": 2, "padded": false}\n'
+             b'{"kind": "frame", "iter": 4, "rank": 0, "requests": [], "alloc_ok": false}\r\n')
+    c = trace_fast.fast_frames(block, 10, 2)
+    assert c is not None
+    assert c.line.tolist() == [10, 11] and c.iter.tolist() == [3, 4] and c.rank.tolist() == [1, 0]
+    assert c.num_requests.tolist() == [2, 0] and c.num_dummies.tolist() == [1, 0]
+    assert c.req_id.tolist() == [7, 0] and c.req_dummy.tolist() == [False, True]
+    assert c.req_state.tolist() == [int(RequestState.CONTEXT_INIT), int(RequestState.GENERATION_IN_PROGRESS)]
+    assert c.optional["expected"].to_pylist() == [2, None]
+    assert c.optional["alloc_ok"].to_pylist() == [None, False]
+    assert c.req_state.dtype == np.int16 and isinstance(c.optional["padded"], pa.Array)
+
+
+_GOOD = '{"kind": "frame", "iter": 1, "rank": 0, "requests": [{"id": 1, "state": "CONTEXT_INIT"}]}'
+
+
+@pytest.mark.parametrize("line", [
+    "", "  " + _GOOD, _GOOD + " ", _GOOD + _GOOD, _GOOD.replace("CONTEXT_INIT", "context_init"),
+    _GOOD.replace("CONTEXT_INIT", "CONTEXT\\u005fINIT"), _GOOD.replace('"CONTEXT_INIT"', "10"),
+    _GOOD.replace('"frame"', '"note"'), _GOOD.replace('"kind": "frame", ', ""),
+    _GOOD.replace('"rank": 0', '"rank": 2'), _GOOD.replace('"iter": 1', '"iter": -1'),
+    _GOOD.replace('"iter": 1', '"iter": 4611686018427387904'),
+    _GOOD.replace("}]}", ', "dummy": null}]}'), _GOOD.replace('"iter": 1', '"iter": 1, "iter": 2'),
+    _GOOD.replace('[{"id": 1, "state": "CONTEXT_INIT"}]', "[null]"),
+    _GOOD.replace("]}", '], "x": "a\tb"}'), _GOOD.replace("]}", '], "x": [1,]}'),   # json.loads refuses
+])
+def test_blocks_declined(line):
+    block = f"{_GOOD}\n{line}\n{_GOOD}\n".encode()
+    assert trace_fast.fast_frames(f"{_GOOD}\n{_GOOD}\n".encode(), 1, 2) is not None
+    assert trace_fast.fast_frames(block, 1, 2) is None
+
+
+def test_invalid_utf8_and_missing_final_newline_declined():
+    assert trace_fast.fast_frames(_GOOD.encode(), 1, 2) is None
+    bad = _GOOD.replace("frame", "fr\xe9me").encode("latin-1") + b"\n"
+    assert trace_fast.fast_frames(bad, 1, 2) is None
+    assert json.loads(_GOOD)["iter"] == 1
