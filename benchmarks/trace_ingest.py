@@ -12,7 +12,9 @@ whose only child is the measured worker, so the simulator and earlier steps neve
 Usage:
     python benchmarks/trace_ingest.py                      # 32 ranks x 5,000 and x 20,000 iterations
     python benchmarks/trace_ingest.py --iters 2000,8000 --ranks 16
-    PYTHONPATH=/path/to/other/checkout python benchmarks/trace_ingest.py   # measure another tree
+    cd /tmp && PYTHONPATH=/path/to/other/checkout python /path/to/this/benchmarks/trace_ingest.py
+        # measure another tree: run from outside any checkout, since ``python -c`` workers put
+        # the working directory ahead of PYTHONPATH
 """
 from __future__ import annotations
 
