@@ -19,7 +19,6 @@ import concurrent.futures
 import dataclasses
 import logging
 import os
-import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -73,57 +72,11 @@ class LogBatch:
 
 def _decompressed(path: str | os.PathLike, read_bytes: int = READ_BYTES
                   ) -> Iterator[tuple[bytes, int, str | None]]:
-    """Yield (decompressed bytes, compressed bytes consumed, error or None).
-
-    Decompression is done here rather than through ``sources.open_binary`` so the compressed
-    offset is known (for progress) and a truncated gzip/zstd stream is detected instead of
-    ending silently (zstd's stream reader does not complain).
-    """
+    """Yield (decompressed bytes, compressed bytes consumed, error or None) of ``path``
+    (:func:`sources.decompressed_chunks`: offsets for progress, truncation detected)."""
     comp = sources.compression_of(path)
     with open(path, "rb") as raw:
-        if comp is None:
-            while True:
-                b = raw.read(read_bytes)
-                if not b:
-                    return
-                yield b, len(b), None
-        if comp == "gzip":
-            def make() -> Any:
-                return zlib.decompressobj(wbits=31)
-        else:
-            import zstandard
-
-            def make() -> Any:
-                return zstandard.ZstdDecompressor().decompressobj()
-        d = make()
-        fed = False
-        offset = 0
-        while True:
-            b = raw.read(read_bytes)
-            if not b:
-                break
-            offset += len(b)
-            outs = []
-            data = b
-            try:
-                while data:
-                    outs.append(d.decompress(data))
-                    fed = True
-                    if d.eof:
-                        data = d.unused_data
-                        d = make()
-                        fed = False
-                        if data and not data.strip(b"\x00"):
-                            data = b""  # zero padding after the last member
-                    else:
-                        data = b""
-            except Exception as e:  # noqa: BLE001 -- zlib.error / zstandard.ZstdError: corrupt
-                yield b"".join(outs), len(b), (f"{comp} stream corrupt near compressed byte "
-                                               f"{offset}: {e}")
-                return
-            yield b"".join(outs), len(b), None
-        if fed:
-            yield b"", 0, f"{comp} stream truncated after {offset} compressed bytes"
+        yield from sources.decompressed_chunks(raw, comp, read_bytes)
 
 
 def _plain_blocks(path: str | os.PathLike, block_bytes: int
