@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from forensics.dataset.schema import EVENTS, STATS, UNPARSED
+from forensics.ingest.json_object_lines import DeclineBlock, object_line_ends
 from forensics.ingest.stats_json import _FLOAT_COLUMNS, _INT_BOUNDS, TYPED_COLUMNS, StatsBatch
 
 #: Bytes of whole lines per vectorised block (~16k rows of a 32-rank IterationStats file).
@@ -39,39 +40,22 @@ _PARSE = pj.ParseOptions(explicit_schema=pa.schema([("timestamp", pa.string())])
 _EXACT_FLOAT = float(2 ** 53)
 
 
-class _Decline(Exception):
-    """The block needs the per-object reader."""
 
 
 def fast_block(block: bytes, line: int, source: str) -> StatsBatch | None:
     """The rows of ``block`` (whole lines, the first being line ``line``), or None to decline."""
     try:
         return _rows(block, line, source)
-    except (_Decline, pa.ArrowInvalid):
+    except (DeclineBlock, pa.ArrowInvalid):
         return None
 
 
 def _lines(block: bytes) -> tuple[pa.StringArray, int]:
     """The block's lines (newline kept) as a zero-copy string array, after the shape checks."""
-    if not block.endswith(b"\n") or b"\\" in block or len(block) >= 2 ** 31:
-        raise _Decline()
-    if not block.isascii():
-        try:
-            block.decode("utf-8")
-        except UnicodeDecodeError:
-            raise _Decline() from None
-    b = np.frombuffer(block, np.uint8)
-    nl = np.flatnonzero(b == 10)
+    if len(block) >= 2 ** 31:  # int32 string offsets
+        raise DeclineBlock()
+    nl = object_line_ends(block)
     n = nl.size
-    starts = np.empty(n, np.int64)
-    starts[0] = 0
-    starts[1:] = nl[:-1] + 1
-    last = nl - 1
-    cr = b[np.maximum(last, 0)] == 13
-    last = last - cr
-    # every line is `{ ... }` (optionally \r before the newline), nothing around it
-    if (last < starts).any() or not ((b[starts] == 123) & (b[np.maximum(last, 0)] == 125)).all():
-        raise _Decline()
     offsets = np.empty(n + 1, np.int32)
     offsets[0] = 0
     offsets[1:] = nl + 1
@@ -82,14 +66,14 @@ def _leaves(arr: pa.Array, prefix: str, names: list[str], out: dict[str, pa.Arra
     """Leaf arrays of a struct under dotted names, parent nulls applied, in schema order."""
     for field, child in zip(arr.type, arr.flatten()):
         if not _NAME.match(field.name):
-            raise _Decline()
+            raise DeclineBlock()
         names.append(field.name)
         t = field.type
         if pa.types.is_struct(t):
             _leaves(child, f"{prefix}{field.name}.", names, out)
         elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t) \
                 or pa.types.is_fixed_size_list(t):
-            raise _Decline()
+            raise DeclineBlock()
         else:
             out[f"{prefix}{field.name}"] = child
 
@@ -107,7 +91,7 @@ def _numeric(a: pa.Array) -> tuple[np.ndarray, np.ndarray, str] | None:
             or (pa.types.is_struct(t) and t.num_fields == 0):
         return None
     else:
-        raise _Decline()
+        raise DeclineBlock()
     valid = ~np.asarray(a.is_null().to_numpy(zero_copy_only=False), bool)
     vals = a.fill_null(False if kind == "bool" else 0).to_numpy(zero_copy_only=False)
     return vals, valid, kind
@@ -117,7 +101,7 @@ def _rows(block: bytes, line: int, source: str) -> StatsBatch:
     lines, n = _lines(block)
     table = pj.read_json(io.BytesIO(block), parse_options=_PARSE)
     if table.num_rows != n:
-        raise _Decline()
+        raise DeclineBlock()
     rows = table.to_struct_array()
     if isinstance(rows, pa.ChunkedArray):
         rows = rows.combine_chunks()
@@ -125,7 +109,7 @@ def _rows(block: bytes, line: int, source: str) -> StatsBatch:
     leaves: dict[str, pa.Array] = {}
     _leaves(rows, "", names, leaves)
     if len(set(names)) != len(names):
-        raise _Decline()
+        raise DeclineBlock()
 
     cols: dict[str, pa.Array] = {}
     field_names: list[str] = []
@@ -152,7 +136,7 @@ def _rows(block: bytes, line: int, source: str) -> StatsBatch:
                 if kind == "float":
                     with np.errstate(invalid="ignore"):
                         if (valid & (np.abs(vals) >= _EXACT_FLOAT)).any():
-                            raise _Decline()   # an int literal here would be exact in Python
+                            raise DeclineBlock()   # an int literal here would be exact in Python
                         typed_ok = valid & np.isfinite(vals) & (vals == np.floor(vals)) \
                             & (vals >= -bound - 1) & (vals <= bound)
                     ints = np.where(typed_ok, vals, 0).astype(np.int64)
@@ -172,7 +156,7 @@ def _rows(block: bytes, line: int, source: str) -> StatsBatch:
     if len(field_names) > 1:
         pattern = ".*".join(re.escape(f'"{p.rsplit(".", 1)[-1]}":') for p in field_names)
         if not pc.all(pc.match_substring_regex(lines, pattern)).as_py():
-            raise _Decline()
+            raise DeclineBlock()
 
     ts = leaves.get("timestamp")
     cols["timestamp"] = ts if ts is not None and pa.types.is_string(ts.type) \

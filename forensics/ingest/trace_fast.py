@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from forensics.dataset.schema import FRAMES
+from forensics.ingest.json_object_lines import DeclineBlock, object_line_ends
 from replay.states import RequestState
 
 #: Bytes of whole lines per vectorised block (~40k frames of a 32-rank fleet trace).
@@ -100,80 +101,57 @@ class FrameColumns:
                             self.req_id[a:b], self.req_state[a:b], self.req_dummy[a:b])
 
 
-class _Decline(Exception):
-    """The block needs the per-frame builder."""
 
 
 def fast_frames(block: bytes, line: int, tp_size: int) -> FrameColumns | None:
     """The frames of ``block`` (whole lines, the first being line ``line``), or None to decline."""
     try:
         return _frames(block, line, tp_size)
-    except (_Decline, pa.ArrowInvalid):
+    except (DeclineBlock, pa.ArrowInvalid):
         return None
-
-
-def _shape(block: bytes) -> int:
-    """Number of lines, after checking each is ``{...}`` (``\\r`` allowed before the newline)."""
-    if not block.endswith(b"\n") or b"\\" in block:
-        raise _Decline()
-    if not block.isascii():
-        try:
-            block.decode("utf-8")
-        except UnicodeDecodeError:
-            raise _Decline() from None
-    b = np.frombuffer(block, np.uint8)
-    nl = np.flatnonzero(b == 10)
-    starts = np.empty(nl.size, np.int64)
-    starts[0] = 0
-    starts[1:] = nl[:-1] + 1
-    last = nl - 1
-    last = last - (b[np.maximum(last, 0)] == 13)
-    if (last < starts).any() or not ((b[starts] == 123) & (b[np.maximum(last, 0)] == 125)).all():
-        raise _Decline()
-    return int(nl.size)
 
 
 def _int_values(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """A required int64 column as numpy; declines on any null (missing or null field)."""
     if col.null_count:
-        raise _Decline()
+        raise DeclineBlock()
     return np.asarray(col.to_numpy(), np.int64)
 
 
 def _frames(block: bytes, line: int, tp_size: int) -> FrameColumns:
-    n = _shape(block)
+    n = int(object_line_ends(block).size)
     table = pj.read_json(io.BytesIO(block), read_options=_READ, parse_options=_PARSE)
     if table.num_rows != n:
-        raise _Decline()
+        raise DeclineBlock()
     table = table.combine_chunks()
     kind = table.column("kind")
     if kind.null_count or not pc.all(pc.equal(kind, "frame")).as_py():
-        raise _Decline()
+        raise DeclineBlock()
     it = _int_values(table.column("iter"))
     rank = _int_values(table.column("rank"))
     if (it < 0).any() or (rank < 0).any() or (rank >= tp_size).any():
-        raise _Decline()
+        raise DeclineBlock()
     if n and int(it.max()) > ((1 << 63) - 1 - tp_size) // tp_size:
-        raise _Decline()   # the frame key would overflow: the builder words that error
+        raise DeclineBlock()   # the frame key would overflow: the builder words that error
     reqs = table.column("requests").chunk(0) if table.column("requests").num_chunks == 1 \
         else pa.concat_arrays(table.column("requests").chunks)
     if reqs.null_count:
-        raise _Decline()
+        raise DeclineBlock()
     offsets = np.asarray(reqs.offsets.to_numpy(), np.int64)
     counts = np.diff(offsets)
     items = reqs.values.slice(offsets[0], offsets[-1] - offsets[0]) if n else reqs.values
     if items.null_count:
-        raise _Decline()
+        raise DeclineBlock()
     rid, state, dummy = items.field("id"), items.field("state"), items.field("dummy")
     if rid.null_count or state.null_count:
-        raise _Decline()
+        raise DeclineBlock()
     if dummy.null_count and b"null" in block:
-        raise _Decline()
+        raise DeclineBlock()
     enc = state.dictionary_encode()
     try:
         lut = np.array([_STATE_CODES[s] for s in enc.dictionary.to_pylist()], np.int16)
     except KeyError:
-        raise _Decline() from None
+        raise DeclineBlock() from None
     codes = lut[np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.intp)] if len(items) \
         else np.zeros(0, np.int16)
     dummies = np.asarray(dummy.fill_null(False).to_numpy(zero_copy_only=False), bool)
