@@ -40,8 +40,6 @@ _PARSE = pj.ParseOptions(explicit_schema=pa.schema([("timestamp", pa.string())])
 _EXACT_FLOAT = float(2 ** 53)
 
 
-
-
 def fast_block(block: bytes, line: int, source: str) -> StatsBatch | None:
     """The rows of ``block`` (whole lines, the first being line ``line``), or None to decline."""
     try:

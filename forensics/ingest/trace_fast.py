@@ -101,8 +101,6 @@ class FrameColumns:
                             self.req_id[a:b], self.req_state[a:b], self.req_dummy[a:b])
 
 
-
-
 def fast_frames(block: bytes, line: int, tp_size: int) -> FrameColumns | None:
     """The frames of ``block`` (whole lines, the first being line ``line``), or None to decline."""
     try:
