@@ -18,14 +18,13 @@ from __future__ import annotations
 import html
 import logging
 import os
-import sys
-import types
 from collections.abc import Iterable, Sequence
 from functools import cached_property
 from typing import Any
 
 import pandas as pd
 
+from forensics.callable_module import make_module_callable
 from forensics.errors import DatasetError, NoTraceError
 
 log = logging.getLogger(__name__)
@@ -425,15 +424,6 @@ def _table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, header: boo
     return "".join(out)
 
 
-class _CallableModule(types.ModuleType):
-    """``forensics.investigate(...)`` must work even after ``import forensics.investigate``: the
-    import system then binds the package attribute to this module, shadowing the package's lazy
-    ``__getattr__``; a callable module keeps both spellings working."""
-
-    def __call__(self, *inputs, **kwargs) -> Investigation:
-        return investigate(*inputs, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
+make_module_callable(__name__, investigate)  # ``forensics.investigate(...)`` after the import
 
 __all__ = ["LEAK_COLUMNS", "VERDICT_COLUMNS", "Investigation", "investigate"]

@@ -25,9 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import sys
 import tempfile
-import types
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -37,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from forensics import __version__
+from forensics.callable_module import make_module_callable
 from forensics.dataset.store import META_FILE, Dataset, DatasetWriter
 from forensics.errors import DatasetError, InputError, TraceFormatError
 from forensics.ingest.kinds import KINDS, detect_kind, recognised
@@ -415,16 +414,4 @@ def _log_refused(report: IngestReport) -> None:
 __all__ = ["IngestReport", "RefusedInput", "ingest", "as_dataset", "discover", "classify"]
 
 
-class _CallableModule(types.ModuleType):
-    """Lets ``forensics.ingest(...)`` call :func:`ingest`.
-
-    Importing this package binds ``forensics.ingest`` to the *module* (Python sets a package's
-    submodules as attributes), which would shadow the documented ``forensics.ingest()`` entry.
-    """
-
-    def __call__(self, inputs: PathLike | Iterable[PathLike], output: PathLike, *,
-                 kind: str | None = None, quiet: bool = True) -> IngestReport:
-        return ingest(inputs, output, kind=kind, quiet=quiet)
-
-
-sys.modules[__name__].__class__ = _CallableModule
+make_module_callable(__name__, ingest)  # ``forensics.ingest(...)`` after the import, too
