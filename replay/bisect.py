@@ -19,7 +19,7 @@ import logging
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from forensics.errors import PolicyError
+from replay.errors import PolicyError
 from replay.config import RunConfig
 from replay.trtllm_source import (
     WATCHED_FILES,
@@ -223,8 +223,9 @@ def bisect(frames: Any, repo: str | Path, good: str, bad: str, config: Optional[
 def bisect_input(input_path: str | Path, repo: str | Path, good: str, bad: str,
                  run: Optional[str] = None) -> BisectResult:
     """``forensics bisect``: load or ingest ``input_path``, take its run, :func:`bisect` it."""
-    from forensics.ingest import as_dataset
+    from replay.feed import readers
     from replay.frames import RunFrames
+    as_dataset = readers().as_dataset
     ds = as_dataset(input_path)
     frames = RunFrames.from_dataset(ds, run)
     return bisect(frames, repo, good, bad)

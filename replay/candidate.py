@@ -37,7 +37,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from forensics.errors import PolicyError
+from replay.errors import PolicyError
 from replay.catalogue import CATALOGUE, get_policy
 from replay.policy import AllocFailure, EntryCheck, FrameView, PadOutcome, Policy
 from replay.standin_executor import (

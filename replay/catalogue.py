@@ -6,7 +6,7 @@ Each entry cites the upstream pull request it models; the facts are paraphrased 
 from __future__ import annotations
 
 from replay.policy import AllocFailure, EntryCheck, Policy, Predicate
-from forensics.errors import PolicyError
+from replay.errors import PolicyError
 
 _LEGACY = Policy(
     name="legacy-2025",

@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
-from forensics.errors import ConfigError
+from replay.errors import ConfigError
 
 #: ``ceil(multiplier * fair_share)`` in the router (domain doc §5); upstream default 1.
 DEFAULT_EXPECTED_MULTIPLIER = 1.0

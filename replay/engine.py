@@ -57,7 +57,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from forensics.errors import PolicyError
+from replay.errors import PolicyError
 from replay.config import RunConfig
 from replay.frames import RunFrames
 from replay.policy import FrameView, PadOutcome, Policy
@@ -141,12 +141,13 @@ def replay_input(inputs, policies: Iterable[Policy | str] | None = None, *, run:
         cache_dir: where raw inputs are ingested (default: a temporary directory).
 
     Raises:
-        ForensicsError: bad input (exit code 2 in the CLI).
+        ReplayError: bad input (``forensics.errors.ForensicsError``, exit code 2 in the CLI);
+            NoReaderError when no reader is installed (``replay.feed``).
     """
     from replay.resolve import resolve_policies
     pols = resolve_policies(list(policies) if policies else None)  # bad names fail before ingest
-    from forensics.ingest import as_dataset
-    ds = as_dataset(inputs, cache_dir=cache_dir)
+    from replay.feed import readers
+    ds = readers().as_dataset(inputs, cache_dir=cache_dir)
     frames = RunFrames.from_dataset(ds, run=run)
     return run_all(frames, pols)
 

@@ -30,8 +30,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from forensics.dataset.schema import FRAMES
-from forensics.errors import ConfigError, DatasetError, NoTraceError
+from replay.frame_schema import FRAMES
+from replay.errors import ConfigError, DatasetError, NoTraceError
 from replay.config import RunConfig
 from replay.policy import Policy, Predicate
 from replay.states import ALL_STATES, RequestState, micro_batch_window, state_index
@@ -52,10 +52,14 @@ def _np(col, dtype=None, fill=None) -> np.ndarray:
     return out.astype(dtype) if dtype is not None else out
 
 
-def _as_arrow(t) -> pa.Table:
+def _as_arrow(t, schema: pa.Schema | None = None) -> pa.Table:
+    """An Arrow table; a DataFrame holding every column of ``schema`` is typed by it (an
+    all-null column of a hand-built frame has no type of its own)."""
     if isinstance(t, pa.Table):
         return t
     if isinstance(t, pd.DataFrame):
+        if schema is not None and set(schema.names) <= set(t.columns):
+            return pa.Table.from_pandas(t[schema.names], schema=schema, preserve_index=False)
         return pa.Table.from_pandas(t, preserve_index=False)
     raise TypeError(f"expected a pyarrow Table or pandas DataFrame, got {type(t).__name__}")
 
@@ -134,9 +138,10 @@ class RunFrames:
     # ----------------------------------------------------------------- construction
     @classmethod
     def from_records(cls, records: Iterable[dict], source: str = "<records>") -> RunFrames:
-        """From in-memory trace v1 records (one run record first)."""
-        from forensics.ingest.trace_v1 import tables_from_records
-        t = tables_from_records(records, source)
+        """From in-memory trace records (one run record first), read by the installed trace
+        reader (``replay.feed``: the forensics pipeline's)."""
+        from replay.feed import readers
+        t = readers().tables_from_records(records, source)
         return cls.from_tables(t.runs, t.frames, t.requests)
 
     @classmethod
@@ -161,7 +166,7 @@ class RunFrames:
     @classmethod
     def from_tables(cls, runs, frames, requests, run: str | None = None) -> RunFrames:
         """From ``runs``, ``frames`` and ``requests`` tables (Arrow or pandas, dataset schema)."""
-        runs, frames, requests = _as_arrow(runs), _as_arrow(frames), _as_arrow(requests)
+        runs, frames, requests = _as_arrow(runs), _as_arrow(frames, FRAMES), _as_arrow(requests)
         run, source, config, several = _run_config(runs, run)
         if several:  # a single-run input needs no (costly) string filter
             frames = frames.filter(pc.equal(frames.column("run"), run))

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from forensics.errors import PolicyError
+from replay.errors import PolicyError
 from replay.config import RunConfig
 from replay.frames import RunFrames
 from replay.policy import AllocFailure, EntryCheck, FrameView, PadOutcome, Policy

@@ -33,7 +33,7 @@ import traceback
 import types
 from typing import Any, Callable, Optional
 
-from forensics.errors import PolicyError
+from replay.errors import PolicyError
 from replay.config import RunConfig
 from replay.policy import FrameView, PadOutcome
 from replay.states import (

@@ -34,7 +34,7 @@ import symtable
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from forensics.errors import PolicyError
+from replay.errors import PolicyError
 from replay.catalogue import get_policy
 from replay.era import (
     DELEGATE_METHOD,

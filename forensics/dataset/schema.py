@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from replay.frame_schema import FRAMES
+
 #: "1.1" added ``frames.postpadded`` (at the end; a 1.0 dataset loads with it null).
 SCHEMA_VERSION = "1.1"
 
@@ -116,22 +118,8 @@ RUNS = pa.schema([
     pa.field("record_json", pa.string(), nullable=False),  # the whole run record, verbatim JSON
 ])
 
-FRAMES = pa.schema([
-    pa.field("run", pa.string(), nullable=False),
-    pa.field("source", pa.string(), nullable=False),
-    pa.field("line", pa.int64(), nullable=False),
-    pa.field("iter", pa.int64(), nullable=False),
-    pa.field("rank", pa.int32(), nullable=False),
-    pa.field("num_requests", pa.int32(), nullable=False),  # len(active_requests), dummies included
-    pa.field("num_dummies", pa.int32(), nullable=False),
-    pa.field("expected", pa.int64()),                      # recorded decisions, null when absent
-    pa.field("padded", pa.bool_()),
-    pa.field("scheduled", pa.int64()),
-    pa.field("can_queue", pa.bool_()),
-    pa.field("alloc_ok", pa.bool_()),                      # false: add_dummy_requests would return None
-    pa.field("postpadded", pa.bool_()),                    # dummy appended after scheduling
-                                                           # (PR #17379); null: unknown
-])
+# FRAMES (one row per (run, iter, rank) frame) is defined in replay/frame_schema.py, imported
+# above: the frames table is the replay's input and the replay imports nothing from forensics.
 
 REQUESTS = pa.schema([
     pa.field("run", pa.string(), nullable=False),

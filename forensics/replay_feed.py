@@ -1,0 +1,24 @@
+"""The forensics pipeline feeds the replay library: its trace reader and dataset loader.
+
+Importing this module installs them in ``replay.feed`` (the replay imports nothing from
+``forensics``; it looks this module up by name when it first needs to read a file).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from replay import feed
+
+
+def _tables_from_records(records: Iterable[dict], source: str) -> Any:
+    from forensics.ingest.trace_v1 import tables_from_records
+    return tables_from_records(records, source)
+
+
+def _as_dataset(inputs: Any, cache_dir: Any = None) -> Any:
+    from forensics.ingest import as_dataset
+    return as_dataset(inputs, cache_dir=cache_dir)
+
+
+feed.install(tables_from_records=_tables_from_records, as_dataset=_as_dataset)
