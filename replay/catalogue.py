@@ -1,117 +1,215 @@
 """The catalogue of executor versions, by stable name. Adding a version touches this file only.
 
-Each entry cites the upstream pull request it models; the facts are paraphrased in
-``../shared/docs/adp-executor.md`` §5-6 (no upstream code is copied here).
+Each entry cites the upstream pull requests it models, names its gates (``Policy`` fields read
+from the run configuration) and its dummy role. The facts are paraphrased in
+``../shared/docs/adp-executor.md`` §5-6 and §10 and were checked against upstream's sources
+(no upstream code is copied here). Oldest first:
+
+=====================  =================  =============================  =====  ===============
+entry                  upstream           count with a transceiver       cap    entry check
+=====================  =================  =============================  =====  ===============
+mid-2025               NVIDIA 9521caf     legacy (inline)                no     assert
+legacy-2025            late 2025          legacy (inline)                no     assert
+early-2026             NVIDIA 16abdfc     legacy (count method)          no     assert
+prefix-2026            fork 3b06213       legacy                         yes    assert
+fix-16161              never merged       window, ungated                yes    assert
+fix-16279              merged             window if DeepSeek-V4, pp 1    yes    assert
+tolerant-17278         NVIDIA 000515e     as fix-16279                   yes    warning
+sched-aware-16921      #16921             scheduler if gated, intent     yes    warning
+postpad-17379          NVIDIA 002f3cc     as sched-aware-16921           yes    warning
+newest                 NVIDIA 0004396     as sched-aware-16921           yes    warning
+=====================  =================  =============================  =====  ===============
 """
 from __future__ import annotations
 
-from replay.policy import AllocFailure, EntryCheck, Policy, Predicate
 from replay.errors import PolicyError
+from replay.policy import (ADP_FIXES_GATE, DSV4_FIXES_GATE, FORWARD_INTENT_GATE,
+                           SCHEDULER_AWARE_GATE, AllocFailure, DummyRole, EntryCheck, Policy,
+                           Predicate)
 
-_LEGACY = Policy(
-    name="legacy-2025",
-    title="2025 executor: legacy predicate, no cap on expected",
-    prs=("#12208 (predicate later moved, same count)",),
+_NO_CAP_NOTE = ("expected = max(ceil(total/tp), max(counts)) has no cap, so a leaked dummy raises "
+                "the floor and the entry assert cannot trip: dummies leak silently.")
+
+_MID_2025 = Policy(
+    name="mid-2025",
+    title="mid-2025 executor: inline legacy count, no cap, context dummy on a context arrival",
+    prs=("NVIDIA 9521caf (stored py_executor.py)",),
+    revision="9521caf",
     disagg_predicate=Predicate.NOT_AWAITING_KV,
     cap=False,
     entry_check=EntryCheck.ASSERT,
     alloc_failure=AllocFailure.CRASH,
-    notes=("expected = max(ceil(total/tp), max(counts)) has no cap, so a leaked dummy raises the "
-           "floor and the entry assert cannot trip: dummies leak silently."),
+    dummy_role=DummyRole.CONTEXT_ON_ARRIVAL,
+    notes=_NO_CAP_NOTE + (" The dummy takes the context role in an iteration where a "
+                          "context-only request arrived (read from the trace: a request first "
+                          "seen in a context-server state)."),
+)
+
+_LEGACY = Policy(
+    name="legacy-2025",
+    title="late-2025 executor: inline legacy count, no cap on expected, generation dummy",
+    prs=("late-2025 stored py_executor.py",),
+    disagg_predicate=Predicate.NOT_AWAITING_KV,
+    cap=False,
+    entry_check=EntryCheck.ASSERT,
+    alloc_failure=AllocFailure.CRASH,
+    dummy_role=DummyRole.GENERATION,
+    notes=_NO_CAP_NOTE + " Always a generation dummy.",
+)
+
+_EARLY_2026 = Policy(
+    name="early-2026",
+    title="early-2026 executor: _count_schedulable_active_requests, legacy count, still no cap",
+    prs=("#12208 (the count moves into _count_schedulable_active_requests)", "NVIDIA 16abdfc"),
+    revision="16abdfc",
+    disagg_predicate=Predicate.NOT_AWAITING_KV,
+    cap=False,
+    entry_check=EntryCheck.ASSERT,
+    alloc_failure=AllocFailure.CRASH,
+    dummy_role=DummyRole.REQUEST_TYPES,
+    notes=(_NO_CAP_NOTE + " The separate count method predates the router cap (#13347), so its "
+           "presence does not mean a capped build."),
 )
 
 _PREFIX = Policy(
     name="prefix-2026",
-    title="2026 build before the fix: legacy predicate, cap on expected, assert (NVBug 6438685)",
-    prs=("#12208", "NVBug 6438685"),
+    title="2026 build before the fix: legacy count, cap on expected, assert (NVBug 6438685)",
+    prs=("#13347 (router cap, nvbug 6071070)", "#12208", "NVBug 6438685"),
+    revision="fork 3b06213",
     disagg_predicate=Predicate.NOT_AWAITING_KV,
     cap=True,
     entry_check=EntryCheck.ASSERT,
     alloc_failure=AllocFailure.CRASH,
+    dummy_role=DummyRole.REQUEST_TYPES,
     notes=("GENERATION_TO_COMPLETE counts as schedulable but the scheduler refuses it; a rank "
            "holding only such requests schedules 0, the fleet skips, padded dummies leak and a "
            "rank at the cap plus its leaked dummy asserts."),
 )
 
-_FIX = Policy(
+_FIX_16161 = Policy(
     name="fix-16161",
-    title="window predicate on the disaggregated path, None-guarded dummy allocation",
-    prs=("#16161", "#16279"),
+    title="proposed fix (never merged): window count on every disaggregated run, None guarded",
+    prs=("#16161 (closed as a duplicate of #16279; never merged)",),
+    merged=False,
     disagg_predicate=Predicate.WINDOW,
     aggregated_predicate=Predicate.ALL,
     cap=True,
     entry_check=EntryCheck.ASSERT,
     alloc_failure=AllocFailure.SKIP,
-    notes=("The aggregated path (no transceiver) keeps counting GENERATION_TO_COMPLETE on purpose "
-           "(an upstream test pins it), so dummies can still leak there. #16279 merged the change "
-           "scoped to one model family; #16161 was closed as its duplicate."),
+    dummy_role=DummyRole.REQUEST_TYPES,
+    notes=("The seed fix as proposed: no model or pipeline gate. It was never merged; what "
+           "shipped is #16279 (fix-16279), which applies the window only to DeepSeek-V4 with "
+           "pp_size 1. The aggregated path (no transceiver) keeps counting "
+           "GENERATION_TO_COMPLETE on purpose (an upstream test pins it)."),
 )
 
-_SCHED = Policy(
-    name="sched-aware-16921",
-    title="scheduler-aware predicate, pending dummy rolled back when the fleet skips",
-    prs=("#16921",),
-    disagg_predicate=Predicate.SCHEDULER,
-    aggregated_predicate=Predicate.ALL,
-    scheduler_gate_pp1=True,
+_FIX_16279 = Policy(
+    name="fix-16279",
+    title="merged fix: window count, KV precheck and pending dummy, only for DeepSeek-V4 at pp 1",
+    prs=("#16279 (merged; #16161 closed as its duplicate)",),
+    disagg_predicate=Predicate.WINDOW,
+    count_gate=DSV4_FIXES_GATE,
+    fixes_gate=DSV4_FIXES_GATE,
     cap=True,
     entry_check=EntryCheck.ASSERT,
     alloc_failure=AllocFailure.SKIP,
+    alloc_failure_outside_gate=AllocFailure.CRASH,
     rollback_on_skip=True,
-    notes=("Delegation and the transactional dummy apply with a transceiver and pp_size 1; "
-           "pipeline-parallel and aggregated runs stay on the legacy count and a plain dummy."),
+    dummy_role=DummyRole.REQUEST_TYPES,
+    notes=("Inside _enable_dsv4_adp_dummy_fixes (model_type deepseek_v4, pp_size 1) and with a "
+           "transceiver: the window count, a KV-capacity precheck, a pending dummy rolled back "
+           "when the fleet skips, a refused dummy tolerated. Any other model, or pp_size > 1, "
+           "keeps the crashing count and indexes the allocation result unchecked."),
 )
 
 _TOLERANT = Policy(
     name="tolerant-17278",
-    title="surplus warning instead of the entry assert",
-    prs=("#17278", "#16921"),
-    disagg_predicate=Predicate.SCHEDULER,
-    aggregated_predicate=Predicate.ALL,
-    scheduler_gate_pp1=True,
+    title="after #16279: surplus warning instead of the entry assert, no scheduler delegation",
+    prs=("#17278", "#16279", "NVIDIA 000515e"),
+    revision="000515e",
+    disagg_predicate=Predicate.WINDOW,
+    count_gate=DSV4_FIXES_GATE,
+    fixes_gate=DSV4_FIXES_GATE,
     cap=True,
     entry_check=EntryCheck.WARN,
     alloc_failure=AllocFailure.SKIP,
+    alloc_failure_outside_gate=AllocFailure.CRASH,
     rollback_on_skip=True,
-    notes="A leaked dummy no longer crashes the fleet; it is warned about and wastes capacity.",
+    dummy_role=DummyRole.REQUEST_TYPES,
+    notes=("A leaked dummy no longer crashes the fleet; it is warned about and wastes capacity. "
+           "The count is still #16279's, gated to DeepSeek-V4 at pp_size 1."),
+)
+
+_SCHED = Policy(
+    name="sched-aware-16921",
+    title="scheduler-aware count (model/overlap/pp gate), forward intent without overlap",
+    prs=("#16921", "#17278", "#16279"),
+    disagg_predicate=Predicate.SCHEDULER,
+    count_gate=SCHEDULER_AWARE_GATE,
+    fixes_gate=ADP_FIXES_GATE,
+    intent_gate=FORWARD_INTENT_GATE,
+    cap=True,
+    entry_check=EntryCheck.WARN,
+    alloc_failure=AllocFailure.SKIP,
+    alloc_failure_outside_gate=AllocFailure.CRASH,
+    rollback_on_skip=True,
+    dummy_role=DummyRole.REQUEST_TYPES,
+    notes=("Three gates: the transactional dummy with pp_size 1 (any model); the scheduler "
+           "delegation with pp_size 1 and, under the overlap scheduler, only deepseek_v4 or "
+           "qwen3_5_moe (kimi_k2 with overlap stays on the legacy count); without overlap the "
+           "pad follows the all-reduced forward intent (nobody padded when no rank has "
+           "schedulable work). Pipeline-parallel and aggregated runs keep the legacy count."),
 )
 
 _POSTPAD = Policy(
     name="postpad-17379",
-    title="post-schedule padding of an empty batch",
-    prs=("#17379", "#17278", "#16921"),
+    title="post-schedule padding of an empty batch (rolled back on a skip on every path)",
+    prs=("#17379", "#16921", "#17278", "NVIDIA 002f3cc"),
+    revision="002f3cc",
     disagg_predicate=Predicate.SCHEDULER,
-    aggregated_predicate=Predicate.ALL,
-    scheduler_gate_pp1=True,
+    count_gate=SCHEDULER_AWARE_GATE,
+    fixes_gate=ADP_FIXES_GATE,
+    intent_gate=FORWARD_INTENT_GATE,
     cap=True,
     entry_check=EntryCheck.WARN,
     alloc_failure=AllocFailure.SKIP,
+    alloc_failure_outside_gate=AllocFailure.CRASH,
     rollback_on_skip=True,
     postpad_empty_batch=True,
+    dummy_role=DummyRole.REQUEST_TYPES,
     notes=("A rank with active requests but an empty batch gets a generation dummy after "
-           "scheduling (if below the cap and the dummy can be allocated), so it no longer "
-           "forces a fleet-wide skip."),
+           "scheduling (below the cap, when it can be allocated; not under pipeline "
+           "parallelism). That dummy is pending whatever the fixes gate says, so a skipped "
+           "iteration rolls it back on every path (upstream's test runs with the fixes flag "
+           "off and on)."),
 )
 
 _NEWEST = Policy(
     name="newest",
-    title="newest main: scheduler-aware, transactional, tolerant, post-pad, refused dummy tolerated",
-    prs=("#18157", "#17379", "#17278", "#16921", "#16161"),
+    title="newest main: as postpad-17379, and the legacy path tolerates a refused dummy",
+    prs=("#18157", "#17379", "#16921", "#17278", "#16279", "NVIDIA 0004396"),
+    revision="0004396",
     disagg_predicate=Predicate.SCHEDULER,
-    aggregated_predicate=Predicate.ALL,
-    scheduler_gate_pp1=True,
+    count_gate=SCHEDULER_AWARE_GATE,
+    fixes_gate=ADP_FIXES_GATE,
+    intent_gate=FORWARD_INTENT_GATE,
     cap=True,
     entry_check=EntryCheck.WARN,
     alloc_failure=AllocFailure.SKIP,
+    alloc_failure_outside_gate=AllocFailure.SKIP,
     rollback_on_skip=True,
     postpad_empty_batch=True,
-    notes=("Pipeline-parallel and aggregated ADP stay on the legacy count, so a dummy can still "
-           "leak there (now only warned about)."),
+    dummy_role=DummyRole.REQUEST_TYPES,
+    notes=("Pipeline-parallel and aggregated ADP, and overlap runs of models outside the "
+           "scheduler-aware gate, stay on the legacy count, so a dummy can still leak there (now "
+           "only warned about). A KV-capacity precheck on every path makes a refused dummy a "
+           "skipped pad, not a crash (#18157)."),
 )
 
 #: Every catalogue policy by name, oldest first.
 CATALOGUE: dict[str, Policy] = {p.name: p for p in
-                                (_LEGACY, _PREFIX, _FIX, _SCHED, _TOLERANT, _POSTPAD, _NEWEST)}
+                                (_MID_2025, _LEGACY, _EARLY_2026, _PREFIX, _FIX_16161, _FIX_16279,
+                                 _TOLERANT, _SCHED, _POSTPAD, _NEWEST)}
 
 
 def get_policy(name: str) -> Policy:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 from replay.errors import ConfigError
 
@@ -26,6 +26,10 @@ class RunConfig:
         enable_attention_dp: ADP on; with it off nothing is ever padded.
         expected_multiplier: the router's fair-share multiplier.
         build: free label of the build that recorded the run.
+        model_arch: the model's ``pretrained_config.model_type`` as TensorRT-LLM's model config
+            names it (``deepseek_v4``), or None when the run record does not say. Upstream's
+            gates read it (PR #16279 applies its fix only to ``deepseek_v4``; PR #16921's
+            scheduler-aware count, with the overlap scheduler, only to a few models).
     """
 
     tp_size: int
@@ -38,6 +42,7 @@ class RunConfig:
     enable_attention_dp: bool = True
     expected_multiplier: float = DEFAULT_EXPECTED_MULTIPLIER
     build: str = ""
+    model_arch: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.tp_size < 1:
@@ -46,6 +51,10 @@ class RunConfig:
             raise ConfigError(f"pp_size must be at least 1, got {self.pp_size}")
         if self.max_batch_size < 1:
             raise ConfigError(f"max_batch_size must be at least 1, got {self.max_batch_size}")
+        if self.model_arch is not None:
+            if not isinstance(self.model_arch, str) or not self.model_arch.strip():
+                raise ConfigError(f"model_arch must be a non-empty string, got {self.model_arch!r}")
+            object.__setattr__(self, "model_arch", self.model_arch.strip())
         if self.max_num_active_requests is None:
             object.__setattr__(self, "max_num_active_requests", self.pp_size * self.max_batch_size)
         if self.max_num_active_requests < 1:
@@ -59,7 +68,7 @@ class RunConfig:
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> "RunConfig":
-        """Build from a v1 run record (unknown keys ignored)."""
+        """Build from a run record (unknown keys ignored)."""
         names = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: record[k] for k in names if k in record and record[k] is not None}
         if "tp_size" not in kwargs:

@@ -110,6 +110,15 @@ def run(frames: RunFrames, config: RunConfig | None = None,
     cfg = config or frames.config
     if cfg.tp_size != frames.num_ranks:
         raise ValueError(f"config tp_size {cfg.tp_size} != the run's {frames.num_ranks} ranks")
+    models = pol.model_dependent(cfg) if pol.pad_hook is None else ()
+    if models:  # the run does not name its model and a gate reads it: replay both ways
+        from replay.results import replay_both_ways
+        return replay_both_ways(pol, cfg, models, lambda c: _run_one(frames, pol, c))
+    return _run_one(frames, pol, cfg)
+
+
+def _run_one(frames: RunFrames, pol: Policy, cfg: RunConfig) -> ReplayResult:
+    """:func:`run` for one configuration."""
     I, R = frames.n_real.shape
     state = _State(I, R)
     if I:

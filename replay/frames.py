@@ -33,9 +33,9 @@ import pyarrow.parquet as pq
 from replay.frame_schema import FRAMES
 from replay.errors import ConfigError, DatasetError, NoTraceError
 from replay.config import RunConfig
-from replay.policy import Policy, Predicate
+from replay.policy import DummyRole, Policy, Predicate
 from replay.states import ALL_STATES, RequestState, micro_batch_window, state_index
-from replay.step import StepInputs
+from replay.step import INTENT_CONTEXT, INTENT_GENERATION, INTENT_NONE, StepInputs
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,13 @@ class RunFrames:
         req_first: the iteration each of them was first seen on its rank (int32 when the
             iterations fit).
         req_offsets: ``(I * R + 1,)`` start of each frame's requests in the ``req_*`` arrays.
+        intent: ``(I, R)`` forward intent of each frame (``replay.step.INTENT_*``) from its real
+            requests: what upstream's non-overlap code all-reduces (PR #16921).
+        ctx_arrived, gen_arrived: ``(I,)`` a context-only / generation-only request was routed
+            to some rank this iteration. Traces carry no request type: on a disaggregated run a
+            request first seen in a context-server state (CONTEXT_INIT, DISAGG_CONTEXT_*) is
+            taken as context-only, one first seen in a DISAGG_GENERATION_* state as
+            generation-only (assumption, stated in reports through the ledger role).
     """
 
     run: str
@@ -126,6 +133,9 @@ class RunFrames:
     req_first: np.ndarray
     req_offsets: np.ndarray
     _sched_cache: dict = dataclasses.field(default_factory=dict, repr=False)
+    intent: np.ndarray = None  # type: ignore[assignment]
+    ctx_arrived: np.ndarray = None  # type: ignore[assignment]
+    gen_arrived: np.ndarray = None  # type: ignore[assignment]
 
     @property
     def num_iters(self) -> int:
@@ -253,11 +263,22 @@ class RunFrames:
         first_iter = int(f_iter.min()) if f_iter.size else 0
         new_real = _counts(r_flat, n, lambda a, b, it=r_iter: (first[a:b] == it[a:b])
                            & (it[a:b] != first_iter))
-        del r_iter
         before = _counts(r_flat, n, lambda a, b: r_state[a:b] < int(RequestState.CONTEXT_INIT))
+        sched_mask = Predicate.SCHEDULER.mask(config)
+        n_sched = _counts(r_flat, n, lambda a, b: sched_mask[state_index(r_state[a:b])])
+        n_ctx = _counts(r_flat, n, lambda a, b: sched_mask[state_index(r_state[a:b])]
+                        & np.isin(r_state[a:b], _CONTEXT_INTENT_STATES))
+        intent = np.where(n_ctx > 0, INTENT_CONTEXT,
+                          np.where(n_sched > 0, INTENT_GENERATION, INTENT_NONE)).astype(np.int8)
+        is_new = (first == r_iter) & (r_iter != first_iter)
+        ctx_new = _counts(r_flat, n, lambda a, b: is_new[a:b] & np.isin(r_state[a:b], _CONTEXT_ONLY_STATES))
+        gen_new = _counts(r_flat, n, lambda a, b: is_new[a:b]
+                          & np.isin(r_state[a:b], _GENERATION_ONLY_STATES))
+        del is_new
         mfs = np.full(n, -1, np.int64)
         if r_flat.size:
             np.maximum.at(mfs, r_flat, first) if r_flat.size < 4096 else _segment_max(mfs, r_flat, first)
+        del r_iter
         offsets = np.zeros(n + 1, np.int64)
         np.cumsum(n_real, out=offsets[1:])
         shape = (I, R)
@@ -275,7 +296,9 @@ class RunFrames:
             rec_can_queue=grid(rec_cq, -1, np.int8), rec_postpadded=grid(rec_post, -1, np.int8),
             line=grid(col("line", -1, np.int64), -1, np.int64),
             req_frame=r_flat, req_id=r_id, req_state=r_state.astype(np.int16, copy=False),
-            req_pos=r_pos, req_first=first, req_offsets=offsets)
+            req_pos=r_pos, req_first=first, req_offsets=offsets, intent=intent.reshape(shape),
+            ctx_arrived=(ctx_new.reshape(shape) > 0).any(axis=1) & config.disaggregated,
+            gen_arrived=(gen_new.reshape(shape) > 0).any(axis=1) & config.disaggregated)
 
     # ----------------------------------------------------------------- derived inputs
     def sched_real(self, predicate: Predicate) -> np.ndarray:
@@ -303,14 +326,38 @@ class RunFrames:
                           window_real=self.window_real, new_real=self.new_real,
                           all_before_ctx=self.all_before_ctx, alloc_ok=self.alloc_ok,
                           real_batch=self.real_batch, expected_recorded=exp_rec,
-                          recorded_counts=self.recorded_counts, carried=z, carried_last=z)
+                          recorded_counts=self.recorded_counts, carried=z, carried_last=z,
+                          intent=self.intent,
+                          role_context=np.broadcast_to(self.dummy_role_context(policy)[:, None],
+                                                       self.n_real.shape))
+
+    def dummy_role_context(self, policy: Policy) -> np.ndarray:
+        """``(I,)`` whether the version's pad dummy takes the context role at each row, outside
+        the forward-intent path (``Policy.dummy_role``; domain doc §10)."""
+        if policy.dummy_role is DummyRole.CONTEXT_ON_ARRIVAL:
+            return self.ctx_arrived.copy()
+        if policy.dummy_role is DummyRole.REQUEST_TYPES:
+            # _update_adp_dummy_role: context-only wins in an iteration; the role is kept until
+            # requests of a type arrive again.
+            event = self.ctx_arrived | self.gen_arrived
+            last = np.maximum.accumulate(np.where(event, np.arange(event.size), -1)) \
+                if event.size else np.zeros(0, np.int64)
+            return np.where(last >= 0, self.ctx_arrived[np.maximum(last, 0)], False)
+        return np.zeros(self.num_iters, bool)
 
     def recorded_expected_applies(self, policy: Policy) -> bool:
-        """False when the recording build is a catalogue version whose expected formula differs
-        from the policy's (cap or no cap): its recorded ``expected`` would mislead the replay."""
+        """Whether the recorded ``expected`` may stand in for the policy's own.
+
+        Only when the recording build's rule (capped or not, §5) is the policy's: a capped
+        recording says nothing about an uncapped build's floor, where a leaked dummy raises
+        ``expected`` (no assert can trip), and vice versa. The recording's rule is known when its
+        ``build`` is a catalogue name; otherwise it is assumed capped (every build since PR
+        #13347), so an uncapped policy never reuses a value of unknown origin.
+        """
         from replay.catalogue import CATALOGUE
         rec = CATALOGUE.get(self.config.build)
-        return rec is None or rec.cap == policy.cap
+        rule = rec.expected_rule if rec is not None else "capped"
+        return rule == policy.expected_rule
 
     def requests_of(self, i: int, r: int) -> list[tuple[int, int]]:
         """``[(request_id, state_value), ...]`` of the real requests of row ``i``, rank ``r``."""
@@ -361,6 +408,19 @@ def _run_config(runs: pa.Table, run: str | None) -> tuple[str, str, RunConfig, b
                        build=rec.get("build") or "", **extra)
     return run, str(rec["source"]), config, len(set(names)) > 1
 
+
+#: States of a request the forward intent calls context work (PR #16921).
+_CONTEXT_INTENT_STATES = np.array([int(RequestState.CONTEXT_INIT), int(RequestState.ENCODER_INIT)],
+                                  np.int16)
+#: First-seen states read as a context-only request (context server) / generation-only request.
+_CONTEXT_ONLY_STATES = np.array([int(s) for s in (
+    RequestState.DISAGG_CONTEXT_WAIT_SCHEDULER, RequestState.CONTEXT_INIT,
+    RequestState.DISAGG_CONTEXT_INIT_AND_TRANS, RequestState.DISAGG_CONTEXT_TRANS_IN_PROGRESS,
+    RequestState.DISAGG_CONTEXT_COMPLETE)], np.int16)
+_GENERATION_ONLY_STATES = np.array([int(s) for s in (
+    RequestState.DISAGG_GENERATION_INIT, RequestState.DISAGG_GENERATION_TRANS_IN_PROGRESS,
+    RequestState.DISAGG_GENERATION_TRANS_COMPLETE, RequestState.DISAGG_GENERATION_WAIT_TOKENS)],
+    np.int16)
 
 #: Requests columns the replay reads, with the compact dtypes they are held in.
 _REQ_COLUMNS = (("iter", np.int64), ("rank", np.int32), ("request_id", np.int64),

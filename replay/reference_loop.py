@@ -16,9 +16,10 @@ import pandas as pd
 from replay.errors import PolicyError
 from replay.config import RunConfig
 from replay.frames import RunFrames
-from replay.policy import AllocFailure, EntryCheck, FrameView, PadOutcome, Policy
+from replay.policy import AllocFailure, EntryCheck, FrameView, PadOutcome, Policy, Predicate
 from replay.resolve import resolve_policy
-from replay.results import Crash, Divergence, Leak, ReplayResult, crash_message, fleet_skips
+from replay.results import (Crash, Divergence, Leak, ReplayResult, crash_message, fleet_skips,
+                            replay_both_ways)
 from replay.states import ALL_STATES, RequestState, micro_batch_window
 
 
@@ -44,6 +45,13 @@ def run_reference(frames: RunFrames, config: RunConfig | None = None,
     """Replay ``frames`` under ``policy`` with per-request objects (slow; oracle and baseline)."""
     pol = resolve_policy(policy if policy is not None else "newest")
     cfg = config or frames.config
+    models = pol.model_dependent(cfg) if pol.pad_hook is None else ()
+    if models:  # model unknown, a gate reads it: both ways, as replay.engine.run does
+        return replay_both_ways(pol, cfg, models, lambda c: _reference_one(frames, pol, c))
+    return _reference_one(frames, pol, cfg)
+
+
+def _reference_one(frames: RunFrames, pol: Policy, cfg: RunConfig) -> ReplayResult:
     R = frames.num_ranks
     pmask = pol.predicate(cfg).mask(cfg)
     counts = {int(s): bool(pmask[i]) for i, s in enumerate(ALL_STATES)}
@@ -52,6 +60,11 @@ def run_reference(frames: RunFrames, config: RunConfig | None = None,
     first_iter = min([int(x) for x in frames.iters[:1]] + list(frames.dropped_iters)) \
         if (frames.num_iters or frames.dropped_iters) else 0
     adp = cfg.enable_attention_dp
+    intent_path = pol.uses_forward_intent(cfg)
+    role_ctx = frames.dummy_role_context(pol)
+    sched_states = {int(s) for i, s in enumerate(ALL_STATES)
+                    if Predicate.SCHEDULER.mask(cfg)[i]}
+    ctx_states = {int(RequestState.CONTEXT_INIT), int(RequestState.ENCODER_INIT)}
 
     carried: list[Request | None] = [None] * R
     rows: list[dict] = []
@@ -89,6 +102,11 @@ def run_reference(frames: RunFrames, config: RunConfig | None = None,
 
         row_of = []
         crashed = []
+        intents = []
+        for lst in lists:  # each rank's forward intent, all-reduced with MAX below
+            ok = [q.state for q in lst if not q.dummy and q.state in sched_states]
+            intents.append(2 if any(x in ctx_states for x in ok) else 1 if ok else 0)
+        fleet_intent = max(intents) if intents else 0
         for r in range(R):
             lst = lists[r]
             rec_exp = int(frames.expected_recorded[i, r])
@@ -131,15 +149,22 @@ def run_reference(frames: RunFrames, config: RunConfig | None = None,
                     row["surplus"] = True
                     if pol.entry_check is EntryCheck.ASSERT:
                         row.update(crash=True, crash_kind="assert")
-                if not row["crash"] and adp and expected > 0 and schedulable == 0:
+                if intent_path:
+                    n_sched = sum(1 for q in real if q.state in sched_states)
+                    needs = fleet_intent > 0 and n_sched == 0 and carried_d is None
+                    ctx = fleet_intent == 2
+                else:
+                    exp_eff = max(expected, len(lst)) if row["surplus"] else expected
+                    needs = exp_eff > 0 and schedulable == 0
+                    ctx = bool(role_ctx[i])
+                if not row["crash"] and adp and needs:
                     if not alloc_ok:
-                        if pol.alloc_failure is AllocFailure.CRASH:
+                        if pol.alloc_failure_for(cfg) is AllocFailure.CRASH:
                             row.update(crash=True, crash_kind="dummy_alloc_none")
                         else:
                             row["alloc_failed"] = True
                     else:
                         row["padded"] = True
-                        ctx = bool(real) and all(q.state < int(RequestState.CONTEXT_INIT) for q in real)
                         row["pad_role"] = "context" if ctx else "generation"
             if row["padded"]:
                 d = Request(0, int(RequestState.GENERATION_IN_PROGRESS), dummy=True, seq=len(dummies),
@@ -160,8 +185,9 @@ def run_reference(frames: RunFrames, config: RunConfig | None = None,
             real_batch = rb if rb >= 0 else min(in_window, cfg.max_batch_size)
             has_dummy = any(q.dummy for q in lst)
             batch = min(real_batch + has_dummy, max(cfg.max_batch_size, real_batch))
-            if (pol.postpad_empty_batch and adp and batch == 0 and row["active"] > 0
-                    and row["active"] < cfg.cap and bool(frames.alloc_ok[i, r])):
+            if (pol.postpads(cfg) and adp and batch == 0 and row["active"] > 0
+                    and row["expected"] > 0 and row["active"] < cfg.cap
+                    and bool(frames.alloc_ok[i, r])):
                 d = Request(0, int(RequestState.GENERATION_IN_PROGRESS), dummy=True, seq=len(dummies),
                             created=it, origin="postpad", role="generation", rank=r)
                 dummies.append(d)
@@ -195,7 +221,7 @@ def run_reference(frames: RunFrames, config: RunConfig | None = None,
                     path = "update_states_tp" if lst[-1] is d else "handle_responses"
                     removal[d.seq] = (it, path)
                     lst.remove(d)
-                elif pol.rolls_back(cfg) and d.created == it:
+                elif d.created == it and (d.origin == "postpad" or pol.rolls_back(cfg)):
                     removal[d.seq] = (it, "rollback")
                 else:
                     d.skips += 1

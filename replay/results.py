@@ -161,6 +161,7 @@ class ReplayResult:
     notes: tuple[str, ...] = ()
     dropped_iters: tuple[int, ...] = ()
     frames: Any = dataclasses.field(default=None, repr=False)
+    gated: "GatedReplay | None" = dataclasses.field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -173,6 +174,19 @@ class ReplayResult:
         if self.crash is not None:
             return "crash"
         return "leak" if self.leaks else "clean"
+
+    @property
+    def verdict_text(self) -> str:
+        """The verdict with its model condition when the run's model is unknown and the version's
+        gates read it: ``"leak unless the model is DeepSeek-V4"``; else :attr:`verdict`."""
+        return self.gated.summary() if self.gated is not None else self.verdict
+
+    def under_model(self, model: "str | None") -> "ReplayResult":
+        """The replay under one model assumption (``None``: a model outside every gate); the
+        result itself when the run named its model or no gate reads it."""
+        if self.gated is None:
+            return self
+        return self.gated.variant(model)
 
     def explain(self) -> list[str]:
         """One plain-English causal chain per leak, and one for the crash."""
@@ -199,13 +213,100 @@ class ReplayResult:
         return warnings(self)
 
     def to_json(self) -> dict[str, Any]:
-        """The per-policy object of ``forensics replay --json`` (issue #3 item 7)."""
+        """The per-policy object of ``forensics replay --json`` (issue #3 item 7).
+
+        ``verdict`` is the worst outcome over the model assumptions when the run's model is
+        unknown (``leaks``/``crash`` are that replay's); ``verdict_text`` and ``model_unknown``
+        say how it depends on the model (``model_unknown`` is null when it does not).
+        """
         return {
+            "verdict": self.verdict,
+            "verdict_text": self.verdict_text,
             "leaks": [leak.to_json() for leak in self.leaks],
             "crash": None if self.crash is None else self.crash.to_json(),
             "skipped_iters": [int(x) for x in self.skipped_iters],
             "first_divergence": None if self.first_divergence is None else self.first_divergence.to_json(),
+            "model_unknown": None if self.gated is None else self.gated.to_json(),
         }
+
+
+#: Verdict words from best to worst (the primary result of a gated replay is the worst).
+VERDICT_ORDER = ("clean", "leak", "crash")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GatedReplay:
+    """A run whose model is unknown, replayed under a version whose gates read the model: once
+    per model inside a gate and once with a model outside every gate.
+
+    Fields:
+        policy: the version's name.
+        models: the models inside its gates (``pretrained_config.model_type``), sorted.
+        variants: ``((model, result), ...)``, one per model, then ``(None, result)`` outside.
+        shown: the model whose replay is the primary result (None: outside): the worst verdict,
+            outside on a tie, so a gated fix is never called clean unless it is clean either way.
+    """
+
+    policy: str
+    models: tuple[str, ...]
+    variants: tuple[tuple["str | None", "ReplayResult"], ...]
+    shown: "str | None"
+
+    def variant(self, model: "str | None") -> "ReplayResult":
+        for m, r in self.variants:
+            if m == model:
+                return r
+        raise KeyError(f"no replay under model {model!r}; replayed: "
+                       + ", ".join(str(m) for m, _ in self.variants))
+
+    def verdicts(self) -> dict["str | None", str]:
+        return {m: r.verdict for m, r in self.variants}
+
+    def summary(self) -> str:
+        """``leak unless the model is DeepSeek-V4`` (the outside verdict, then the exceptions)."""
+        from replay.policy import model_name
+        v = self.verdicts()
+        outside = v[None]
+        inside = {m: w for m, w in v.items() if m is not None}
+        if all(w == outside for w in inside.values()):
+            return f"{outside} whatever the model"
+        if len(set(inside.values())) == 1:
+            w = next(iter(inside.values()))
+            names = " or ".join(model_name(m) for m in inside)
+            if w == "clean":
+                return f"{outside} unless the model is {names}"
+            return f"{outside}; {w} if the model is {names}"
+        parts = ", ".join(f"{w} if the model is {model_name(m)}" for m, w in inside.items())
+        return f"{outside} for other models; {parts}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"models": list(self.models), "shown": self.shown, "summary": self.summary(),
+                "verdicts": {("other" if m is None else m): w for m, w in self.verdicts().items()}}
+
+
+def replay_both_ways(policy: Policy, config: RunConfig, models: tuple[str, ...],
+                     replay_one) -> "ReplayResult":
+    """Replay under each model of ``models`` and under a model outside every gate, and return
+    the worst replay carrying every variant (:class:`GatedReplay`); ``replay_one(config)``
+    replays one configuration. The primary result keeps ``config`` (model unknown)."""
+    variants: list[tuple[str | None, ReplayResult]] = [
+        (m, replay_one(dataclasses.replace(config, model_arch=m))) for m in models]
+    variants.append((None, replay_one(dataclasses.replace(config, model_arch=OUTSIDE_MODEL))))
+    rank = {w: i for i, w in enumerate(VERDICT_ORDER)}
+    shown, best = None, variants[-1][1]
+    for m, r in variants[:-1]:
+        if rank[r.verdict] > rank[best.verdict]:
+            shown, best = m, r
+    gated = GatedReplay(policy=policy.name, models=tuple(models), variants=tuple(variants),
+                        shown=shown)
+    label = "a model outside the gate" if shown is None else f"model {shown}"
+    note = (f"the run does not name its model and {policy.name}'s gates read it: replayed per "
+            f"model ({gated.summary()}); the decisions shown assume {label}")
+    return dataclasses.replace(best, config=config, gated=gated, notes=best.notes + (note,))
+
+
+#: The model_arch a replay "outside every gate" assumes (no gate names it).
+OUTSIDE_MODEL = "(other model)"
 
 
 def fleet_skips(decisions: pd.DataFrame) -> tuple[int, ...]:
@@ -233,6 +334,10 @@ def results_json(results: dict[str, ReplayResult]) -> dict[str, Any]:
 
 __all__ = [
     "DECISION_COLUMNS",
+    "GatedReplay",
+    "OUTSIDE_MODEL",
+    "VERDICT_ORDER",
+    "replay_both_ways",
     "DIVERGENCE_FIELDS",
     "LEDGER_COLUMNS",
     "Crash",

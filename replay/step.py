@@ -14,14 +14,16 @@ Per rank, in loop order (see ``replay.engine`` for the assumptions):
    max(active - new_real))``, then ``min(., cap)`` when the policy caps.
 3. Entry check (ADP on): ``active > expected`` asserts (crash) or warns (PR #17278). The
    requests fetched this iteration are left out of the comparison (see :func:`over_expected`).
-4. Pad: ``needs = expected > 0 and sched_real + carried == 0``; a failed allocation crashes
-   (TypeError on None) or is skipped with a warning (PR #16161).
+4. Pad: ``needs = expected > 0 and sched_real + carried == 0`` (on the forward-intent path of
+   PR #16921: the fleet's all-reduced intent is not NONE and no real request is schedulable); a
+   failed allocation crashes (TypeError on None) or is skipped with a warning, per the gates.
 5. Batch: the recorded real batch, else ``min(window_real, max_batch_size)``; plus the dummy
    (the total stays within ``max_batch_size``).
 6. Post-pad (PR #17379): an empty batch on a rank with active requests gets a generation dummy.
 7. ``can_queue`` = no zero batch in the fleet. With it every dummy is removed (by
    ``_update_request_states_tp`` when last, else ``_handle_responses``); without it a dummy padded
-   this iteration is rolled back (PR #16921) where the policy does so, every other dummy survives.
+   this iteration is rolled back where the policy does so (a pad-step dummy on its transactional
+   path, a post-schedule dummy always), every other dummy survives.
 
 Example (two ranks, prefix-2026, rank 1 holds only a GENERATION_TO_COMPLETE request):
     >>> import numpy as np
@@ -40,6 +42,12 @@ import numpy as np
 
 from replay.config import RunConfig
 from replay.policy import AllocFailure, EntryCheck, Policy
+
+#: Forward intent codes (upstream's ``_ADPForwardIntent`` order: the all-reduce takes the MAX,
+#: so context wins over generation, and NONE means no rank has schedulable work).
+INTENT_NONE = 0
+INTENT_GENERATION = 1
+INTENT_CONTEXT = 2
 
 #: ``StepOutputs.expected_source`` codes.
 EXPECTED_COMPUTED = 0
@@ -86,6 +94,11 @@ class StepInputs:
             recorded expected is used only when every rank's replayed count equals it.
         carried: a dummy of this policy survived an earlier iteration on the rank.
         carried_last: that dummy is still the last element of ``active_requests``.
+        intent: the rank's forward intent (``INTENT_*``): CONTEXT if a real request the
+            scheduler would take is in CONTEXT_INIT (or ENCODER_INIT), else GENERATION if any
+            is, else NONE. Read only where the policy uses the forward intent (PR #16921).
+        role_context: the version's dummy role this iteration is context (outside the
+            forward-intent path; ``RunFrames.dummy_role_context``).
     """
 
     n_real: np.ndarray
@@ -99,14 +112,24 @@ class StepInputs:
     recorded_counts: np.ndarray
     carried: np.ndarray
     carried_last: np.ndarray
+    intent: np.ndarray = None  # type: ignore[assignment]
+    role_context: np.ndarray = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.intent is None:
+            object.__setattr__(self, "intent", np.where(np.asarray(self.window_real) > 0,
+                                                        INTENT_GENERATION, INTENT_NONE).astype(np.int8))
+        if self.role_context is None:
+            object.__setattr__(self, "role_context", np.zeros(np.shape(self.n_real), bool))
 
     @classmethod
     def make(cls, n_real, *, sched_real=None, window_real=None, new_real=0, all_before_ctx=False,
              alloc_ok=True, real_batch=-1, expected_recorded=-1, recorded_counts=-1,
-             carried=False, carried_last=True) -> StepInputs:
+             carried=False, carried_last=True, intent=None, role_context=False) -> StepInputs:
         """Build inputs from array-likes, broadcasting scalars to ``n_real``'s shape.
 
-        ``sched_real`` and ``window_real`` default to ``n_real`` (every request schedulable).
+        ``sched_real`` and ``window_real`` default to ``n_real`` (every request schedulable);
+        ``intent`` defaults to GENERATION where a window request is held, else NONE.
         """
         n = _arr(n_real, np.int64)
         shape = n.shape
@@ -121,7 +144,9 @@ class StepInputs:
                    alloc_ok=b(alloc_ok, bool), real_batch=b(real_batch, np.int64),
                    expected_recorded=b(expected_recorded, np.int64),
                    recorded_counts=b(recorded_counts, np.int64), carried=b(carried, bool),
-                   carried_last=b(carried_last, bool))
+                   carried_last=b(carried_last, bool),
+                   intent=None if intent is None else b(intent, np.int8),
+                   role_context=b(role_context, bool))
 
     def take(self, index) -> StepInputs:
         """The inputs of some iterations (``index`` applies to the leading axes)."""
@@ -131,9 +156,23 @@ class StepInputs:
         return dataclasses.replace(self, carried=_arr(carried, bool), carried_last=_arr(carried_last, bool))
 
 
+def local_intent(states, config: RunConfig) -> int:
+    """One rank's forward intent from its real requests' state values (PR #16921): CONTEXT if a
+    request the scheduler would take is in CONTEXT_INIT or ENCODER_INIT, else GENERATION if any
+    request is schedulable, else NONE."""
+    from replay.policy import Predicate
+    from replay.states import ALL_STATES, RequestState
+    mask = Predicate.SCHEDULER.mask(config)
+    col = {int(st): i for i, st in enumerate(ALL_STATES)}
+    ok = [int(v) for v in states if bool(mask[col[int(v)]])]
+    if any(v in (int(RequestState.CONTEXT_INIT), int(RequestState.ENCODER_INIT)) for v in ok):
+        return INTENT_CONTEXT
+    return INTENT_GENERATION if ok else INTENT_NONE
+
+
 def inputs_from_states(policy: Policy, config: RunConfig, ranks, *, new_real=0, alloc_ok=True,
                        real_batch=-1, expected_recorded=-1, recorded_counts=-1, carried=False,
-                       carried_last=True) -> StepInputs:
+                       carried_last=True, role_context=False) -> StepInputs:
     """Inputs of one iteration from each rank's real request states (ints or names).
 
     Args:
@@ -153,13 +192,14 @@ def inputs_from_states(policy: Policy, config: RunConfig, ranks, *, new_real=0, 
     col = {int(st): i for i, st in enumerate(ALL_STATES)}
     rows = [[int(parse_state(x)) for x in states] for states in ranks]
     n = [len(r) for r in rows]
+    intents = [local_intent(r, config) for r in rows]
     return StepInputs.make(
         n, sched_real=[sum(bool(pmask[col[v]]) for v in r) for r in rows],
         window_real=[sum(bool(wmask[col[v]]) for v in r) for r in rows],
         all_before_ctx=[bool(r) and all(v < int(RequestState.CONTEXT_INIT) for v in r) for r in rows],
         new_real=new_real, alloc_ok=alloc_ok, real_batch=real_batch,
         expected_recorded=expected_recorded, recorded_counts=recorded_counts, carried=carried,
-        carried_last=carried_last)
+        carried_last=carried_last, intent=intents, role_context=role_context)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,18 +298,32 @@ def over_expected(active: np.ndarray, expected: np.ndarray, inputs: "StepInputs"
 
 def pad_step(policy: Policy, config: RunConfig, inputs: StepInputs, active: np.ndarray,
              expected: np.ndarray) -> PadDecision:
-    """Steps 3-4, the catalogue's vectorised pad decision (entry check and padding)."""
+    """Steps 3-4, the catalogue's vectorised pad decision (entry check and padding).
+
+    Outside the forward-intent path: ``needs = expected > 0 and schedulable == 0`` (a warning
+    version first raises ``expected`` to ``len(active_requests)``, as upstream does). On it
+    (PR #16921, non-overlap): ``needs = fleet intent != NONE and no real request schedulable``,
+    a live dummy blocks a second one, and the role is the fleet intent (context wins).
+    """
     adp = bool(config.enable_attention_dp)
-    surplus = over_expected(active, expected, inputs) & adp
-    assert_crash = surplus & (policy.entry_check is EntryCheck.ASSERT)
-    warn = surplus & (policy.entry_check is EntryCheck.WARN)
-    schedulable = inputs.sched_real + inputs.carried.astype(np.int64)
-    needs = adp & (expected > 0) & (schedulable == 0) & ~assert_crash
+    over = over_expected(active, expected, inputs) & adp
+    assert_crash = over & (policy.entry_check is EntryCheck.ASSERT)
+    warn = over & (policy.entry_check is EntryCheck.WARN)
+    carried = inputs.carried
+    if policy.uses_forward_intent(config):
+        fleet = inputs.intent.max(axis=-1, keepdims=True)  # tp_allreduce(MAX) over the ranks
+        fleet = np.broadcast_to(fleet, inputs.intent.shape)
+        needs = adp & (fleet != INTENT_NONE) & (inputs.sched_real == 0) & ~carried & ~assert_crash
+        role = fleet == INTENT_CONTEXT
+    else:
+        exp_eff = np.where(warn, np.maximum(expected, active), expected)
+        schedulable = inputs.sched_real + carried.astype(np.int64)
+        needs = adp & (exp_eff > 0) & (schedulable == 0) & ~assert_crash
+        role = inputs.role_context
     alloc_fail = needs & ~inputs.alloc_ok
-    crash = assert_crash | (alloc_fail & (policy.alloc_failure is AllocFailure.CRASH))
+    crash = assert_crash | (alloc_fail & (policy.alloc_failure_for(config) is AllocFailure.CRASH))
     padded = needs & inputs.alloc_ok
-    role_context = padded & (inputs.n_real >= 1) & inputs.all_before_ctx
-    return PadDecision(padded=padded, role_context=role_context,
+    return PadDecision(padded=padded, role_context=padded & role,
                        alloc_failed=alloc_fail & ~crash, crash=crash, surplus=warn)
 
 
@@ -307,8 +361,9 @@ def decide(policy: Policy, config: RunConfig, inputs: StepInputs,
     batch = np.minimum(real_batch + has_dummy.astype(np.int64),
                        np.maximum(config.max_batch_size, real_batch))
     postpadded = np.zeros_like(padded)
-    if policy.postpad_empty_batch and adp:
-        postpadded = (batch == 0) & (active > 0) & (active < config.cap) & inputs.alloc_ok & ~crash
+    if policy.postpads(config) and adp:
+        postpadded = ((batch == 0) & (active > 0) & (expected > 0) & (active < config.cap)
+                      & inputs.alloc_ok & ~crash)
         batch = batch + postpadded.astype(np.int64)
 
     this_rank = batch > 0
@@ -326,8 +381,11 @@ def decide(policy: Policy, config: RunConfig, inputs: StepInputs,
     last = new_dummy | inputs.carried_last
     removed = np.where(can_queue & any_dummy,
                        np.where(last, REMOVED_UPDATE_STATES_TP, REMOVED_HANDLE_RESPONSES), REMOVED_NONE)
-    if policy.rolls_back(config):
-        removed = np.where(~can_queue & new_dummy, REMOVED_ROLLBACK, removed)
+    # A pending dummy is rolled back when the fleet skips: a pad-step one where the version's
+    # transactional path applies, a post-schedule one on every path (PR #17379's test runs with
+    # the fixes flag off and on).
+    pending = postpadded | (padded & policy.rolls_back(config))
+    removed = np.where(~can_queue & pending, REMOVED_ROLLBACK, removed)
     removed = removed.astype(np.int8)
     survives = any_dummy & (removed == REMOVED_NONE)
     return StepOutputs(active=active, expected=expected, expected_source=source,
@@ -347,6 +405,9 @@ __all__ = [
     "EXPECTED_COMPUTED",
     "EXPECTED_RECORDED",
     "EXPECTED_SOURCE_NAMES",
+    "INTENT_CONTEXT",
+    "INTENT_GENERATION",
+    "INTENT_NONE",
     "REMOVAL_PATH_NAMES",
     "REMOVED_HANDLE_RESPONSES",
     "REMOVED_NONE",
@@ -358,5 +419,6 @@ __all__ = [
     "decide",
     "expected_step",
     "inputs_from_states",
+    "local_intent",
     "pad_step",
 ]
