@@ -41,10 +41,12 @@ def test_nvbug_chain_prefix(nvbug):
     """NVBug 6438685 under prefix-2026 (the build that recorded it): tp 4, cap 8.
 
     iter 40: counts [1, 8, 2, 3] match the recording -> expected 8 (recorded). Rank 1 holds only
-      DISAGG_GENERATION_INIT: the legacy predicate counts 0 -> context dummy d0. Batches
+      DISAGG_GENERATION_INIT: the legacy predicate counts 0 -> dummy d0. Its role is the 2026
+      rule's (_update_adp_dummy_role): nothing was routed yet (first frame), so generation. Batches
       [1, 0+1, 2, 3], no zero -> can_queue; d0 is last -> removed by update_states_tp.
     iter 41: ranks 0 (51, 52 DISAGG_GENERATION_INIT) and 1 (101..108 TRANS_IN_PROGRESS) count 0
-      -> context dummies d1 (rank 0), d2 (rank 1). Rank 2 holds 17, 23 GENERATION_TO_COMPLETE:
+      -> dummies d1 (rank 0), d2 (rank 1), generation (51, 52 arrived as DISAGG_GENERATION_INIT:
+      generation-only requests). Rank 2 holds 17, 23 GENERATION_TO_COMPLETE:
       the legacy predicate counts 2 -> no dummy, but the window is empty -> batch 0.
       Batches [1, 1, 0, 3] -> can_queue False everywhere; no rollback -> d1, d2 leak (cause rank 2).
     iter 42: carried d1, d2 (last: nothing new since 41). Counts [3, 9, 0, 3] match the recording
@@ -55,9 +57,9 @@ def test_nvbug_chain_prefix(nvbug):
     """
     res = replay.run(nvbug, policy="prefix-2026")
     assert ledger_rows(res) == [
-        (1, 40, "pad", "context", 40, "update_states_tp", 0, False),
-        (0, 41, "pad", "context", None, None, 1, True),
-        (1, 41, "pad", "context", None, None, 1, True),
+        (1, 40, "pad", "generation", 40, "update_states_tp", 0, False),
+        (0, 41, "pad", "generation", None, None, 1, True),
+        (1, 41, "pad", "generation", None, None, 1, True),
         (2, 42, "pad", "generation", None, None, 0, False),
     ]
     assert [(x.rank, x.iter_created, x.iter_skipped, x.cause_ranks) for x in res.leaks] == \
@@ -110,8 +112,8 @@ def test_nvbug_chain_legacy_leaks_without_crashing(nvbug):
     assert res.crash is None
     assert [(x.rank, x.iter_created, x.iter_skipped) for x in res.leaks] == [(0, 41, 41), (1, 41, 41)]
     assert ledger_rows(res)[1:] == [
-        (0, 41, "pad", "context", 42, "update_states_tp", 1, True),
-        (1, 41, "pad", "context", 42, "update_states_tp", 1, True),
+        (0, 41, "pad", "generation", 42, "update_states_tp", 1, True),
+        (1, 41, "pad", "generation", 42, "update_states_tp", 1, True),
         (2, 42, "pad", "generation", 42, "update_states_tp", 0, False)]
     row = res.decisions[(res.decisions["iter"] == 42) & (res.decisions["rank"] == 1)].iloc[0]
     assert (row.active, row.expected) == (9, 9)
@@ -119,9 +121,36 @@ def test_nvbug_chain_legacy_leaks_without_crashing(nvbug):
 
 
 def test_nvbug_chain_newer_policies_do_not_leak(nvbug):
-    for name in ("sched-aware-16921", "tolerant-17278", "postpad-17379", "newest"):
+    """The run record names no model, so the gated versions are replayed both ways.
+
+    fix-16279 outside its gate is prefix-2026 (legacy count, cap, assert): crash at 42; inside
+      (deepseek_v4) the window pads rank 2 at 41 and nothing leaks.
+    tolerant-17278 outside: the same leak at 41, and at 42 rank 1 (9 > 8) only warns: leak.
+    sched-aware-16921 and later, outside the scheduler-aware gate (overlap, another model): the
+      legacy count still leaves rank 2 unpadded at 41 and the fleet skips, but the transactional
+      dummy (pp_size 1, any model) rolls d1, d2 back: nothing leaks either way. postpad-17379
+      and newest do not even skip: rank 2 (batch 0, 2 active < cap 8) gets a post-schedule dummy.
+    """
+    for name in ("sched-aware-16921", "postpad-17379", "newest"):
         res = replay.run(nvbug, policy=name)
-        assert res.ok, name
+        assert res.ok and res.verdict_text == "clean whatever the model", name
+        assert not res.under_model("deepseek_v4").skipped_iters
+    outside = replay.run(nvbug, policy="sched-aware-16921").under_model(None)
+    assert outside.skipped_iters == (41,)
+    assert outside.ledger.removal_path.tolist()[1:3] == ["rollback", "rollback"]
+    post = replay.run(nvbug, policy="postpad-17379").under_model(None)
+    row = post.decisions[(post.decisions["iter"] == 41) & (post.decisions["rank"] == 2)].iloc[0]
+    assert bool(row.postpadded) and not post.skipped_iters
+    fix = replay.run(nvbug, policy="fix-16279")
+    assert fix.verdict_text == "crash unless the model is DeepSeek-V4"
+    assert (fix.crash.iter, fix.crash.rank) == (42, 1) and fix.config.model_arch is None
+    assert fix.under_model("deepseek_v4").ok
+    tol = replay.run(nvbug, policy="tolerant-17278")
+    assert tol.verdict == "leak" and tol.verdict_text == "leak unless the model is DeepSeek-V4"
+    assert tol.to_json()["model_unknown"]["verdicts"] == {"deepseek_v4": "clean", "other": "leak"}
+    named = replay.run(nvbug, dataclasses.replace(nvbug.config, model_arch="deepseek_v4"),
+                       "tolerant-17278")
+    assert named.ok and named.gated is None and named.verdict_text == "clean"
 
 
 def test_overlap_loop_differences(nvbug):
@@ -149,7 +178,8 @@ NOT_LAST = [
 def test_dummy_that_is_not_the_last_element_is_removed_by_handle_responses():
     """tp 2, cap 8, prefix-2026.
 
-    iter 0: expected 1. Rank 0 (DISAGG_GENERATION_INIT) padded (d0, context); rank 1 holds only
+    iter 0: expected 1. Rank 0 (DISAGG_GENERATION_INIT) padded (d0, generation: nothing routed
+      yet); rank 1 holds only
       GENERATION_TO_COMPLETE -> counted, no dummy, batch 0 -> skip; d0 leaks (cause rank 1).
     iter 1: request 3 arrived on rank 0 after d0 was created -> d0 is not the last element.
       Counts [3, 4] match -> expected 4 (recorded; computed would be max(fair ceil(7/2) = 4,
@@ -159,7 +189,7 @@ def test_dummy_that_is_not_the_last_element_is_removed_by_handle_responses():
     """
     frames = replay.RunFrames.from_records(NOT_LAST)
     res = replay.run(frames, policy="prefix-2026")
-    assert ledger_rows(res) == [(0, 0, "pad", "context", 1, "handle_responses", 1, True)]
+    assert ledger_rows(res) == [(0, 0, "pad", "generation", 1, "handle_responses", 1, True)]
     row = res.decisions.iloc[2]
     assert (row["iter"], row["rank"], row.carried_dummy, row.carried_last, row.batch) == (1, 0, True, False, 2)
     assert res.first_divergence is None and res.crash is None
@@ -182,8 +212,8 @@ def test_rollback_postpad_and_capacity_refusal():
     """tp 2, max_batch_size 4, cap 4, recorded by sched-aware-16921. Rank 1's request is in the
     window but the scheduler took none at iter 0 (recorded scheduled 0: no KV capacity).
 
-    sched-aware-16921: iter 0 rank 0 padded (d0, context), rank 1 batch 0 -> skip; d0 is pending
-      -> rolled back. iter 1: rank 0 padded again (d1), batches [1, 1] -> removed. Matches the
+    sched-aware-16921: iter 0 rank 0 padded (d0, generation: nothing routed yet), rank 1 batch 0
+      -> skip; d0 is pending (pp_size 1: the transactional path, whatever the model) -> rolled back. iter 1: rank 0 padded again (d1), batches [1, 1] -> removed. Matches the
       recording; no leak.
     prefix-2026: no rollback -> d0 leaks (cause rank 1, request 2 GENERATION_IN_PROGRESS).
       iter 1: counts [2, 1] differ from [1, 1] -> expected computed max(ceil(3/2), 2) = 2; d0 is
@@ -194,19 +224,19 @@ def test_rollback_postpad_and_capacity_refusal():
     """
     frames = replay.RunFrames.from_records(CAPACITY)
     sched = replay.run(frames, policy="sched-aware-16921")
-    assert ledger_rows(sched) == [(0, 0, "pad", "context", 0, "rollback", 0, False),
-                                  (0, 1, "pad", "context", 1, "update_states_tp", 0, False)]
+    assert ledger_rows(sched) == [(0, 0, "pad", "generation", 0, "rollback", 0, False),
+                                  (0, 1, "pad", "generation", 1, "update_states_tp", 0, False)]
     assert sched.ok and sched.first_divergence is None
     prefix = replay.run(frames, policy="prefix-2026")
-    assert ledger_rows(prefix) == [(0, 0, "pad", "context", 1, "update_states_tp", 1, True)]
+    assert ledger_rows(prefix) == [(0, 0, "pad", "generation", 1, "update_states_tp", 1, True)]
     assert prefix.leaks[0].cause_states == {1: ((2, "GENERATION_IN_PROGRESS"),)}
     d = prefix.first_divergence
     assert (d.iter, d.rank, d.field, d.recorded, d.replayed) == (1, 0, "padded", True, False)
     assert "recorded scheduled 0" in prefix.explain()[0]
     post = replay.run(frames, policy="postpad-17379")
-    assert ledger_rows(post) == [(0, 0, "pad", "context", 0, "update_states_tp", 0, False),
+    assert ledger_rows(post) == [(0, 0, "pad", "generation", 0, "update_states_tp", 0, False),
                                  (1, 0, "postpad", "generation", 0, "update_states_tp", 0, False),
-                                 (0, 1, "pad", "context", 1, "update_states_tp", 0, False)]
+                                 (0, 1, "pad", "generation", 1, "update_states_tp", 0, False)]
     d = post.first_divergence
     assert (d.iter, d.rank, d.field) == (0, 0, "can_queue")
 
@@ -270,7 +300,8 @@ def test_run_all_and_json_shape(nvbug):
     doc = replay.results_json(results)
     assert set(doc) == {"policies"}
     for item in doc["policies"].values():
-        assert set(item) == {"leaks", "crash", "skipped_iters", "first_divergence"}
+        assert set(item) == {"verdict", "verdict_text", "leaks", "crash", "skipped_iters",
+                             "first_divergence", "model_unknown"}
     assert doc["policies"]["prefix-2026"]["leaks"][0] == {
         "rank": 0, "iter_created": 41, "iter_skipped": 41, "cause_ranks": [2]}
 
@@ -286,24 +317,24 @@ POSTPAD_LEAK = [
 ]
 
 
-def test_post_pad_dummy_seen_through_the_recorded_batch_and_leaking_on_the_aggregated_path():
-    """Aggregated (no rollback), tp 2, cap 2, newest. Counts never exceed the floor.
+def test_post_pad_dummy_seen_through_the_recorded_batch_is_rolled_back_on_the_aggregated_path():
+    """Aggregated, tp 2, cap 2, newest. The recording leaked a post-schedule dummy; newest cannot
+    have: its post-pad dummy is pending on every path (#17379's rollback test, fixes flag off).
 
     iter 1: both ranks hold only GENERATION_TO_COMPLETE (predicate ALL counts them: no pad).
       Rank 0: recorded scheduled 0, active 2 = cap: no post-pad, batch 0. Rank 1: recorded
       scheduled 1 but no request in the window and no pad-step dummy, so the 1 was a post-pad
       dummy: real batch min(1, window 0) = 0 -> post-pad (active 1 < cap 2) -> batch 1.
-      Batches [0, 1] -> skip; no rollback without a transceiver -> d0 (rank 1) leaks, cause rank 0.
-    iter 2: counts [0, 1] match; expected max(ceil(1/2), 1) = 1. Rank 0 (empty) padded (d1);
-      rank 1's carried d0 is schedulable; batches [1, 1] -> both removed by update_states_tp.
+      Batches [0, 1] -> skip; the pending post-pad dummy d0 is rolled back: nothing leaks.
+    iter 2: counts [0, 0] (the recorded dummy is dropped) differ from [0, 1] -> expected
+      computed max(0, 0) = 0: rank 0 (empty) is not padded, but the recording padded it: first
+      divergence (2, 0, padded, recorded True, replayed False).
     """
     res = replay.run(replay.RunFrames.from_records(POSTPAD_LEAK), policy="newest")
-    assert ledger_rows(res) == [(1, 1, "postpad", "generation", 2, "update_states_tp", 1, True),
-                                (0, 2, "pad", "generation", 2, "update_states_tp", 0, False)]
-    assert [(x.rank, x.iter_created, x.iter_skipped, x.cause_ranks) for x in res.leaks] == [(1, 1, 1, (0,))]
-    assert res.first_divergence is None and res.crash is None
-    assert "post-padded on rank 1" in res.explain()[0]
-    assert "at the cap 2" in res.explain()[0]
+    assert ledger_rows(res) == [(1, 1, "postpad", "generation", 1, "rollback", 0, False)]
+    assert res.leaks == () and res.crash is None
+    d = res.first_divergence
+    assert (d.iter, d.rank, d.field, d.recorded, d.replayed) == (2, 0, "padded", True, False)
 
 
 def test_story_tells_the_fatal_leak_first(nvbug):
