@@ -13,6 +13,12 @@ a per-rank directory ``run/`` -> ``run.expect.toml``) or inside the trace's run 
     crash_rank = 2         # optional: ... on this rank
     crash = true           # optional: crash or not, without saying where
 
+    [fix-16279]            # a run whose record names no model is replayed per model:
+    leak = true            # leak/crash/...: the worst of those replays (what reports show)
+    verdict = "leak unless the model is DeepSeek-V4"   # optional: the verdict with its condition
+    # model = "deepseek_v4"  # optional: check the replay under this model instead ("other":
+                             # a model outside every gate)
+
     [fix-16161]
     leak = false
     xfail = "why"          # optional: a known, explained disagreement (strict xfail in pytest)
@@ -57,6 +63,10 @@ class Expectation:
         first_leak_iter: the earliest ``iter_skipped`` among the leaks (None: not checked).
         xfail: the replay is known not to meet this expectation, and why (the pytest plugin marks
             the item as a strict xfail, so it fails again once the replay does meet it).
+        verdict: the replay's verdict text, model condition included
+            (``ReplayResult.verdict_text``: ``"leak unless the model is DeepSeek-V4"``).
+        model: check the replay under this model (``"other"``: outside every gate); only for a
+            run whose record names no model (None: the worst replay).
         origin: where the expectation was read (file path), for messages.
     """
 
@@ -68,11 +78,14 @@ class Expectation:
     first_leak_iter: Optional[int] = None
     xfail: Optional[str] = None
     origin: str = ""
+    verdict: Optional[str] = None
+    model: Optional[str] = None
 
     def as_dict(self) -> dict[str, Any]:
         """The expectation as a TOML/JSON table (only the keys that are checked)."""
         out: dict[str, Any] = {"leak": self.leak}
-        for key in ("crash", "crash_iter", "crash_rank", "first_leak_iter", "xfail"):
+        for key in ("crash", "crash_iter", "crash_rank", "first_leak_iter", "verdict", "model",
+                    "xfail"):
             value = getattr(self, key)
             if key == "crash" and (self.crash_iter is not None or self.crash_rank is not None):
                 continue  # implied by where it crashes
@@ -92,6 +105,7 @@ class Outcome:
         first_leak_iter: the earliest ``iter_skipped`` among the leaks (None without one).
         num_leaks: how many leaks.
         crash_kind: the replay's crash kind (``assert``, ``dummy_alloc_none``, ...), or None.
+        verdict: the verdict text, with its model condition where the model decided it.
     """
 
     leak: bool
@@ -101,10 +115,15 @@ class Outcome:
     first_leak_iter: Optional[int]
     num_leaks: int
     crash_kind: Optional[str] = None
+    verdict: Optional[str] = None
 
     @classmethod
-    def of(cls, result: Any) -> "Outcome":
-        """From a ``replay`` result (anything with ``leaks`` and ``crash``)."""
+    def of(cls, result: Any, model: Optional[str] = None) -> "Outcome":
+        """From a ``replay`` result (anything with ``leaks`` and ``crash``); ``model``: the
+        replay under that model assumption (``"other"``: outside every gate)."""
+        text = getattr(result, "verdict_text", None)
+        if model is not None and hasattr(result, "under_model"):
+            result = result.under_model(None if model == "other" else model)
         leaks = list(result.leaks)
         crash = result.crash
         return cls(leak=bool(leaks), crash=crash is not None,
@@ -112,7 +131,8 @@ class Outcome:
                    crash_rank=None if crash is None else int(crash.rank),
                    first_leak_iter=min((int(x.iter_skipped) for x in leaks), default=None),
                    num_leaks=len(leaks),
-                   crash_kind=None if crash is None else str(getattr(crash, "kind", "crash")))
+                   crash_kind=None if crash is None else str(getattr(crash, "kind", "crash")),
+                   verdict=text)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,7 +156,7 @@ def _show(v: Any) -> str:
 
 
 _ALLOWED = {"leak": bool, "crash": bool, "crash_iter": int, "crash_rank": int,
-            "first_leak_iter": int, "xfail": str}
+            "first_leak_iter": int, "xfail": str, "verdict": str, "model": str}
 
 
 def parse_expectations(data: Mapping[str, Any], origin: str) -> list[Expectation]:
@@ -177,7 +197,8 @@ def parse_expectations(data: Mapping[str, Any], origin: str) -> list[Expectation
                                crash=True if where_given else crash,
                                crash_iter=table.get("crash_iter"), crash_rank=table.get("crash_rank"),
                                first_leak_iter=table.get("first_leak_iter"),
-                               xfail=table.get("xfail"), origin=origin))
+                               xfail=table.get("xfail"), origin=origin,
+                               verdict=table.get("verdict"), model=table.get("model")))
     return out
 
 
@@ -260,7 +281,7 @@ def check(expectation: Expectation, outcome: Outcome) -> list[Mismatch]:
         wrong.append(Mismatch("leak", expectation.leak, outcome.leak))
     if expectation.crash is not None and outcome.crash != expectation.crash:
         wrong.append(Mismatch("crash", expectation.crash, outcome.crash))
-    for key in ("crash_iter", "crash_rank", "first_leak_iter"):
+    for key in ("crash_iter", "crash_rank", "first_leak_iter", "verdict"):
         want = getattr(expectation, key)
         if want is not None and getattr(outcome, key) != want:
             wrong.append(Mismatch(key, want, getattr(outcome, key)))
@@ -269,9 +290,11 @@ def check(expectation: Expectation, outcome: Outcome) -> list[Mismatch]:
 
 def from_outcome(policy: str, outcome: Outcome) -> Expectation:
     """The full expectation a replay outcome satisfies (what to pin in a regression test)."""
+    conditional = outcome.verdict if outcome.verdict not in (None, "clean", "leak", "crash") \
+        else None
     return Expectation(policy=policy, leak=outcome.leak, crash=outcome.crash,
                        crash_iter=outcome.crash_iter, crash_rank=outcome.crash_rank,
-                       first_leak_iter=outcome.first_leak_iter)
+                       first_leak_iter=outcome.first_leak_iter, verdict=conditional)
 
 
 def to_toml(expectations: Iterable[Expectation], header: str = "") -> str:

@@ -188,7 +188,7 @@ class TraceReplay(pytest.Item):
         runs = self.parent.runs()
         for run, frames in runs:
             result = replay.run(frames, policy=policy)
-            outcome = Outcome.of(result)
+            outcome = Outcome.of(result, self.expectation.model)
             wrong = check(self.expectation, outcome)
             if wrong:
                 raise ExpectationFailed(self._report(run if len(runs) > 1 else None, result,

@@ -1,4 +1,4 @@
-"""Request-state traces v1 as in-memory records: loaded from any input, sized, written back.
+"""Request-state traces (v1, v2) as in-memory records: loaded from any input, sized, written back.
 
 The minimizer and the test exporter work on plain records (the JSON objects of
 ``traces/FORMAT.md``: one run record, then frame records), because every shrink must stay a valid
@@ -71,7 +71,7 @@ def frame_records(records: list[dict]) -> list[dict]:
 
 
 def records_from_tables(runs, frames, requests, run: Optional[str] = None) -> list[dict]:
-    """Trace v1 records of one run from dataset tables (Arrow or pandas, dataset schema).
+    """Trace records of one run from dataset tables (Arrow or pandas, dataset schema).
 
     The run record is the recorded one, verbatim (``runs.record_json``); frames come in
     ``(iter, rank)`` order with their requests in list order, states as names, and recorded
@@ -177,7 +177,7 @@ def write_records(records: Iterable[dict], path: str | os.PathLike) -> Path:
 
 
 def records_from_frames(frames: Any) -> list[dict]:
-    """Trace v1 records that replay exactly like a ``replay.frames.RunFrames``.
+    """Trace records (the newest format version) that replay exactly like a ``replay.frames.RunFrames``.
 
     Real requests are written in list order; a recorded dummy is written as one dummy entry at
     the end of its frame (the replay drops dummies and uses only their count, for the recorded
@@ -195,6 +195,8 @@ def records_from_frames(frames: Any) -> list[dict]:
                            "max_batch_size": cfg.max_batch_size,
                            "max_num_active_requests": cfg.cap, "disaggregated": cfg.disaggregated,
                            "overlap_scheduler": cfg.overlap_scheduler, "build": cfg.build}
+    if cfg.model_arch is not None:
+        run["model_arch"] = cfg.model_arch
     if cfg.encoder_decoder:
         run["encoder_decoder"] = True
     if not cfg.enable_attention_dp:

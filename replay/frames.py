@@ -34,12 +34,13 @@ from replay.frame_schema import FRAMES
 from replay.errors import ConfigError, DatasetError, NoTraceError
 from replay.config import RunConfig
 from replay.policy import DummyRole, Policy, Predicate
-from replay.states import ALL_STATES, RequestState, micro_batch_window, state_index
+from replay.states import (ALL_STATES, CONTEXT_INTENT_STATES, CONTEXT_ONLY_STATES,
+                           GENERATION_ONLY_STATES, RequestState, micro_batch_window, state_index)
 from replay.step import INTENT_CONTEXT, INTENT_GENERATION, INTENT_NONE, StepInputs
 
 log = logging.getLogger(__name__)
 
-_CONFIG_KEYS = ("expected_multiplier", "enable_attention_dp")
+_CONFIG_KEYS = ("expected_multiplier", "enable_attention_dp", "model_arch")
 
 
 def _np(col, dtype=None, fill=None) -> np.ndarray:
@@ -334,16 +335,7 @@ class RunFrames:
     def dummy_role_context(self, policy: Policy) -> np.ndarray:
         """``(I,)`` whether the version's pad dummy takes the context role at each row, outside
         the forward-intent path (``Policy.dummy_role``; domain doc §10)."""
-        if policy.dummy_role is DummyRole.CONTEXT_ON_ARRIVAL:
-            return self.ctx_arrived.copy()
-        if policy.dummy_role is DummyRole.REQUEST_TYPES:
-            # _update_adp_dummy_role: context-only wins in an iteration; the role is kept until
-            # requests of a type arrive again.
-            event = self.ctx_arrived | self.gen_arrived
-            last = np.maximum.accumulate(np.where(event, np.arange(event.size), -1)) \
-                if event.size else np.zeros(0, np.int64)
-            return np.where(last >= 0, self.ctx_arrived[np.maximum(last, 0)], False)
-        return np.zeros(self.num_iters, bool)
+        return policy.dummy_role.context_rows(self.ctx_arrived, self.gen_arrived)
 
     def recorded_expected_applies(self, policy: Policy) -> bool:
         """Whether the recorded ``expected`` may stand in for the policy's own.
@@ -409,18 +401,9 @@ def _run_config(runs: pa.Table, run: str | None) -> tuple[str, str, RunConfig, b
     return run, str(rec["source"]), config, len(set(names)) > 1
 
 
-#: States of a request the forward intent calls context work (PR #16921).
-_CONTEXT_INTENT_STATES = np.array([int(RequestState.CONTEXT_INIT), int(RequestState.ENCODER_INIT)],
-                                  np.int16)
-#: First-seen states read as a context-only request (context server) / generation-only request.
-_CONTEXT_ONLY_STATES = np.array([int(s) for s in (
-    RequestState.DISAGG_CONTEXT_WAIT_SCHEDULER, RequestState.CONTEXT_INIT,
-    RequestState.DISAGG_CONTEXT_INIT_AND_TRANS, RequestState.DISAGG_CONTEXT_TRANS_IN_PROGRESS,
-    RequestState.DISAGG_CONTEXT_COMPLETE)], np.int16)
-_GENERATION_ONLY_STATES = np.array([int(s) for s in (
-    RequestState.DISAGG_GENERATION_INIT, RequestState.DISAGG_GENERATION_TRANS_IN_PROGRESS,
-    RequestState.DISAGG_GENERATION_TRANS_COMPLETE, RequestState.DISAGG_GENERATION_WAIT_TOKENS)],
-    np.int16)
+_CONTEXT_INTENT_STATES = np.array(sorted(int(x) for x in CONTEXT_INTENT_STATES), np.int16)
+_CONTEXT_ONLY_STATES = np.array(sorted(int(x) for x in CONTEXT_ONLY_STATES), np.int16)
+_GENERATION_ONLY_STATES = np.array(sorted(int(x) for x in GENERATION_ONLY_STATES), np.int16)
 
 #: Requests columns the replay reads, with the compact dtypes they are held in.
 _REQ_COLUMNS = (("iter", np.int64), ("rank", np.int32), ("request_id", np.int64),

@@ -77,6 +77,26 @@ class DummyRole(enum.Enum):
     #: the requests routed this iteration (context-only wins) and is kept until they change.
     REQUEST_TYPES = "request-types"
 
+    def context_after(self, previous: bool, context_arrived: bool, generation_arrived: bool) -> bool:
+        """The role after one iteration's routing: True for context (``previous``: before it)."""
+        if self is DummyRole.CONTEXT_ON_ARRIVAL:
+            return bool(context_arrived)
+        if self is DummyRole.REQUEST_TYPES:
+            # _update_adp_dummy_role: context-only wins; kept until requests of a type arrive.
+            return True if context_arrived else False if generation_arrived else bool(previous)
+        return False
+
+    def context_rows(self, context_arrived: np.ndarray, generation_arrived: np.ndarray) -> np.ndarray:
+        """:meth:`context_after` over ``(I,)`` iterations from a generation role (vectorised)."""
+        ctx = np.asarray(context_arrived, bool)
+        if self is DummyRole.CONTEXT_ON_ARRIVAL:
+            return ctx.copy()
+        if self is DummyRole.REQUEST_TYPES and ctx.size:
+            event = ctx | np.asarray(generation_arrived, bool)
+            last = np.maximum.accumulate(np.where(event, np.arange(event.size), -1))
+            return np.where(last >= 0, ctx[np.maximum(last, 0)], False)
+        return np.zeros(ctx.shape, bool)
+
 
 class GateState(enum.Enum):
     """Whether a gated path applies to a run."""

@@ -49,6 +49,57 @@ class UnknownStateError(ValueError):
     """A state name or value that ``LlmRequestState`` does not have."""
 
 
+#: Numbering of the int values of 2025-2026 builds (the values above; ``CONTEXT_INIT`` = 10).
+CURRENT_NUMBERING = "context-init-10"
+#: An older ``llmRequest.h`` numbering (``CONTEXT_INIT`` = 2, ``DISAGG_GENERATION_INIT`` = 7,
+#: ``DISAGG_GENERATION_TRANS_IN_PROGRESS`` = 10): read with today's table its ints decode
+#: silently wrong (domain doc §10).
+LEGACY_NUMBERING = "context-init-2"
+#: Known numberings: name -> {state name: int value}.
+NUMBERINGS: dict[str, dict[str, int]] = {
+    CURRENT_NUMBERING: {s.name: int(s) for s in RequestState},
+    LEGACY_NUMBERING: {
+        "UNKNOWN": 0, "ENCODER_INIT": 1, "CONTEXT_INIT": 2, "DISAGG_GENERATION_TRANS_COMPLETE": 3,
+        "GENERATION_IN_PROGRESS": 4, "GENERATION_TO_COMPLETE": 5, "GENERATION_COMPLETE": 6,
+        "DISAGG_GENERATION_INIT": 7, "DISAGG_CONTEXT_TRANS_IN_PROGRESS": 8,
+        "DISAGG_CONTEXT_COMPLETE": 9, "DISAGG_GENERATION_TRANS_IN_PROGRESS": 10,
+        "DISAGG_CONTEXT_INIT_AND_TRANS": 11,
+    },
+}
+
+
+def numbering_decoder(spec: object) -> dict[int, int]:
+    """``{declared int: today's int}`` for a numbering given by name (:data:`NUMBERINGS`) or as
+    an object ``{state name: int}`` (what the recorder reads from the live enum).
+
+    Raises:
+        UnknownStateError: an unknown numbering name, a state name this tool does not know, a
+            non-int value, or two names with one value.
+    """
+    if isinstance(spec, str):
+        if spec not in NUMBERINGS:
+            raise UnknownStateError(f"unknown state_numbering {spec!r} (known: "
+                                    + ", ".join(NUMBERINGS) + ", or an object {NAME: int})")
+        table = NUMBERINGS[spec]
+    elif isinstance(spec, dict) and spec:
+        table = spec
+    else:
+        raise UnknownStateError(f"state_numbering must be a numbering name or an object "
+                                f"{{NAME: int}}, got {spec!r}")
+    out: dict[int, int] = {}
+    for name, value in table.items():
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise UnknownStateError(f"state_numbering: {name} must map to an int, got {value!r}")
+        try:
+            state = RequestState[str(name).rsplit(".", 1)[-1].upper()]
+        except KeyError:
+            raise UnknownStateError(f"state_numbering: unknown state name {name!r}") from None
+        if value in out and out[value] != int(state):
+            raise UnknownStateError(f"state_numbering: value {value} is given to two states")
+        out[value] = int(state)
+    return out
+
+
 def parse_state(value: object) -> RequestState:
     """Accept a state as its name (any case, optional ``LlmRequestState.`` prefix) or its int."""
     if isinstance(value, bool):
@@ -119,6 +170,22 @@ NOT_SCHEDULABLE_STATES = frozenset({
     RequestState.DISAGG_GENERATION_INIT,
     RequestState.DISAGG_GENERATION_TRANS_IN_PROGRESS,
 })
+
+
+#: First-seen states read as a context-only request (a context server's arrivals): traces carry no
+#: request type, so ``_update_adp_dummy_role``'s input is inferred from them (domain doc §10).
+CONTEXT_ONLY_STATES = frozenset({
+    RequestState.DISAGG_CONTEXT_WAIT_SCHEDULER, RequestState.CONTEXT_INIT,
+    RequestState.DISAGG_CONTEXT_INIT_AND_TRANS, RequestState.DISAGG_CONTEXT_TRANS_IN_PROGRESS,
+    RequestState.DISAGG_CONTEXT_COMPLETE,
+})
+#: First-seen states read as a generation-only request (a generation server's arrivals).
+GENERATION_ONLY_STATES = frozenset({
+    RequestState.DISAGG_GENERATION_INIT, RequestState.DISAGG_GENERATION_TRANS_IN_PROGRESS,
+    RequestState.DISAGG_GENERATION_TRANS_COMPLETE, RequestState.DISAGG_GENERATION_WAIT_TOKENS,
+})
+#: States the forward intent calls context work (PR #16921).
+CONTEXT_INTENT_STATES = frozenset({RequestState.CONTEXT_INIT, RequestState.ENCODER_INIT})
 
 
 def micro_batch_window(encoder_decoder: bool = False) -> Window:

@@ -1,4 +1,4 @@
-"""Reader of request-state traces, format v1 (``traces/FORMAT.md``).
+"""Reader of request-state traces, formats v1 and v2 (``traces/FORMAT.md``).
 
 A trace file is JSON Lines: one run record first, then frame records (a rank's
 ``active_requests`` at entry to the pad step) and optional note records. The reader streams the
@@ -37,12 +37,16 @@ from forensics.dataset.schema import EVENTS, FRAMES, REQUESTS, RUNS, UNPARSED
 from forensics.errors import TraceFormatError
 from forensics.ingest.sources import compression_of
 from forensics.ingest.trace_fast import BLOCK_BYTES, FrameColumns, fast_frames
-from replay.states import RequestState, UnknownStateError, parse_state
+from replay.states import (CURRENT_NUMBERING, RequestState, UnknownStateError, numbering_decoder,
+                           parse_state)
 
 #: The ``format`` value of a v1 run record.
 FORMAT_NAME = "adp-trace"
-#: The only version this reader accepts.
-FORMAT_VERSION = 1
+#: The newest version this reader reads (and the simulator and recorder write).
+FORMAT_VERSION = 2
+#: Every version this reader reads: v1 with stated assumptions (traces/FORMAT.md: integer states
+#: use today's numbering, the model is not named).
+READ_VERSIONS = (1, 2)
 #: ``events.kind`` of a ``{"kind": "note"}`` record.
 NOTE_EVENT_KIND = "trace_note"
 #: Frames per batch of :func:`iter_trace`: ~100 MB peak at 16 requests a frame; larger batches
@@ -66,11 +70,12 @@ _FRAME_OPTIONAL = tuple(f.name for f in FRAMES if f.name not in _FRAME_FIXED)
 
 # Fast path of the state lookup: exact names, prefixed names and int values. Anything else
 # (other case, spaces, digit strings, bad values) goes through ``parse_state`` and its errors.
-_STATE_CODES: dict[Any, int] = {}
+_NAME_CODES: dict[Any, int] = {}
 for _s in RequestState:
-    _STATE_CODES[_s.name] = int(_s)
-    _STATE_CODES[f"LlmRequestState.{_s.name}"] = int(_s)
-    _STATE_CODES[int(_s)] = int(_s)
+    _NAME_CODES[_s.name] = int(_s)
+    _NAME_CODES[f"LlmRequestState.{_s.name}"] = int(_s)
+#: v1 traces: integer states are today's values (the assumption traces/FORMAT.md states).
+_STATE_CODES: dict[Any, int] = {**_NAME_CODES, **{int(_s): int(_s) for _s in RequestState}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -302,6 +307,8 @@ class _Builder:
         self.path = path
         self.run: str | None = None
         self.tp_size = 0
+        self.codes: dict[Any, int] = _STATE_CODES  # per run record: names + its declared ints
+        self.int_codes: dict[int, int] | None = None
         self.runs: dict[str, list] = {n: [] for n in RUNS.names}
         self.first_record_seen = False
         self.seen = np.zeros(0, np.int64)  # sorted keys of flushed batches
@@ -434,9 +441,23 @@ class _Builder:
         if rec["format"] != FORMAT_NAME:
             raise self.error(f"unsupported format {rec['format']!r} (this reader reads "
                              f"{FORMAT_NAME!r})", line)
-        if rec["version"] != FORMAT_VERSION or isinstance(rec["version"], bool):
+        if rec["version"] not in READ_VERSIONS or isinstance(rec["version"], bool):
             raise self.error(f"unsupported version {rec['version']!r} (this reader reads "
-                             f"version {FORMAT_VERSION})", line)
+                             f"versions {', '.join(map(str, READ_VERSIONS))})", line)
+        model = rec.get("model_arch")
+        if model is not None and (not isinstance(model, str) or not model.strip()):
+            raise self.error(f"run record: model_arch must be a non-empty string or null, got "
+                             f"{model!r}", line)
+        numbering = rec.get("state_numbering")
+        if numbering is None:
+            # v1: integers are today's values (stated assumption); v2: only names without one.
+            self.int_codes = None if rec["version"] >= 2 else numbering_decoder(CURRENT_NUMBERING)
+        else:
+            try:
+                self.int_codes = numbering_decoder(numbering)
+            except UnknownStateError as e:
+                raise self.error(f"run record: {e}", line) from None
+        self.codes = {**_NAME_CODES, **(self.int_codes or {})}
         for key in _RUN_INTS:
             if not _is_int(rec[key], 32) or rec[key] < 1:
                 raise self.error(f"run record: {key} must be an int >= 1, got {rec[key]!r}", line)
@@ -483,7 +504,7 @@ class _Builder:
             raise self.error(f"frame: iter {it} is too large", line) from None
         self.key_lines.append(line)
         ids, states, dummies = self.req_id, self.req_state, self.req_dummy
-        codes = _STATE_CODES
+        codes = self.codes
         n_dummy = 0
         n_before = len(ids)
         try:
@@ -534,14 +555,29 @@ class _Builder:
             raise self.error(f"frame: request {pos}: missing required field {missing!r}", line)
         if not _is_int(req["id"]):
             raise self.error(f"frame: request {pos}: id must be an int, got {req['id']!r}", line)
+        raw = req["state"]
+        if isinstance(raw, str) and raw.strip().lstrip("-").isdigit():
+            raw = int(raw.strip())
+        if _is_int(raw):
+            if self.int_codes is None:
+                raise self.error(f"frame: request {pos}: integer state {raw} but the run record "
+                                 "declares no state_numbering (write state names, or declare "
+                                 "the numbering: traces/FORMAT.md)", line)
+            if raw not in self.int_codes:
+                raise self.error(f"frame: request {pos}: unknown request state value {raw} in the "
+                                 "declared state_numbering", line)
+            return int(req["id"]), self.int_codes[raw], self._dummy(req, pos, line)
         try:
-            state = parse_state(req["state"])
+            state = parse_state(raw)
         except UnknownStateError as e:
             raise self.error(f"frame: request {pos}: {e}", line) from None
+        return int(req["id"]), int(state), self._dummy(req, pos, line)
+
+    def _dummy(self, req: dict, pos: int, line: int) -> bool:
         dummy = req.get("dummy", False)
         if not isinstance(dummy, bool):
             raise self.error(f"frame: request {pos}: dummy must be true or false", line)
-        return int(req["id"]), int(state), dummy
+        return dummy
 
     def _note(self, rec: dict, line: int, text: str | None) -> None:
         e = self.events

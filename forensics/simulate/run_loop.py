@@ -35,10 +35,14 @@ from forensics.simulate.workload import (
     Workload,
 )
 from replay.config import RunConfig
-from replay.policy import Policy
+from replay.policy import Policy, Predicate
+from replay.states import CONTEXT_INTENT_STATES, CONTEXT_ONLY_STATES, GENERATION_ONLY_STATES
 from replay.states import RequestState as S
 from replay.states import micro_batch_window
 from replay.step import (
+    INTENT_CONTEXT,
+    INTENT_GENERATION,
+    INTENT_NONE,
     CRASH_ALLOC_NONE,
     CRASH_KIND_NAMES,
     StepInputs,
@@ -242,7 +246,13 @@ def run(workload: Workload, policy: Policy, *, iters: int, seed: int,
     win_lut = _lut(micro_batch_window(cfg.encoder_decoder).mask())
     ctx_lut = np.zeros(32, bool)
     ctx_lut[[int(S.CONTEXT_INIT) + 1, int(S.DISAGG_CONTEXT_INIT_AND_TRANS) + 1]] = True
-    postpad_cap = policy.postpad_empty_batch and cfg.enable_attention_dp
+    postpad_cap = policy.postpads(cfg) and cfg.enable_attention_dp
+    sched_lut = _lut(Predicate.SCHEDULER.mask(cfg))
+    ctx_intent_lut = np.zeros(32, bool)
+    ctx_intent_lut[[int(x) + 1 for x in CONTEXT_INTENT_STATES]] = True
+    ctx_only = np.array(sorted(int(x) for x in CONTEXT_ONLY_STATES))
+    gen_only = np.array(sorted(int(x) for x in GENERATION_ONLY_STATES))
+    role_ctx = False  # the era's dummy role (generation until routed request types say otherwise)
 
     Sl = cap + 4
     ids = np.zeros((R, Sl), np.int64)
@@ -313,6 +323,7 @@ def run(workload: Workload, policy: Policy, *, iters: int, seed: int,
                 break
             nf = room
         new_real = np.zeros(R, np.int64)
+        ctx_now = gen_now = False
         if nf:
             req = queue.pop(nf)
             where = _route(counts.tolist(), E, nf)
@@ -327,6 +338,8 @@ def run(workload: Workload, policy: Policy, *, iters: int, seed: int,
                 ids, st, rem, lat, ready, prompt, outlen = arrays
                 Sl += grow
             wr, ws = np.array(where), np.array(slot)
+            ctx_now = bool(np.isin(req["state"], ctx_only).any())
+            gen_now = bool(np.isin(req["state"], gen_only).any())
             ids[wr, ws] = req["id"]
             st[wr, ws] = req["state"]
             outlen[wr, ws] = req["out"]
@@ -338,6 +351,9 @@ def run(workload: Workload, policy: Policy, *, iters: int, seed: int,
             new_real = np.bincount(wr, minlength=R).astype(np.int64)
             fetched_rank += new_real
             fetched_total += nf
+
+        if cfg.disaggregated:  # _update_adp_dummy_role reads the types routed this iteration
+            role_ctx = policy.dummy_role.context_after(role_ctx, ctx_now, gen_now)
 
         # 3. disaggregated bookkeeping
         valid = np.arange(Sl)[None, :] < n[:, None]
@@ -361,7 +377,12 @@ def run(workload: Workload, policy: Policy, *, iters: int, seed: int,
                          window_real=window_real, new_real=new_real,
                          all_before_ctx=(n > 0) & (before == n), alloc_ok=alloc_ok,
                          real_batch=neg1, expected_recorded=neg1, recorded_counts=neg1,
-                         carried=carried.copy(), carried_last=carried & (cpos == n))
+                         carried=carried.copy(), carried_last=carried & (cpos == n),
+                         intent=np.where((ctx_intent_lut[sidx] & sched_lut[sidx] & valid).any(axis=1),
+                                         INTENT_CONTEXT,
+                                         np.where((sched_lut[sidx] & valid).any(axis=1),
+                                                  INTENT_GENERATION, INTENT_NONE)).astype(np.int8),
+                         role_context=np.full(R, role_ctx))
         out = decide(policy, cfg, inp)
         if int(out.expected[0]) != E:
             raise RuntimeError(f"iteration {k}: the router used expected={E} but decide() computed "
@@ -377,7 +398,8 @@ def run(workload: Workload, policy: Policy, *, iters: int, seed: int,
         sched_ctx_tokens = (prompt * is_ctx).sum(axis=1)
         attempted = out.alloc_failed | (out.crash_kind == CRASH_ALLOC_NONE)
         if postpad_cap:
-            attempted = attempted | ((out.batch == 0) & (out.active > 0) & (out.active < cap))
+            attempted = attempted | ((out.batch == 0) & (out.active > 0) & (out.expected > 0)
+                                     & (out.active < cap))
         alloc_fail_rec = attempted & ~alloc_ok
 
         # 6. what the body does to the requests (masks first: writers see the frame unchanged)

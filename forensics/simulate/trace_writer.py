@@ -1,4 +1,4 @@
-"""The request-state trace (v1, traces/FORMAT.md) of a simulated run.
+"""The request-state trace (format v2, traces/FORMAT.md) of a simulated run.
 
 One run record (``build`` = the policy's name), then per body one frame per rank: the rank's
 ``active_requests`` at pad entry in list order, a dummy that survived an earlier iteration at its
@@ -19,6 +19,7 @@ from typing import Any
 from forensics.simulate.run_loop import Body
 from replay.config import RunConfig
 from replay.states import (
+    CURRENT_NUMBERING,
     CONTEXT_DUMMY_STATE,
     DUMMY_REQUEST_ID,
     GENERATION_DUMMY_STATE,
@@ -28,13 +29,14 @@ from replay.states import (
 
 def run_record(config: RunConfig, *, build: str, run_id: str, extra: dict[str, Any] | None = None
                ) -> dict[str, Any]:
-    """The v1 run record of a simulated run."""
+    """The run record (trace format v2) of a simulated run: ``model_arch`` is the workload's
+    (null when it names none)."""
     rec: dict[str, Any] = {
-        "kind": "run", "format": "adp-trace", "version": 1, "tp_size": config.tp_size,
+        "kind": "run", "format": "adp-trace", "version": 2, "tp_size": config.tp_size,
         "pp_size": config.pp_size, "max_batch_size": config.max_batch_size,
         "max_num_active_requests": config.cap, "disaggregated": config.disaggregated,
         "overlap_scheduler": config.overlap_scheduler, "build": build, "run_id": run_id,
-        "expected_multiplier": config.expected_multiplier,
+        "expected_multiplier": config.expected_multiplier, "model_arch": config.model_arch,
     }
     if extra:
         rec.update(extra)
@@ -57,6 +59,8 @@ class TraceWriter:
         self.f = f
         self.postpad = bool(postpad)
         self.R = int(record["tp_size"])
+        if not state_names:  # integers only with a declared numbering (trace format v2)
+            record = {**record, "state_numbering": CURRENT_NUMBERING}
         f.write(json.dumps(record, separators=(", ", ": ")) + "\n")
         if state_names:
             self.frag = {int(s): f', "state": "{s.name}"}}' for s in RequestState}

@@ -108,6 +108,8 @@ class Workload:
             iteration (KV cache exhausted).
         expected_multiplier: the router's fair-share multiplier (§5).
         step_time_ms: mean host step time, for the fake timestamps in logs and stats.
+        model_arch: the model's ``pretrained_config.model_type`` (``deepseek_v4``) written to the
+            run record; upstream's gates read it. None: the record does not name the model.
     """
 
     ranks: int
@@ -130,6 +132,7 @@ class Workload:
     alloc_fail_prob: float = 0.0
     expected_multiplier: float = 1.0
     step_time_ms: float = 36.0
+    model_arch: str | None = None
 
     def __post_init__(self) -> None:
         if self.ranks < 1:
@@ -168,7 +171,7 @@ class Workload:
         return RunConfig(tp_size=self.ranks, pp_size=self.pp_size, max_batch_size=self.max_batch_size,
                          max_num_active_requests=self.effective_cap, disaggregated=self.disaggregated,
                          overlap_scheduler=self.overlap, expected_multiplier=self.expected_multiplier,
-                         build=build)
+                         build=build, model_arch=self.model_arch)
 
     def with_overrides(self, **changes) -> Workload:
         """A copy with some fields changed (validated again)."""

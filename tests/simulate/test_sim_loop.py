@@ -30,7 +30,8 @@ def test_hand_worked_crash_under_prefix_2026(tmp_path):
             rank 1 pads; the forward yields the last token -> GENERATION_TO_COMPLETE.
     iter 3: request 2 arrives; counts [1, 0], expected = max(ceil(2/2), 1) = 1, routed to rank 1.
             Rank 0: the legacy count includes TO_COMPLETE -> no dummy, the scheduler refuses it ->
-            batch 0. Rank 1: [2: GENERATION_INIT] -> a context-role dummy, batch 1.
+            batch 0. Rank 1: [2: GENERATION_INIT] -> a dummy, batch 1; generation role (request 2
+            arrived as a generation-only request: _update_adp_dummy_role).
             can_queue is False everywhere. Rank 0 (batch 0) processes its previous batch and
             request 1 leaves; rank 1 does not, so its dummy survives.
     iter 4: counts [0, 2] (the leaked dummy counts); expected = min(max(ceil(2/2), 2), cap 1) = 1;
@@ -49,7 +50,7 @@ def test_hand_worked_crash_under_prefix_2026(tmp_path):
     # The leaked dummy sits after request 2 (appended by the pad step of iteration 3).
     assert f[(4, 1)]["requests"] == [
         {"id": 2, "state": "DISAGG_GENERATION_TRANS_IN_PROGRESS"},
-        {"id": 0, "state": "CONTEXT_INIT", "dummy": True}]
+        {"id": 0, "state": "GENERATION_IN_PROGRESS", "dummy": True}]
     assert f[(4, 0)]["requests"] == []
     assert f[(4, 1)]["expected"] == 1 and "padded" not in f[(4, 1)]
     assert max(i for i, _ in f) == 4
