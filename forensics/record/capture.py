@@ -48,6 +48,13 @@ ORIGINAL_ATTR = "__adp_forensics_original__"
 POSTPAD_METHOD = "_pad_empty_attention_dp_batch"
 #: Wrapped when present; their absence is normal for older builds and is not reported.
 OPTIONAL_WRAPPERS = frozenset({POSTPAD_METHOD})
+#: The trace format version the recorder writes (traces/FORMAT.md).
+TRACE_FORMAT_VERSION = 2
+#: ``replay.states.CURRENT_NUMBERING``, written when the live enum cannot be read (and then listed
+#: under ``guessed``); a literal so the recorder imports nothing heavy into the executor.
+ASSUMED_NUMBERING = "context-init-10"
+#: Where ``LlmRequestState`` lives when the executor's own module does not name it.
+_STATE_ENUM_MODULES = ("tensorrt_llm._torch.pyexecutor.llm_request", "tensorrt_llm.bindings")
 _MISSING = object()
 
 _config: dict[str, Any] = {"trace_dir": None, "notes": [], "executors": 0}
@@ -108,9 +115,47 @@ def _build_label() -> str:
     return f"tensorrt_llm {version}" if version else "unknown"
 
 
+def model_arch(executor: Any) -> str | None:
+    """The model's ``pretrained_config.model_type`` as the executor's model engine holds it
+    (``model_engine.model.model_config.pretrained_config``, what upstream's ADP gates read), or
+    None when it cannot be read."""
+    obj = getattr(executor, "model_engine", None)
+    for name in ("model", "model_config", "pretrained_config", "model_type"):
+        obj = getattr(obj, name, None)
+        if obj is None:
+            return None
+    return obj if isinstance(obj, str) and obj.strip() else None
+
+
+def state_numbering(executor: Any) -> dict[str, int] | None:
+    """``{state name: int value}`` of the live ``LlmRequestState`` enum (the numbering the
+    recorded ``state_value`` ints use), or None when no such enum is loaded."""
+    # The executor's own module namespace first (what its code compares states with).
+    own = getattr(getattr(type(executor), "__init__", None), "__globals__", None) or {}
+    candidates = [own.get("LlmRequestState"),
+                  getattr(sys.modules.get(type(executor).__module__), "LlmRequestState", None)]
+    candidates += [getattr(sys.modules.get(m), "LlmRequestState", None)
+                   for m in _STATE_ENUM_MODULES]  # never imported here
+    for enum in candidates:
+        members = getattr(enum, "__members__", None)
+        if not members:
+            continue
+        out = {}
+        for name, member in dict(members).items():
+            value = getattr(member, "value", member)
+            try:
+                out[str(name)] = int(value)
+            except (TypeError, ValueError):
+                break
+        else:
+            return out
+    return None
+
+
 def run_record(executor: Any, rank: int, grank: int, run_id: str) -> dict:
-    """The v1 run record from the executor's configuration; unreadable fields are guessed and
-    listed under ``guessed``.
+    """The run record (trace format v2) from the executor's configuration; unreadable fields
+    are guessed and listed under ``guessed``. ``model_arch`` is null when the model cannot be
+    read; ``state_numbering`` is the live enum's table (the frames' states are its ints).
 
     Every rank's record must be identical but for ``rank`` (ingest checks that per-rank files
     of one run agree), so per-process facts (global rank, pid, host) go into a note instead.
@@ -142,10 +187,16 @@ def run_record(executor: Any, rank: int, grank: int, run_id: str) -> dict:
     if overlap is None:
         overlap = True
         guessed.append("overlap_scheduler")
-    rec = {"kind": "run", "format": "adp-trace", "version": 1, "tp_size": tp_size,
-           "pp_size": pp_size, "max_batch_size": mbs, "max_num_active_requests": cap,
-           "disaggregated": disagg, "overlap_scheduler": overlap, "build": _build_label(),
-           "run_id": run_id, "rank": rank, "recorder": "adp-forensics record"}
+    numbering: Any = state_numbering(executor)
+    if numbering is None:
+        numbering = ASSUMED_NUMBERING
+        guessed.append("state_numbering")
+    rec = {"kind": "run", "format": "adp-trace", "version": TRACE_FORMAT_VERSION,
+           "tp_size": tp_size, "pp_size": pp_size, "max_batch_size": mbs,
+           "max_num_active_requests": cap, "disaggregated": disagg, "overlap_scheduler": overlap,
+           "build": _build_label(), "run_id": run_id, "rank": rank,
+           "recorder": "adp-forensics record", "model_arch": model_arch(executor),
+           "state_numbering": numbering}
     adp = getattr(executor, "enable_attention_dp", None)
     if isinstance(adp, bool):
         rec["enable_attention_dp"] = adp  # replay reads it (RunConfig); absent means on

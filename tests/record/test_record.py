@@ -24,6 +24,7 @@ import pytest
 from click.testing import CliRunner
 
 from forensics.cli import cli
+from replay.states import CURRENT_NUMBERING
 from forensics.record import bootstrap, capture, install, writer
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -56,7 +57,7 @@ CRASH = {"tp_size": 3, "max_batch_size": 2, "disaggregated": True, "overlap": Fa
 #   iter 3: counts [0,0,1] -> expected 1. r0 {} and r1 {} get a dummy, batches [1,1,1];
 #           each dummy is last and removed.
 HEALTHY = {"tp_size": 3, "max_batch_size": 2, "disaggregated": True, "overlap": False,
-           "iterations": 4,
+           "iterations": 4, "model_type": "deepseek_v4",
            "arrivals": {"0": {"0": [[1, 10]], "1": [[2, 8]], "2": [[3, 13]]},
                         "1": {"2": [[4, 10]]}},
            "transitions": {"1": {"2": 12}},
@@ -216,11 +217,13 @@ def test_three_ranks_record_a_run_that_ingests_and_replays(site_dir, tmp_path):
     assert {k: run[k] for k in ("kind", "format", "version", "tp_size", "pp_size",
                                 "max_batch_size", "max_num_active_requests", "disaggregated",
                                 "overlap_scheduler", "build", "rank",
-                                "enable_attention_dp")} == {
-        "kind": "run", "format": "adp-trace", "version": 1, "tp_size": 3, "pp_size": 1,
+                                "enable_attention_dp", "model_arch")} == {
+        "kind": "run", "format": "adp-trace", "version": 2, "tp_size": 3, "pp_size": 1,
         "max_batch_size": 2, "max_num_active_requests": 2, "disaggregated": True,
         "overlap_scheduler": False, "build": "prefix-2026", "rank": 1,
-        "enable_attention_dp": True}
+        "enable_attention_dp": True, "model_arch": "deepseek_v4"}
+    # The frames' integer states are the live enum's: the run record declares its table.
+    assert run["state_numbering"]["CONTEXT_INIT"] == 10 and "guessed" not in run
     start = _records(traces / "rank-1.jsonl")[1]
     assert (start["kind"], start["global_rank"], start["pid"]) == ("note", 1, procs[1].pid)
     assert run["run_id"] == str(traces)
@@ -404,9 +407,41 @@ def test_run_record_reads_the_configuration_and_lists_what_it_guessed(patched):
     assert (rec["tp_size"], rec["pp_size"], rec["max_batch_size"],
             rec["max_num_active_requests"], rec["disaggregated"], rec["overlap_scheduler"],
             "guessed" in rec) == (4, 1, 16, 16, False, True, False)
+    assert rec["model_arch"] is None  # the scenario names no model
+    assert rec["state_numbering"] == {s.name: s.value for s in mod.LlmRequestState}
     bare = capture.run_record(types.SimpleNamespace(), 0, 0, "r")
     assert bare["guessed"] == ["tp_size", "pp_size", "max_batch_size",
-                               "max_num_active_requests", "disaggregated", "overlap_scheduler"]
+                               "max_num_active_requests", "disaggregated", "overlap_scheduler",
+                               "state_numbering"]
+    assert bare["state_numbering"] == capture.ASSUMED_NUMBERING == CURRENT_NUMBERING
+    assert bare["model_arch"] is None
+
+
+def test_an_older_enum_is_declared_so_its_integers_decode_right(patched):
+    """A build whose LlmRequestState numbers states the older way (CONTEXT_INIT 2, ...): the
+    recorder writes that table, so the reader maps the recorded ints to today's states."""
+    import enum
+    mod, _ = patched
+    ex = mod.PyExecutor(mod.Distributed(0, 1), {"tp_size": 1, "model_type": "kimi_k2"})
+    old = enum.Enum("LlmRequestState", {"CONTEXT_INIT": 2, "GENERATION_TO_COMPLETE": 5,
+                                        "DISAGG_GENERATION_INIT": 7})
+    fake = types.ModuleType("fake_old_executor")
+    fake.LlmRequestState = old
+    sys.modules["fake_old_executor"] = fake
+    try:
+        OldExecutor = type("PyExecutor", (), {"__module__": "fake_old_executor"})
+        rec = capture.run_record(OldExecutor(), 0, 0, "r")
+    finally:
+        del sys.modules["fake_old_executor"]
+    assert rec["state_numbering"] == {"CONTEXT_INIT": 2, "GENERATION_TO_COMPLETE": 5,
+                                      "DISAGG_GENERATION_INIT": 7}
+    assert capture.model_arch(ex) == "kimi_k2"
+    from forensics.ingest.trace_v1 import tables_from_records
+    run = dict(rec, tp_size=1, pp_size=1, max_batch_size=1, max_num_active_requests=1,
+               disaggregated=True, overlap_scheduler=True)
+    t = tables_from_records([run, {"kind": "frame", "iter": 0, "rank": 0,
+                                   "requests": [{"id": 1, "state": 7}, {"id": 2, "state": 5}]}], "m")
+    assert t.requests.column("state").to_pylist() == [8, 14]
 
 
 # -- CLI -----------------------------------------------------------------------------------------
