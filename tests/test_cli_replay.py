@@ -34,9 +34,23 @@ def test_json_is_one_object_in_the_issue_shape_and_exit_1_on_a_crash(trace):
     assert pre == {"leaks": [{"rank": 0, "iter_created": 41, "iter_skipped": 41, "cause_ranks": [2]},
                              {"rank": 1, "iter_created": 41, "iter_skipped": 41, "cause_ranks": [2]}],
                    "crash": {"iter": 42, "rank": 1, "expected": 8, "active": 9},
-                   "skipped_iters": [41], "first_divergence": None}
+                   "skipped_iters": [41], "first_divergence": None,
+                   "verdict": "crash", "verdict_text": "crash", "model_unknown": None}
     assert doc["policies"]["fix-16161"]["first_divergence"] == {
         "iter": 41, "rank": 0, "field": "can_queue", "recorded": False, "replayed": True}
+
+
+def test_json_says_how_a_gated_verdict_depends_on_the_unnamed_model(trace):
+    """The trace names no model: the merged fix-16279 is replayed per model. Outside its gate it
+    is prefix-2026 (crash at 42), for DeepSeek-V4 it pads rank 2 at 41 (clean)."""
+    res = invoke(trace, "--json", "--policy", "fix-16279")
+    assert res.exit_code == 1
+    pol = json.loads(res.stdout)["policies"]["fix-16279"]
+    assert pol["verdict"] == "crash" and pol["crash"]["iter"] == 42
+    assert pol["verdict_text"] == "crash unless the model is DeepSeek-V4"
+    assert pol["model_unknown"] == {"models": ["deepseek_v4"], "shown": None,
+                                    "summary": "crash unless the model is DeepSeek-V4",
+                                    "verdicts": {"deepseek_v4": "clean", "other": "crash"}}
 
 
 def test_exit_0_when_no_chosen_policy_leaks(trace):
@@ -49,8 +63,8 @@ def test_exit_0_when_no_chosen_policy_leaks(trace):
 def test_default_is_every_policy_with_tables_and_chains(trace):
     res = invoke(trace)
     assert res.exit_code == 1
-    for name in ("legacy-2025", "prefix-2026", "fix-16161", "sched-aware-16921", "tolerant-17278",
-                 "postpad-17379", "newest"):
+    for name in ("mid-2025", "legacy-2025", "early-2026", "prefix-2026", "fix-16161", "fix-16279",
+                 "tolerant-17278", "sched-aware-16921", "postpad-17379", "newest"):
         assert name in res.stdout
     text = " ".join(res.stdout.split())  # rich wraps long lines
     assert "rank 2 held only GENERATION_TO_COMPLETE requests (ids 17, 23)" in text

@@ -178,7 +178,7 @@ def leak_paths(policy: Policy, config: RunConfig | None = None, *,
         why = []
         if predicate_wider_than_scheduler(policy, cfg):
             why.append("predicate counts states the scheduler refuses")
-        if alloc_failures and policy.alloc_failure is AllocFailure.SKIP:
+        if alloc_failures and policy.alloc_failure_for(cfg) is AllocFailure.SKIP:
             why.append("a failed dummy allocation leaves a rank at batch 0")
         if why:
             out.append(f"{name} ({'; '.join(why)}; no rollback on a skip)")
@@ -205,11 +205,12 @@ def policies_for(kind: SignatureKind, policies: Sequence[Policy], config: RunCon
                 names.append(p.name)
                 reasons.append(f"{p.name}: warns instead of asserting ({', '.join(p.prs[:1])})")
         elif kind is SignatureKind.ALLOC_FAILURE_WARNING:
-            if p.alloc_failure is AllocFailure.SKIP:
+            # Per path: a gated version tolerates a refused dummy only inside its gate.
+            if any(p.alloc_failure_for(c) is AllocFailure.SKIP for _, c in _paths(config)):
                 names.append(p.name)
                 reasons.append(f"{p.name}: a None dummy is warned about and padding skipped")
         elif kind is SignatureKind.ALLOC_FAILURE_CRASH:
-            if p.alloc_failure is AllocFailure.CRASH:
+            if any(p.alloc_failure_for(c) is AllocFailure.CRASH for _, c in _paths(config)):
                 names.append(p.name)
                 reasons.append(f"{p.name}: uses the dummy allocation result unchecked")
     if not names:

@@ -30,17 +30,24 @@ def events(*rows) -> pd.DataFrame:
                         columns=cols)
 
 
+ALLOC_CRASH = ("mid-2025", "legacy-2025", "early-2026", "prefix-2026", "fix-16279", "tolerant-17278",
+               "sched-aware-16921", "postpad-17379")
+
+
 def test_assert_policies_follow_the_fields_per_path():
     """Assert needs EntryCheck.ASSERT, a cap and a path where a dummy can survive a skip:
-    - disaggregated pp 1: prefix-2026 only (legacy has no cap; fix-16161's window predicate and
-      sched-aware's scheduler predicate refuse GENERATION_TO_COMPLETE; sched-aware rolls back);
-    - aggregated: every version counts len(active_requests) -> prefix, fix, sched-aware (no
-      rollback off the gated path); tolerant and later warn instead."""
-    assert policies_for(SignatureKind.ENTRY_ASSERT, POLICIES, DISAGG)[0] == ("prefix-2026",)
+    - disaggregated pp 1, model not named (outside every model gate): prefix-2026 and the merged
+      fix-16279 (its window is DeepSeek-V4 only); the never-merged fix-16161's window refuses
+      GENERATION_TO_COMPLETE; the no-cap eras cannot assert; tolerant-17278 and later warn;
+    - aggregated: every version counts len(active_requests) -> prefix, fix-16161, fix-16279;
+    - pp 2: fix-16279's gate is off, fix-16161 has none."""
+    assert policies_for(SignatureKind.ENTRY_ASSERT, POLICIES, DISAGG)[0] == ("prefix-2026", "fix-16279")
+    dsv4 = RunConfig(tp_size=4, disaggregated=True, model_arch="deepseek_v4")
+    assert policies_for(SignatureKind.ENTRY_ASSERT, POLICIES, dsv4)[0] == ("prefix-2026",)
     assert policies_for(SignatureKind.ENTRY_ASSERT, POLICIES, AGG)[0] == (
-        "prefix-2026", "fix-16161", "sched-aware-16921")
-    pp2 = RunConfig(tp_size=4, pp_size=2, disaggregated=True)
-    assert "sched-aware-16921" in policies_for(SignatureKind.ENTRY_ASSERT, POLICIES, pp2)[0]
+        "prefix-2026", "fix-16161", "fix-16279")
+    pp2 = RunConfig(tp_size=4, pp_size=2, disaggregated=True, model_arch="deepseek_v4")
+    assert "fix-16279" in policies_for(SignatureKind.ENTRY_ASSERT, POLICIES, pp2)[0]
     assert "fix-16161" not in policies_for(SignatureKind.ENTRY_ASSERT, POLICIES, pp2)[0]
     # With failed allocations in the logs, fix-16161's skipped padding leaves a zero batch.
     assert "fix-16161" in policies_for(SignatureKind.ENTRY_ASSERT, POLICIES, DISAGG,
@@ -49,9 +56,14 @@ def test_assert_policies_follow_the_fields_per_path():
 
 def test_other_signatures_follow_the_fields():
     assert policies_for(SignatureKind.SURPLUS_WARNING, POLICIES)[0] == (
-        "tolerant-17278", "postpad-17379", "newest")
-    assert policies_for(SignatureKind.ALLOC_FAILURE_CRASH, POLICIES)[0] == ("legacy-2025", "prefix-2026")
+        "tolerant-17278", "sched-aware-16921", "postpad-17379", "newest")
+    # Unchecked on some path: the old eras everywhere, the gated fixes outside their gates.
+    assert policies_for(SignatureKind.ALLOC_FAILURE_CRASH, POLICIES)[0] == ALLOC_CRASH
     assert "legacy-2025" not in policies_for(SignatureKind.ALLOC_FAILURE_WARNING, POLICIES)[0]
+    # The merged fix tolerates it only inside its gate (a run whose model is DeepSeek-V4).
+    assert "fix-16279" not in policies_for(SignatureKind.ALLOC_FAILURE_WARNING, POLICIES)[0]
+    dsv4 = RunConfig(tp_size=4, disaggregated=True, model_arch="deepseek_v4")
+    assert "fix-16279" in policies_for(SignatureKind.ALLOC_FAILURE_WARNING, POLICIES, dsv4)[0]
 
 
 def test_a_new_policy_is_matched_without_naming_it():
@@ -81,7 +93,7 @@ def test_classify_and_fold():
     assert [s.kind for s in sigs] == [SignatureKind.SURPLUS_WARNING, SignatureKind.ALLOC_FAILURE_WARNING,
                                       SignatureKind.ALLOC_FAILURE_CRASH, SignatureKind.EVENT_LOOP_ERROR]
     assert sigs[0].count == 2
-    assert sigs[3].follows == 2 and sigs[3].policies == sigs[2].policies == ("legacy-2025", "prefix-2026")
+    assert sigs[3].follows == 2 and sigs[3].policies == sigs[2].policies == ALLOC_CRASH
     assert crash_in_logs(sigs) is sigs[2]
 
 
