@@ -20,9 +20,14 @@ Worked by hand under ``prefix-2026`` (predicate: all but states 8/9; cap 2; asse
 - iter 2: rank 0 holds 2 real + the leaked dummy = 3; expected = min(max(ceil(4/2), 3), cap 2)
   = 2; 3 > 2 -> AssertionError on rank 0 at iteration 2 (expected 2, active 3).
 
-``legacy-2025`` (same predicate, no cap): same leak, expected at iter 2 is 3, no crash.
-``fix-16161`` and later (window / scheduler predicate): rank 1 gets a dummy at iter 1, batch 1,
-no skip, nothing leaks, nothing crashes.
+``legacy-2025``, ``mid-2025``, ``early-2026`` (same predicate, no cap): same leak, expected at
+iter 2 is 3, no crash. ``fix-16161`` (window): rank 1 gets a dummy at iter 1, batch 1, no skip,
+nothing leaks, nothing crashes. The run names no model: ``fix-16279`` is ``prefix-2026`` outside
+its DeepSeek-V4 gate (crash) and ``fix-16161`` inside; ``tolerant-17278`` leaks outside (warns
+at iter 2). ``sched-aware-16921`` and later (non-overlap, pp 1: the forward intent, any model):
+at iter 1 no rank has schedulable work (states 9, 9 and 14), the all-reduced intent is NONE and
+nobody is padded: the fleet skips with no dummy to leak (post-pad versions pad rank 1 after
+scheduling and roll that dummy back); at iter 2 rank 1 is padded for rank 0's generation work.
 
 The log (``rank0.log``): rank 0 prints iteration lines ``iter = 1`` and ``iter = 2`` (bodies 0
 and 1, domain doc §8), then ``Error in event loop`` and the full assert traceback

@@ -30,13 +30,17 @@ def test_findings_match_the_hand_worked_crash(crash_inputs, tmp_path):
                                             "cause_ranks": [1]}]
     assert pol["legacy-2025"]["crash"] is None
     assert pol["legacy-2025"]["leaks"][0]["iter_skipped"] == 1
-    for name in ("fix-16161", "sched-aware-16921", "tolerant-17278", "postpad-17379", "newest"):
+    for name in ("fix-16161", "sched-aware-16921", "postpad-17379", "newest"):
         assert pol[name]["leaks"] == [] and pol[name]["crash"] is None, name
+    # The trace names no model: the merged fix is the crashing code unless it is DeepSeek-V4.
+    assert pol["fix-16279"]["verdict_text"] == "crash unless the model is DeepSeek-V4"
+    assert pol["tolerant-17278"]["verdict_text"] == "leak unless the model is DeepSeek-V4"
     assert pol["prefix-2026"]["first_divergence"] is None
     crash = f["log_crash"]
     assert (crash["kind"], crash["rank"], crash["iter"], crash["line"]) == ("entry-assert", 0, 2, 4)
     assert crash["code_location"].endswith("py_executor.py:2150")
-    assert crash["policies"] == ["prefix-2026"]   # disaggregated pp 1: only it asserts and leaks
+    # disaggregated pp 1, model not named: prefix-2026 and the merged fix outside its gate
+    assert crash["policies"] == ["prefix-2026", "fix-16279"]
     assert f["verdicts"]["prefix-2026"]["reproduces_log_crash"] is True
     assert f["verdicts"]["legacy-2025"]["reproduces_log_crash"] is False
     assert f["exit_status"] == 1 and r.exit_status == 1
@@ -233,7 +237,8 @@ def test_bundled_surplus_sample_warnings_matched(tmp_path):
     assert v["tolerant-17278"].reproduces_log_warnings is True
     assert v["prefix-2026"].reproduces_log_warnings is False
     assert {s.kind.value for s in r.signatures} == {"surplus-warning"}
-    assert all(s.policies == ("tolerant-17278", "postpad-17379", "newest") for s in r.signatures)
+    assert all(s.policies == ("tolerant-17278", "sched-aware-16921", "postpad-17379", "newest")
+               for s in r.signatures)
 
 
 def test_logs_alone_agree_with_the_replay(tmp_path):
@@ -266,7 +271,7 @@ def test_progress_and_several_runs(tmp_path):
     seen: list[str] = []
     r = postmortem([a, b], tmp_path / "r", progress=seen.append)
     assert seen[0] == "ingesting inputs" and seen[-1] == "writing the report"
-    assert sum("replaying" in m for m in seen) == 14   # 2 runs x 7 policies
+    assert sum("replaying" in m for m in seen) == 20   # 2 runs x 10 policies
     assert sorted(r.findings["runs"]) == ["hand", "other"]
     assert r.findings["runs"]["other"]["policies"]["prefix-2026"]["crash"]["iter"] == 2
 
