@@ -67,10 +67,11 @@ def detect_era(methods: dict[str, ast.FunctionDef], class_methods: frozenset[str
     """Which catalogue policy supplies the rest of the loop, from what the source contains.
 
     ``_pad_empty_attention_dp_batch`` → postpad-17379 (PR #17379); delegation to
-    ``is_request_in_schedulable_state`` → sched-aware-16921, or tolerant-17278 without the entry
-    assert; a window comparison (``GENERATION_TO_COMPLETE`` / ``scheduling_state_range``) →
-    fix-16161; a separate count method or a cap on expected (:func:`find_cap`, in the executor or
-    the router files) → prefix-2026; else legacy-2025.
+    ``is_request_in_schedulable_state`` → sched-aware-16921; a window comparison
+    (``GENERATION_TO_COMPLETE`` / ``scheduling_state_range``) → fix-16161, or tolerant-17278
+    (the window with the surplus warning) without the entry assert; a separate count method or
+    a cap on expected (:func:`find_cap`, in the executor or the router files) → prefix-2026;
+    else legacy-2025.
     """
     pad = methods[PAD_METHOD]
     count_nodes = [pad] + ([methods[COUNT_METHOD]] if COUNT_METHOD in methods else [])
@@ -98,9 +99,9 @@ def detect_era(methods: dict[str, ast.FunctionDef], class_methods: frozenset[str
         reasons.append("post-schedule _pad_empty_attention_dp_batch")
         name = "postpad-17379"
     elif delegates:
-        name = "sched-aware-16921" if asserts else "tolerant-17278"
+        name = "sched-aware-16921"
     elif window:
-        name = "fix-16161"
+        name = "fix-16161" if asserts else "tolerant-17278"
     elif separate or cap:
         name = "prefix-2026"
     else:

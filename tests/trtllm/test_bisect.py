@@ -183,4 +183,5 @@ def test_cli_replay_accepts_real_code_policies(tmp_path, git_repo):
     assert [(l["rank"], l["iter_created"]) for l in out[at_rev]["leaks"]] == [(0, 0)]
     assert (out[at_rev]["crash"]["iter"], out[at_rev]["crash"]["rank"]) == (1, 0)
     assert out[tree] == {"leaks": [], "crash": None, "skipped_iters": [],
-                         "first_divergence": None}
+                         "first_divergence": None, "verdict": "clean", "verdict_text": "clean",
+                         "model_unknown": None}
