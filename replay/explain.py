@@ -52,7 +52,7 @@ def _zero_batch_reason(res: ReplayResult, it: int, rank: int) -> str:
     window = micro_batch_window(res.config.encoder_decoder)
     held = describe_requests(fr.requests_of(i, rank))
     head = f"rank {rank} held {held}"
-    pred = pol.predicate(res.config)
+    pred = pol.predicate(_replayed_config(res))
     if bool(row.alloc_failed):
         why = (f"; it needed a dummy but add_dummy_requests returned None, so {pol.name} skipped "
                f"padding (\"Cannot allocate ... pad dummy\"): batch 0")
@@ -73,6 +73,14 @@ def _zero_batch_reason(res: ReplayResult, it: int, rank: int) -> str:
         elif bool(row.alloc_failed) or not _alloc_ok(res, i, rank):
             why += " (no post-schedule dummy: it could not be allocated)"
     return head + why
+
+
+def _replayed_config(res: ReplayResult):
+    """The configuration the shown decisions were replayed with (a model assumed where the run
+    names none: ``ReplayResult.gated``)."""
+    if res.gated is None:
+        return res.config
+    return res.under_model(res.gated.shown).config
 
 
 def _alloc_ok(res: ReplayResult, i: int, rank: int) -> bool:
@@ -110,10 +118,11 @@ def leak_chain(res: ReplayResult, leak: Leak) -> str:
             f"so the forward step and the request-state update were skipped everywhere; the "
             f"{leak.role} dummy {origin} on rank {leak.rank} at iter {leak.iter_created} (which held "
             f"{held}) was not removed")
-    if pol.rollback_on_skip and not pol.rolls_back(res.config):
-        text += (f" ({pol.name} rolls back a pending dummy only on the disaggregated"
-                 f"{', pp_size 1' if pol.scheduler_gate_pp1 else ''} path)")
-    elif not pol.rolls_back(res.config):
+    if pol.rollback_on_skip and not pol.rolls_back(_replayed_config(res)):
+        gate = pol.gates().get("transactional_dummy")
+        where = f"where {gate.describe()}" if gate is not None else "on the disaggregated path"
+        text += f" ({pol.name} rolls back a pending dummy only {where})"
+    elif not pol.rolls_back(_replayed_config(res)):
         text += f" ({pol.name} does not roll back a pending dummy)"
     elif leak.iter_created < it:
         text += " (it was no longer pending, so no rollback)"
@@ -187,9 +196,28 @@ def crash_chain(res: ReplayResult) -> str:
     return f"iter {c.iter}: " + "; ".join(parts) + f": {what}. The run stops here."
 
 
+def model_condition(res: ReplayResult) -> str | None:
+    """How the verdict depends on the model, when the run names none and the version's gates
+    read it (None otherwise): ``"fix-16279: crash unless the model is DeepSeek-V4 (...)"``."""
+    g = res.gated
+    if g is None:
+        return None
+    from replay.policy import GateState, model_name
+    verdict = res.policy.applies_to(res.config)
+    gates = res.policy.gates()
+    flags = sorted({gates[k].flag for k, st in verdict.paths.items() if st is GateState.UNKNOWN})
+    shown = "a model outside the gate" if g.shown is None else model_name(g.shown)
+    return (f"{res.policy.name}: {g.summary()}. The run record names no model and "
+            f"{', '.join(flags)} reads it (replayed once per model); the chains below assume "
+            f"{shown}.")
+
+
 def explain(res: ReplayResult) -> list[str]:
-    """One chain per leak (ledger order), then one for the crash."""
-    out = [leak_chain(res, leak) for leak in res.leaks]
+    """One chain per leak (ledger order), then one for the crash; first, when the run names no
+    model and the version's gates read it, how the verdict depends on the model."""
+    cond = model_condition(res)
+    out = [cond] if cond and (res.leaks or res.crash is not None) else []
+    out += [leak_chain(res, leak) for leak in res.leaks]
     if res.crash is not None:
         out.append(crash_chain(res))
     return out
@@ -199,10 +227,12 @@ def story(res: ReplayResult) -> list[str]:
     """The chain a reader needs first: with a crash, the leak that put the dummy on the crashing
     rank (its chain ends with the crash); else the first leak. Empty when nothing went wrong."""
     fatal = res.fatal_leak
+    cond = model_condition(res)
+    head = [cond] if cond else []
     if res.crash is not None:
         # A fatal leak's chain already ends with the crash it causes.
-        return [leak_chain(res, fatal)] if fatal is not None else [crash_chain(res)]
-    return [leak_chain(res, res.leaks[0])] if res.leaks else []
+        return head + ([leak_chain(res, fatal)] if fatal is not None else [crash_chain(res)])
+    return head + [leak_chain(res, res.leaks[0])] if res.leaks else []
 
 
 def warnings(res: ReplayResult) -> list[tuple[int, int, str]]:
@@ -221,4 +251,5 @@ def warnings(res: ReplayResult) -> list[tuple[int, int, str]]:
     return out
 
 
-__all__ = ["crash_chain", "describe_requests", "explain", "leak_chain", "story", "warnings"]
+__all__ = ["crash_chain", "describe_requests", "explain", "leak_chain", "model_condition", "story",
+           "warnings"]
