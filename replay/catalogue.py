@@ -22,6 +22,8 @@ newest                 NVIDIA 0004396     as sched-aware-16921           yes    
 """
 from __future__ import annotations
 
+import dataclasses
+
 from replay.errors import PolicyError
 from replay.policy import (ADP_FIXES_GATE, DSV4_FIXES_GATE, FORWARD_INTENT_GATE,
                            SCHEDULER_AWARE_GATE, AllocFailure, DummyRole, EntryCheck, Policy,
@@ -122,20 +124,13 @@ _FIX_16279 = Policy(
            "keeps the crashing count and indexes the allocation result unchecked."),
 )
 
-_TOLERANT = Policy(
+_TOLERANT = dataclasses.replace(
+    _FIX_16279,
     name="tolerant-17278",
     title="after #16279: surplus warning instead of the entry assert, no scheduler delegation",
     prs=("#17278", "#16279", "NVIDIA 000515e"),
     revision="000515e",
-    disagg_predicate=Predicate.WINDOW,
-    count_gate=DSV4_FIXES_GATE,
-    fixes_gate=DSV4_FIXES_GATE,
-    cap=True,
     entry_check=EntryCheck.WARN,
-    alloc_failure=AllocFailure.SKIP,
-    alloc_failure_outside_gate=AllocFailure.CRASH,
-    rollback_on_skip=True,
-    dummy_role=DummyRole.REQUEST_TYPES,
     notes=("A leaked dummy no longer crashes the fleet; it is warned about and wastes capacity. "
            "The count is still #16279's, gated to DeepSeek-V4 at pp_size 1."),
 )
@@ -161,22 +156,13 @@ _SCHED = Policy(
            "schedulable work). Pipeline-parallel and aggregated runs keep the legacy count."),
 )
 
-_POSTPAD = Policy(
+_POSTPAD = dataclasses.replace(
+    _SCHED,
     name="postpad-17379",
     title="post-schedule padding of an empty batch (rolled back on a skip on every path)",
     prs=("#17379", "#16921", "#17278", "NVIDIA 002f3cc"),
     revision="002f3cc",
-    disagg_predicate=Predicate.SCHEDULER,
-    count_gate=SCHEDULER_AWARE_GATE,
-    fixes_gate=ADP_FIXES_GATE,
-    intent_gate=FORWARD_INTENT_GATE,
-    cap=True,
-    entry_check=EntryCheck.WARN,
-    alloc_failure=AllocFailure.SKIP,
-    alloc_failure_outside_gate=AllocFailure.CRASH,
-    rollback_on_skip=True,
     postpad_empty_batch=True,
-    dummy_role=DummyRole.REQUEST_TYPES,
     notes=("A rank with active requests but an empty batch gets a generation dummy after "
            "scheduling (below the cap, when it can be allocated; not under pipeline "
            "parallelism). That dummy is pending whatever the fixes gate says, so a skipped "
@@ -184,22 +170,13 @@ _POSTPAD = Policy(
            "off and on)."),
 )
 
-_NEWEST = Policy(
+_NEWEST = dataclasses.replace(
+    _POSTPAD,
     name="newest",
     title="newest main: as postpad-17379, and the legacy path tolerates a refused dummy",
     prs=("#18157", "#17379", "#16921", "#17278", "#16279", "NVIDIA 0004396"),
     revision="0004396",
-    disagg_predicate=Predicate.SCHEDULER,
-    count_gate=SCHEDULER_AWARE_GATE,
-    fixes_gate=ADP_FIXES_GATE,
-    intent_gate=FORWARD_INTENT_GATE,
-    cap=True,
-    entry_check=EntryCheck.WARN,
-    alloc_failure=AllocFailure.SKIP,
     alloc_failure_outside_gate=AllocFailure.SKIP,
-    rollback_on_skip=True,
-    postpad_empty_batch=True,
-    dummy_role=DummyRole.REQUEST_TYPES,
     notes=("Pipeline-parallel and aggregated ADP, and overlap runs of models outside the "
            "scheduler-aware gate, stay on the legacy count, so a dummy can still leak there (now "
            "only warned about). A KV-capacity precheck on every path makes a refused dummy a "

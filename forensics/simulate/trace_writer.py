@@ -59,8 +59,9 @@ class TraceWriter:
         self.f = f
         self.postpad = bool(postpad)
         self.R = int(record["tp_size"])
-        if not state_names:  # integers only with a declared numbering (trace format v2)
-            record = {**record, "state_numbering": CURRENT_NUMBERING}
+        # The numbering is declared whether states are written as names or ints (v2: integers
+        # only with a declared numbering), so any integer state added later reads right.
+        record = {**record, "state_numbering": CURRENT_NUMBERING}
         f.write(json.dumps(record, separators=(", ", ": ")) + "\n")
         if state_names:
             self.frag = {int(s): f', "state": "{s.name}"}}' for s in RequestState}
