@@ -16,9 +16,12 @@ The model (domain doc §4-7; issue #3):
 * **expected** is the recorded value when the frame has one and every rank's replayed count
   equals its recorded count (dummies included); else it is computed as in §5 (fair share of the
   all-gathered counts, floor ``max(counts before new requests)``, cap if the policy caps). The
-  recorded value is also ignored when the run's ``build`` is a catalogue version whose formula
-  differs from the replayed policy's (cap or no cap): a capped recording says nothing about an
-  uncapped build's floor. "New" requests are those first seen on the rank at this iteration;
+  recorded value is also ignored when the recording's rule (cap or no cap) differs from the
+  replayed policy's: a capped recording says nothing about an uncapped build's floor. A build
+  that is not a catalogue name is taken as capped (``RunFrames.recorded_expected_applies``).
+* **Model gates.** When the run record names no model and the policy's gates read it, the run
+  is replayed once per model inside the gates and once outside (``replay.results.
+  replay_both_ways``); the result is the worst of them and says how the verdict depends on it. "New" requests are those first seen on the rank at this iteration;
   at the run's first frame none are (whether they were just fetched is unknown), so there the
   floor is the largest count.
 * **Entry check against recorded routing.** The recording's router placed new requests with the
