@@ -61,3 +61,24 @@ def test_rendered_toml_reads_back(tmp_path):
     path.write_text(to_toml(pinned, header="pinned"))
     back = load_expect_file(path)
     assert [(e.policy, e.as_dict()) for e in back] == [(e.policy, e.as_dict()) for e in pinned]
+
+
+def test_a_gated_verdict_is_checked_as_text_or_under_one_model():
+    """The NVBug chain names no model: fix-16279 is prefix-2026 outside its gate (crash at 42)
+    and clean for DeepSeek-V4. ``verdict`` checks the conditional text, ``model`` one replay."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent / "replay"))
+    import replay
+    from replay_traces import nvbug_records
+    res = replay.run(replay.RunFrames.from_records(nvbug_records()), policy="fix-16279")
+    worst, inside = parse_expectations({
+        "fix-16279": {"leak": True, "crash_iter": 42, "verdict": "crash unless the model is DeepSeek-V4"},
+        "x": {"leak": False, "crash": False, "model": "deepseek_v4"}}, "x.toml")
+    assert check(worst, Outcome.of(res)) == []
+    assert check(inside, Outcome.of(res, inside.model)) == []
+    assert check(inside, Outcome.of(res)) == [Mismatch("leak", False, True),
+                                              Mismatch("crash", False, True)]
+    pinned = from_outcome("fix-16279", Outcome.of(res))
+    assert pinned.verdict == "crash unless the model is DeepSeek-V4"
+    assert 'verdict = "crash unless the model is DeepSeek-V4"' in to_toml([pinned])
