@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import enum
 import math
-import os
 import traceback
 import types
 from typing import Any, Callable, Optional
@@ -431,6 +430,10 @@ def call_pad(executor: StandinExecutor, method: Callable[[], Any], logger: Recor
         method()
     except PolicyError:
         raise
+    except ImportError as e:  # an import inside a body: the stand-in has no __import__
+        raise PolicyError(f"{label}: the extracted code imports at run time ({e}); the replay "
+                          "runs with the stand-in's names only",
+                          hint="extend replay/standin_executor.py or pick another revision") from e
     except NameError as e:
         raise PolicyError(f"{label}: the extracted code needs {e.name!r}, which the stand-in "
                           "executor does not provide",
@@ -451,13 +454,32 @@ def call_pad(executor: StandinExecutor, method: Callable[[], Any], logger: Recor
     return outcome_of(executor, before, logger)
 
 
-#: Modules and helpers every namespace gets (the extracted code's module-level imports).
+class StandinOs:
+    """``os`` as the extracted code sees it: an empty environment, nothing else.
+
+    Upstream reads switches with ``os.environ.get("TLLM_...")`` / ``os.getenv``; a replay must
+    not depend on this machine's environment, so every switch reads as unset (upstream's
+    default), and nothing of the real ``os`` (files, processes) is reachable.
+    """
+
+    environ: dict[str, str] = {}
+
+    @staticmethod
+    def getenv(_key: str, default: Any = None) -> Any:
+        return default
+
+
 def base_namespace(logger: RecordingLogger) -> dict[str, Any]:
-    """Names the extracted functions may use, standing in for their module's imports."""
+    """Names the extracted functions may use, standing in for their module's imports.
+
+    Built from the stand-in alone: restricted builtins (``replay.source_guard.SAFE_BUILTINS``),
+    no real ``os``, and none of the source's module globals.
+    """
+    from replay.source_guard import SAFE_BUILTINS
     return {
         "__name__": "replay.standin",
-        "__builtins__": __builtins__,
-        "os": os,
+        "__builtins__": dict(SAFE_BUILTINS),
+        "os": StandinOs(),
         "math": math,
         "logger": logger,
         "LlmRequestState": LlmRequestState,

@@ -1,8 +1,13 @@
 """Policies that run the real TensorRT-LLM pad code: ``trtllm:PATH[@REV]`` and ``trtllm:installed``.
 
 The source file is never imported. It is parsed with :mod:`ast`; only the function definitions
-the pad step needs are compiled and executed (no module-level statement and no class body of the
-file ever runs), in a namespace of stand-ins (``replay.standin_executor``):
+the pad step needs are compiled and executed (no module-level statement, class body, base-class
+or metaclass expression of the file ever runs), in a namespace of stand-ins
+(``replay.standin_executor``), never the source's globals. Resolving a policy runs nothing from
+the source (issue #14 item 6, ``replay.source_guard``): a non-literal default is refused with its
+name and line, decorators are never evaluated (the known ones come from the stand-in) and
+annotations are removed. Replaying *does* run the extracted bodies: ``trtllm:`` is for sources you
+trust, as ``git bisect run`` is. The definitions taken:
 
 * from class ``PyExecutor``: ``_pad_attention_dp_dummy_request`` and every method of the class it
   reaches through ``self.NAME`` (``_count_schedulable_active_requests`` since PR #12208, the
@@ -12,7 +17,7 @@ file ever runs), in a namespace of stand-ins (``replay.standin_executor``):
 * module-level functions of either file that the extracted code calls by name.
 
 Decorators other than ``property``/``staticmethod``/``classmethod`` (``nvtx_range``) are dropped
-and annotations are never evaluated. A global name the code uses and the namespace lacks is bound
+(listed in the notes) and annotations are removed. A global name the code uses and the namespace lacks is bound
 to a sentinel that raises :class:`~forensics.errors.PolicyError` naming it and the revision when the
 code reaches it; the static list of such names is stated in the policy's notes.
 
@@ -23,8 +28,6 @@ from __future__ import annotations
 import __future__
 
 import ast
-import builtins
-import copy
 import dataclasses
 import importlib.util
 import linecache
@@ -45,6 +48,13 @@ from replay.era import (
     loaded_names,
 )
 from replay.policy import FrameView, PadOutcome, Policy
+from replay.source_guard import (
+    SAFE_BUILTINS,
+    apply_decorators,
+    definition_only,
+    dropped_decorators,
+    sanitize,
+)
 from replay.standin_executor import (
     MODEL_ASSUMPTIONS,
     STANDIN_EFFECT_METHODS,
@@ -71,7 +81,6 @@ ROUTER_FILES = ("tensorrt_llm/_torch/pyexecutor/executor_request_queue.py",
 WATCHED_FILES = (EXECUTOR_FILE, *SCHEDULER_FILES, *ROUTER_FILES)
 #: The executor method that rolls a pending dummy back when the fleet skips (PR #16921 / #16279).
 ROLLBACK_METHOD = "_finalize_adp_dummy_allocation"
-_KEPT_DECORATORS = frozenset({"property", "staticmethod", "classmethod"})
 _PACKAGE = "tensorrt_llm"
 
 
@@ -241,32 +250,40 @@ def _self_attrs(node: ast.AST) -> set[str]:
             and isinstance(n.value, ast.Name) and n.value.id == "self"}
 
 
-def _closure(start: list[str], methods: dict[str, ast.FunctionDef],
-             provided: set[str]) -> dict[str, ast.FunctionDef]:
-    """``start`` plus the methods they reach via ``self.NAME`` that the stand-in lacks."""
+def _closure(start: list[str], methods: dict[str, ast.FunctionDef], provided: set[str],
+             label: str, what: str) -> dict[str, ast.FunctionDef]:
+    """``start`` plus the methods they reach via ``self.NAME`` that the stand-in lacks.
+
+    Each is sanitized (``replay.source_guard``) as it is taken: a non-literal default is refused
+    here, before anything is compiled.
+    """
     out: dict[str, ast.FunctionDef] = {}
     todo = list(start)
     while todo:
         name = todo.pop(0)
         if name in out or name not in methods:
             continue
-        out[name] = methods[name]
-        todo.extend(sorted(a for a in _self_attrs(methods[name])
+        out[name] = sanitize(methods[name], label, what)
+        todo.extend(sorted(a for a in _self_attrs(out[name])
                            if a in methods and a not in provided and a not in out))
     return out
 
 
-def _module_closure(nodes: list[ast.AST],
-                    functions: dict[str, ast.FunctionDef]) -> dict[str, ast.FunctionDef]:
-    """Module-level functions called by name from ``nodes``, transitively."""
+def _module_closure(nodes: list[ast.AST], functions: dict[str, ast.FunctionDef],
+                    label: str, what: str) -> dict[str, ast.FunctionDef]:
+    """Module-level functions called by name from the (sanitized) ``nodes``, transitively.
+
+    A module function named like a known decorator (``def property(...)``) is never taken: the
+    decorators are gone from the sanitized nodes, and the known ones come from the stand-in.
+    """
     out: dict[str, ast.FunctionDef] = {}
     todo = sorted(set().union(*(loaded_names(n) for n in nodes)) if nodes else set())
     while todo:
         name = todo.pop(0)
         if name in out or name not in functions:
             continue
-        out[name] = functions[name]
-        todo.extend(sorted(loaded_names(functions[name]) - set(out)))
+        out[name] = sanitize(functions[name], label, what)
+        todo.extend(sorted(loaded_names(out[name]) - set(out)))
     return out
 
 
@@ -294,8 +311,9 @@ def extract(source: SourceText) -> Extracted:
                           hint="this revision predates attention-DP padding or moved it; try "
                                "another revision")
     provided = _standin_executor_attrs() - {PAD_METHOD}
-    methods = _closure([PAD_METHOD], class_methods, provided)
-    module_fns = _module_closure(list(methods.values()), _functions(tree.body))
+    methods = _closure([PAD_METHOD], class_methods, provided, source.label, EXECUTOR_FILE)
+    module_fns = _module_closure(list(methods.values()), _functions(tree.body), source.label,
+                                 EXECUTOR_FILE)
 
     sched_methods: dict[str, ast.FunctionDef] = {}
     sched_fns: dict[str, ast.FunctionDef] = {}
@@ -315,8 +333,10 @@ def extract(source: SourceText) -> Extracted:
                                                        "no_schedule_until_state",
                                                        "no_schedule_after_state"})
                           - {DELEGATE_METHOD})
-        sched_methods = _closure([DELEGATE_METHOD], _functions(owners[0].body), sched_provided)
-        sched_fns = _module_closure(list(sched_methods.values()), _functions(stree.body))
+        sched_methods = _closure([DELEGATE_METHOD], _functions(owners[0].body), sched_provided,
+                                 source.label, "scheduler")
+        sched_fns = _module_closure(list(sched_methods.values()), _functions(stree.body),
+                                    source.label, "scheduler")
     cap = find_cap({EXECUTOR_FILE: tree, **{rel: _try_parse(text)
                                             for rel, text in source.routers.items()}})
     return Extracted(methods=methods, module_functions=module_fns, scheduler_methods=sched_methods,
@@ -358,18 +378,11 @@ class MissingName:
         return f"<missing {object.__getattribute__(self, '_name')}>"
 
 
-def _strip(fn: ast.FunctionDef) -> ast.FunctionDef:
-    fn = copy.deepcopy(fn)
-    fn.decorator_list = [d for d in fn.decorator_list
-                         if isinstance(d, ast.Name) and d.id in _KEPT_DECORATORS]
-    return fn
-
-
 def _global_names(fns: list[ast.FunctionDef]) -> set[str]:
     """Globals the functions read (symtable: exact scoping, comprehensions and lambdas included)."""
     if not fns:
         return set()
-    src = ast.unparse(ast.Module(body=[_strip(f) for f in fns], type_ignores=[]))
+    src = ast.unparse(ast.Module(body=list(fns), type_ignores=[]))
     found: set[str] = set()
 
     def walk(table: symtable.SymbolTable) -> None:
@@ -397,11 +410,16 @@ def _compile_into(ns: dict[str, Any], fns: dict[str, ast.FunctionDef], label: st
     if text:
         linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     for name, fn in fns.items():
-        module = ast.Module(body=[_strip(fn)], type_ignores=[])
+        if not definition_only(fn):  # sanitize() ran in extract(); never exec anything else
+            raise PolicyError(f"{label}: {what}: {name} was not sanitized before compiling",
+                              line=getattr(fn, "lineno", None))
+        module = ast.Module(body=[fn], type_ignores=[])
         ast.fix_missing_locations(module)
         code = compile(module, filename, "exec", flags=flags, dont_inherit=True)
-        exec(code, ns)  # a single def statement: binds the function, runs none of its body
-        out[name] = ns[name]
+        # A bare def statement with literal defaults: binds the function, runs none of its body.
+        exec(code, ns)
+        out[name] = apply_decorators(ns[name], fn)
+        ns[name] = out[name]
     return out
 
 
@@ -409,7 +427,7 @@ def _namespace(logger: RecordingLogger, fns: list[ast.FunctionDef], local: set[s
                label: str) -> tuple[dict[str, Any], list[str]]:
     ns = base_namespace(logger)
     missing = sorted(n for n in _global_names(fns)
-                     if n not in ns and n not in local and not hasattr(builtins, n))
+                     if n not in ns and n not in local and n not in SAFE_BUILTINS)
     for name in missing:
         ns[name] = MissingName(name, label)
     return ns, missing
@@ -506,6 +524,11 @@ def policy_from_source(source: SourceText, name: str) -> Policy:
     if compiled.missing:
         notes.append("names the stand-in lacks (fail only if reached): "
                      + ", ".join(compiled.missing))
+    dropped = dropped_decorators([*extracted.methods.values(), *extracted.module_functions.values(),
+                                  *extracted.scheduler_methods.values(),
+                                  *extracted.scheduler_functions.values()])
+    if dropped:
+        notes.append("decorators dropped unevaluated: " + ", ".join(dropped))
     read = set().union(*(attr_names(f) for f in [*extracted.methods.values(),
                                                  *extracted.scheduler_methods.values()]))
     notes.extend(f"{flag}: {text}" for flag, text in MODEL_ASSUMPTIONS.items() if flag in read)
