@@ -89,13 +89,25 @@ def run_reference(frames: RunFrames, config: RunConfig | None = None,
 
         row_of = []
         crashed = []
+        expectations = []
         for r in range(R):
-            lst = lists[r]
             rec_exp = int(frames.expected_recorded[i, r])
             if use_recorded and rec_exp >= 0 and match:
-                expected, source = rec_exp, "recorded"
+                expectations.append((rec_exp, "recorded"))
             else:
-                expected, source = computed, "computed"
+                expectations.append((computed, "computed"))
+        # Real code with collectives runs the whole iteration at once (lockstep, see
+        # replay.standin_executor.run_fleet); its outcomes are then read rank by rank.
+        fleet = getattr(pol.pad_hook, "fleet", None)
+        fleet_out = None
+        if fleet is not None:
+            fleet_out = fleet([FrameView(iter=it, rank=r, requests=tuple(
+                (q.id if not q.dummy else 0, q.state, q.dummy) for q in lists[r]),
+                expected=expectations[r][0], config=cfg, alloc_ok=bool(frames.alloc_ok[i, r]),
+                new_requests=new_counts[r]) for r in range(R)])
+        for r in range(R):
+            lst = lists[r]
+            expected, source = expectations[r]
             alloc_ok = bool(frames.alloc_ok[i, r])
             carried_d = carried[r]
             real = [q for q in lst if not q.dummy]
@@ -112,7 +124,7 @@ def run_reference(frames: RunFrames, config: RunConfig | None = None,
                                  expected=expected, config=cfg, alloc_ok=alloc_ok,
                                  new_requests=new_counts[r])
                 try:
-                    out = pol.pad_hook(view)
+                    out = fleet_out[r] if fleet_out is not None else pol.pad_hook(view)
                 except PolicyError:
                     raise
                 except Exception as e:

@@ -36,6 +36,7 @@ EXPECTED = {
     "sched-aware-16921": ([], None),
     "tolerant-17278": ([], None),
     "postpad-17379": ([], None),
+    "newest": ([], None),
 }
 
 

@@ -17,7 +17,7 @@ ERAS = {
     "fix16161": "fix-16161",
     "16921": "sched-aware-16921",
     "17278": "tolerant-17278",
-    "newest": "postpad-17379",
+    "newest": "newest",
 }
 
 
