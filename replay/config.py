@@ -26,6 +26,9 @@ class RunConfig:
         enable_attention_dp: ADP on; with it off nothing is ever padded.
         expected_multiplier: the router's fair-share multiplier.
         build: free label of the build that recorded the run.
+        model_arch: the served model's architecture as TensorRT-LLM's model config names it
+            (``deepseek_v4``), or None when the run record does not say (model gates are then
+            assumed open and the replay says so).
     """
 
     tp_size: int
@@ -38,6 +41,7 @@ class RunConfig:
     enable_attention_dp: bool = True
     expected_multiplier: float = DEFAULT_EXPECTED_MULTIPLIER
     build: str = ""
+    model_arch: str | None = None
 
     def __post_init__(self) -> None:
         if self.tp_size < 1:

@@ -310,7 +310,6 @@ def _provided(cls: type, sample_attrs: set[str]) -> set[str]:
 
 
 def _standin_executor_attrs() -> set[str]:
-    from replay.config import RunConfig
     sample = StandinExecutor(FrameView(iter=0, rank=0, requests=(), expected=0,
                                        config=RunConfig(tp_size=1)))
     return _provided(StandinExecutor, set(vars(sample))) | set(STANDIN_EFFECT_METHODS)
@@ -369,8 +368,9 @@ def extract(source: SourceText) -> Extracted:
                                  source.label, "scheduler")
         sched_fns = _module_closure(list(sched_methods.values()), _functions(stree.body),
                                     source.label, "scheduler")
-    trees = {EXECUTOR_FILE: tree, owner_file: owner_tree}
-    trees.update({rel: _try_parse(text) for rel, text in source.routers.items()})
+    # The router first: that is where the cap lives since 2026 (``hard_cap``, PR #13347).
+    trees = {rel: _try_parse(text) for rel, text in source.routers.items()}
+    trees.update({EXECUTOR_FILE: tree, owner_file: owner_tree})
     cap = find_cap(trees)
     owner_text = source.executor if owner_file == EXECUTOR_FILE else source.tasks[owner_file]
     return Extracted(methods=methods, module_functions=module_fns, scheduler_methods=sched_methods,
@@ -645,6 +645,7 @@ def policy_from_source(source: SourceText, name: str) -> Policy:
         notes.append("decorators dropped unevaluated: " + ", ".join(dropped))
     read = set().union(*(attr_names(f) for f in [*extracted.methods.values(),
                                                  *extracted.scheduler_methods.values()]))
+    read |= {"_" + n for n in read}  # a loop task's _ctx.config names flags without the "_"
     notes.extend(f"{flag}: {text} when the run record names no model"
                  for flag, text in MODEL_ASSUMPTIONS.items() if flag in read)
     if extracted.rollback_name:

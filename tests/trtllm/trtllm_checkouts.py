@@ -88,3 +88,26 @@ def git_repo(tmp_path):
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
     return GitRepo(tmp_path / "TensorRT-LLM")
+
+
+ERA_TREES = FIXTURES / "eras"
+#: The §10 era fixture trees (``fixtures/eras/*``), oldest first, and the era label
+#: ``replay.era.detect_era`` must read off each.
+ERA_FIXTURES = {
+    "mid-2025": "mid-2025",
+    "late-2025": "late-2025",
+    "early-2026": "early-2026",
+    "prefix-2026": "prefix-2026",
+    "16279": "16279",
+    "after-16279": "after-16279",
+    "after-16921": "after-16921",
+    "newest": "newest",
+    "fork-ingestion-task": "newest",
+}
+
+
+def place_era(root: Path, era: str) -> Path:
+    """Copy the era fixture tree ``fixtures/eras/ERA`` into ``root`` as a checkout."""
+    target = root / "tensorrt_llm/_torch/pyexecutor"
+    shutil.copytree(ERA_TREES / era, target, dirs_exist_ok=True)
+    return root
