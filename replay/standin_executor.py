@@ -12,10 +12,17 @@ no code copied): ``active_requests``, ``expected_num_active_requests``, ``kv_cac
 defaults (:data:`FEATURE_FLAGS`). Anything else is absent on purpose: the code touching it fails
 with a :class:`~forensics.errors.PolicyError` naming the attribute and the revision.
 
-Collectives cannot be replayed from one rank's frame: ``dist.tp_allgather`` returns the local
-value for every rank and ``dist.tp_allreduce`` (the non-overlap "forward intent" of PR #16921)
+Collectives (``dist.tp_allgather``, ``dist.tp_allreduce``: the non-overlap "forward intent" of
+PR #16921) are computed over the replayed ranks: the engine runs every rank of an iteration in
+lockstep (:func:`run_fleet`, :class:`Exchange`). One frame alone (``pad_hook(view)``) cannot see
+its peers: there ``tp_allgather`` returns the local value for every rank and ``tp_allreduce``
 combines the local value with a peer holding generation work (``PEER_FORWARD_INTENT``) when
-``expected > 0`` (some rank holds requests), with nothing otherwise.
+``expected > 0``, with nothing otherwise.
+
+The executor's ``expected_num_active_requests`` is :func:`routed_expected` (the engine's entry
+check semantics); the model-dependent flags follow ``RunConfig.model_arch``
+(:func:`feature_flags`, :func:`model_assumptions`); a fork's loop task reads the same state
+through ``self._ctx`` (:class:`ContextBucket`).
 
 Checked by hand against the shape of upstream main (2026): its pad method and the helpers it
 reaches (``_count_schedulable_active_requests``, ``_get_non_overlap_adp_forward_intent``,

@@ -106,8 +106,23 @@ ERA_FIXTURES = {
 }
 
 
+#: Files several era trees share (same text in those eras), added by :func:`place_era`:
+#: the ADP router of 2026 without and with the cap, and the PR #16921 scheduler module.
+ROUTER = "scheduler/adp_router.py"
+SHARED = {
+    "early-2026": {ROUTER: "adp_router_uncapped.py"},
+    **{era: {ROUTER: "adp_router_capped.py"} for era in ("prefix-2026", "16279", "after-16279")},
+    **{era: {ROUTER: "adp_router_capped.py", "scheduler/scheduler.py": "scheduler_16921.py"}
+       for era in ("after-16921", "newest", "fork-ingestion-task")},
+}
+
+
 def place_era(root: Path, era: str) -> Path:
-    """Copy the era fixture tree ``fixtures/eras/ERA`` into ``root`` as a checkout."""
+    """Lay the era's fixture tree (``fixtures/eras/ERA`` plus its :data:`SHARED` files) out in
+    ``root`` as a TensorRT-LLM checkout."""
     target = root / "tensorrt_llm/_torch/pyexecutor"
     shutil.copytree(ERA_TREES / era, target, dirs_exist_ok=True)
+    for rel, fixture in SHARED.get(era, {}).items():
+        (target / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(FIXTURES / fixture, target / rel)
     return root
