@@ -221,11 +221,16 @@ def _walk_hooked(frames: RunFrames, pol: Policy, cfg: RunConfig, st: _State) -> 
     st.set_all(decide(pol, cfg, inp, pad=_no_pad((I, R))), inp)
     carried = np.zeros(R, bool)
     created = np.full(R, -1, np.int64)
+    # The dummy's role is decided outside the pad step upstream: the loop's model of it, where
+    # the frames offer one, is handed to a lockstep hook (replay.standin_executor).
+    role_of = getattr(frames, "dummy_role_context", None)
+    roles = role_of(pol) if role_of is not None else None
     for i in range(I):
         carried_last = carried & (frames.max_first_seen[i] <= created)
         row_in = inp.take(i).with_carried(carried, carried_last)
         _, expected, _ = expected_step(pol, cfg, row_in)
-        pad = _hook_pad(frames, pol, cfg, i, row_in, created, expected, st)
+        role = None if roles is None else bool(roles[i])
+        pad = _hook_pad(frames, pol, cfg, i, row_in, created, expected, st, role)
         o = decide(pol, cfg, row_in, pad=pad)
         st.set_row(i, o, row_in)
         if o.crash.any():
@@ -242,7 +247,8 @@ def _no_pad(shape) -> PadDecision:
 
 
 def _hook_pad(frames: RunFrames, pol: Policy, cfg: RunConfig, i: int, row_in: StepInputs,
-              created: np.ndarray, expected: np.ndarray, st: _State) -> PadDecision:
+              created: np.ndarray, expected: np.ndarray, st: _State,
+              role: bool | None = None) -> PadDecision:
     R = frames.num_ranks
     res = {k: np.zeros(R, bool) for k in ("padded", "role_context", "alloc_failed", "crash", "surplus")}
     it = int(frames.iters[i])
@@ -261,7 +267,7 @@ def _hook_pad(frames: RunFrames, pol: Policy, cfg: RunConfig, i: int, row_in: St
         views.append(FrameView(iter=it, rank=r, requests=tuple(reqs), expected=int(expected[r]),
                                config=cfg, alloc_ok=bool(row_in.alloc_ok[r]),
                                new_requests=int(row_in.new_real[r])))
-    for r, outcome in enumerate(_hook_outcomes(pol, views)):
+    for r, outcome in enumerate(_hook_outcomes(pol, views, role)):
         res["padded"][r] = bool(outcome.padded)
         res["role_context"][r] = bool(outcome.padded) and outcome.role == "context"
         res["alloc_failed"][r] = bool(outcome.alloc_failed)
@@ -272,12 +278,14 @@ def _hook_pad(frames: RunFrames, pol: Policy, cfg: RunConfig, i: int, row_in: St
     return PadDecision(**res)
 
 
-def _hook_outcomes(pol: Policy, views: list[FrameView]) -> list[PadOutcome]:
+def _hook_outcomes(pol: Policy, views: list[FrameView],
+                   role: bool | None = None) -> list[PadOutcome]:
     """The hook's outcome for every rank of one iteration: in lockstep when the hook offers it
-    (``pad_hook.fleet``: real code whose collectives span the replayed ranks), else per frame."""
+    (``pad_hook.fleet``: real code whose collectives span the replayed ranks; ``role`` is the
+    loop's dummy role this iteration, None when not modelled), else per frame."""
     fleet = getattr(pol.pad_hook, "fleet", None)
     if fleet is not None:
-        return fleet(views)
+        return fleet(views, role_context=role)
     out = []
     for view in views:
         try:

@@ -37,7 +37,9 @@ def loaded_names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
-#: §10's eras: label -> (description, catalogue candidates for the loop, newest first).
+#: §10's eras: label -> (description, catalogue candidates for the loop, preferred first; among
+#: the candidates the catalogue has, one counting as the source does is taken, see
+#: :func:`pick_policy`).
 ERAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "mid-2025": ("inline legacy count, no cap, assert; context dummy for a context-only arrival",
                  ("mid-2025", "legacy-2025")),
@@ -52,10 +54,10 @@ ERAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "16279": ("window count only with _enable_dsv4_adp_dummy_fixes and a transceiver, assert "
               "(PR #16279, merged)", ("fix-16279", "fix-16161")),
     "after-16279": ("gated window count, surplus warning, no scheduler delegation",
-                    ("window-warn-16279", "after-16279", "fix-16279-warn", "tolerant-16279",
-                     "fix-16279", "fix-16161")),
+                    ("tolerant-17278", "fix-16279", "fix-16161")),
     "16921": ("scheduler delegation, assert (PR #16921)", ("sched-aware-16921",)),
-    "17278": ("scheduler delegation, surplus warning (PR #17278)", ("tolerant-17278",)),
+    "17278": ("scheduler delegation, surplus warning (PR #17278)",
+              ("tolerant-17278", "sched-aware-16921")),
     "after-16921": ("scheduler delegation, warning, post-schedule padding (PR #17379)",
                     ("postpad-17379",)),
     "newest": ("as after #16921, forward intent (non-overlap), refused dummy tolerated on every "
@@ -117,9 +119,23 @@ def _unchecked_allocation(nodes: list[ast.AST]) -> bool:
                for node in nodes for n in ast.walk(node))
 
 
-def _first_present(candidates: tuple[str, ...]) -> str:
+def pick_policy(candidates: tuple[str, ...], count: str = "", asserts: Optional[bool] = None
+                ) -> str:
+    """The first of ``candidates`` the catalogue has, preferring one whose disaggregated count
+    (``legacy``/``window``/``scheduler``) and entry check match the source's: the same name has
+    meant other builds as the catalogue grew (``tolerant-17278``)."""
     from replay.catalogue import CATALOGUE
-    return next((c for c in candidates if c in CATALOGUE), candidates[-1])
+    present = [c for c in candidates if c in CATALOGUE]
+    if not present:
+        return candidates[-1]
+    kind = {"legacy": "not-awaiting-kv", "window": "window", "scheduler": "scheduler"}.get(count)
+
+    def score(name: str) -> tuple[int, int]:
+        p = CATALOGUE[name]
+        same_count = kind is not None and p.disagg_predicate.value == kind
+        same_check = asserts is not None and (p.entry_check.value == "assert") == asserts
+        return (int(same_count) * 2 + int(same_check), -present.index(name))
+    return max(present, key=score)
 
 
 def detect_era(methods: dict[str, ast.FunctionDef], class_methods: frozenset[str],
@@ -178,5 +194,6 @@ def detect_era(methods: dict[str, ast.FunctionDef], class_methods: frozenset[str
     else:
         label = "mid-2025" if "has_context_request" in words else "late-2025"
     reasons.insert(0, f"era: {label} ({ERAS[label][0]})")
-    return Era(policy=_first_present(ERAS[label][1]), reasons=tuple(reasons), label=label,
-               cap=cap is not None)
+    count = "scheduler" if delegates else "window" if window else "legacy"
+    return Era(policy=pick_policy(ERAS[label][1], count, asserts), reasons=tuple(reasons),
+               label=label, cap=cap is not None)

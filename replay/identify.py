@@ -99,6 +99,14 @@ def battery() -> list[Behaviour]:
                    "era; its role differs by era (context for a rank awaiting KV in 2026 "
                    "builds, always generation in late 2025)",
                    _run_record(), [[(1, GINIT)], [(2, GIP)]]),
+        _behaviour("role-after-arrivals", "§10",
+                   "the dummy's role over three iterations: at iter 1 a context-only request "
+                   "arrives on rank 0 while rank 1, holding only a new request awaiting KV, pads; "
+                   "at iter 2 nothing arrives and rank 1 pads again. Late 2025: generation both "
+                   "times; mid 2025: context on the arrival, then generation; 2026 builds "
+                   "(_update_adp_dummy_role): context, kept until requests arrive again",
+                   _run_record(), [[(1, GIP)], [(2, GIP)]],
+                   [[(1, GIP), (3, CTX)], [(4, GINIT)]], [[(1, GIP), (3, GIP)], [(4, GTRANS)]]),
         _behaviour("all-await-kv", "§10",
                    "non-overlap, every rank holds only requests awaiting KV: newest code's "
                    "all-reduced forward intent is NONE and nobody pads; older code pads both",

@@ -53,6 +53,8 @@ def run_reference(frames: RunFrames, config: RunConfig | None = None,
         if (frames.num_iters or frames.dropped_iters) else 0
     adp = cfg.enable_attention_dp
 
+    role_of = getattr(frames, "dummy_role_context", None)  # the loop's dummy-role model
+    roles = role_of(pol) if role_of is not None else None
     carried: list[Request | None] = [None] * R
     rows: list[dict] = []
     dummies: list[Request] = []
@@ -101,10 +103,11 @@ def run_reference(frames: RunFrames, config: RunConfig | None = None,
         fleet = getattr(pol.pad_hook, "fleet", None)
         fleet_out = None
         if fleet is not None:
+            role = None if roles is None else bool(roles[i])
             fleet_out = fleet([FrameView(iter=it, rank=r, requests=tuple(
                 (q.id if not q.dummy else 0, q.state, q.dummy) for q in lists[r]),
                 expected=expectations[r][0], config=cfg, alloc_ok=bool(frames.alloc_ok[i, r]),
-                new_requests=new_counts[r]) for r in range(R)])
+                new_requests=new_counts[r]) for r in range(R)], role_context=role)
         for r in range(R):
             lst = lists[r]
             expected, source = expectations[r]

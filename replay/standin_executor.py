@@ -442,7 +442,8 @@ class StandinExecutor:
     #: Scheduler class to instantiate; hooks substitute a subclass carrying extracted methods.
     scheduler_class: type = StandinScheduler
 
-    def __init__(self, frame: FrameView, exchange: Optional[Exchange] = None):
+    def __init__(self, frame: FrameView, exchange: Optional[Exchange] = None,
+                 role_context: Optional[bool] = None):
         config = frame.config
         self.frame = frame
         self.config = config
@@ -465,12 +466,15 @@ class StandinExecutor:
         self.terminated: list[StandinRequest] = []
         for name, value in feature_flags(config).items():
             setattr(self, name, value)
-        # The dummy's role (domain doc §9, as the catalogue models it): a rank whose real requests
-        # all precede CONTEXT_INIT (awaiting KV or the scheduler) gets a context dummy. Upstream
-        # derives it from ``has_context_request`` (2025) or ``_adp_dummy_is_gen`` (2026).
-        real = [r for r in self.active_requests if not r.is_attention_dp_dummy]
-        context_role = bool(real) and all(r.state_value < int(RequestState.CONTEXT_INIT)
-                                          for r in real)
+        # The dummy's role is decided outside the pad step upstream (``has_context_request`` set
+        # at fetch in 2025, ``_update_adp_dummy_role`` in 2026): the engine passes the loop's
+        # model of it (``role_context``, ``RunFrames.dummy_role_context``). Without one (a single
+        # frame), a rank whose real requests all precede CONTEXT_INIT gets a context dummy.
+        if role_context is None:
+            real = [r for r in self.active_requests if not r.is_attention_dp_dummy]
+            role_context = bool(real) and all(r.state_value < int(RequestState.CONTEXT_INIT)
+                                              for r in real)
+        context_role = bool(role_context)
         self.has_context_request = context_role
         self._adp_dummy_is_gen = not context_role
 
@@ -649,13 +653,14 @@ def base_namespace(logger: RecordingLogger) -> dict[str, Any]:
 MAX_COLLECTIVES = 16
 
 
-def run_fleet(make: Callable[[FrameView, Exchange], StandinExecutor], views: list[FrameView],
-              pad_name: str, logger: RecordingLogger, label: str) -> list[PadOutcome]:
+def run_fleet(make: Callable[..., StandinExecutor], views: list[FrameView], pad_name: str,
+              logger: RecordingLogger, label: str,
+              role_context: Optional[bool] = None) -> list[PadOutcome]:
     """Run the pad step of every rank of one iteration in lockstep (see :class:`Exchange`).
 
-    ``views`` are the iteration's frames in rank order; ``make(view, exchange)`` builds a fresh
-    stand-in for a pass. The outcomes of the last pass are returned: there every collective a
-    rank entered was answered with all ranks' contributions.
+    ``views`` are the iteration's frames in rank order; ``make(view, exchange=, role_context=)``
+    builds a fresh stand-in for a pass. The outcomes of the last pass are returned: there every
+    collective a rank entered was answered with all ranks' contributions.
     """
     answers: list[list[Any]] = []
     for _ in range(MAX_COLLECTIVES + 1):
@@ -663,7 +668,7 @@ def run_fleet(make: Callable[[FrameView, Exchange], StandinExecutor], views: lis
         outcomes = []
         for view in views:
             logger.records.clear()
-            executor = make(view, exchange)
+            executor = make(view, exchange=exchange, role_context=role_context)
             outcomes.append(call_pad(executor, getattr(executor, pad_name), logger, label))
         k = len(answers)
         if all(len(calls) <= k for calls in exchange.calls):

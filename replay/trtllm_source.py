@@ -513,8 +513,9 @@ class CompiledSource:
             executor = self.executor_class(frame)
             return call_pad(executor, getattr(executor, self.pad_name), self.logger, self.label)
 
-        def fleet(views: list[FrameView]) -> list[PadOutcome]:
-            return run_fleet(self.executor_class, views, self.pad_name, self.logger, self.label)
+        def fleet(views: list[FrameView], role_context: Optional[bool] = None) -> list[PadOutcome]:
+            return run_fleet(self.executor_class, views, self.pad_name, self.logger, self.label,
+                             role_context=role_context)
         hook.__qualname__ = f"trtllm_pad_hook[{self.label}]"
         hook.fleet = fleet  # type: ignore[attr-defined]
         return hook
