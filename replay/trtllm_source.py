@@ -59,8 +59,10 @@ from replay.source_guard import (
 )
 from replay.config import RunConfig
 from replay.standin_executor import (
+    DSV4_MODELS,
     FEATURE_FLAGS,
     MODEL_ASSUMPTIONS,
+    SCHEDULER_AWARE_OVERLAP_MODELS,
     STANDIN_EFFECT_METHODS,
     RecordingLogger,
     StandinExecutor,
@@ -587,6 +589,19 @@ class SourcePolicy(Policy):
     def rolls_back(self, config: RunConfig) -> bool:
         answer = self.rollback_probe(config) if self.rollback_probe is not None else None
         return Policy.rolls_back(self, config) if answer is None else bool(answer)
+
+    def model_dependent(self, config: RunConfig) -> tuple[str, ...]:
+        """The models whose gates the extracted code reads, when the run does not name its model
+        and the gates are otherwise open (a replay may then run once per model)."""
+        if getattr(config, "model_arch", None) or not (config.disaggregated
+                                                       and config.pp_size == 1):
+            return ()
+        models: list[str] = []
+        if "_enable_dsv4_adp_dummy_fixes" in self.flags_read:
+            models += DSV4_MODELS
+        if "_enable_scheduler_aware_adp_dummy" in self.flags_read and config.overlap_scheduler:
+            models += SCHEDULER_AWARE_OVERLAP_MODELS
+        return tuple(dict.fromkeys(models))
 
     def assumptions(self, config: RunConfig) -> list[str]:
         """What the replay of this run had to guess (model gates the run record leaves open)."""

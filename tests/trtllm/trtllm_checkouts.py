@@ -10,14 +10,15 @@ import pytest
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 EXECUTOR = "tensorrt_llm/_torch/pyexecutor/py_executor.py"
 SCHEDULER = "tensorrt_llm/_torch/pyexecutor/scheduler/scheduler.py"
-#: Fixture file of each era, and the catalogue policy its shape must map to.
+#: Fixture file of each era, and the catalogue policies its shape may map to (the catalogue's
+#: name for that era first, then the nearest entry of an older catalogue).
 ERAS = {
-    "2025": "legacy-2025",
-    "2026": "prefix-2026",
-    "fix16161": "fix-16161",
-    "16921": "sched-aware-16921",
-    "17278": "tolerant-17278",
-    "newest": "newest",
+    "2025": ("mid-2025", "legacy-2025"),
+    "2026": ("prefix-2026",),
+    "fix16161": ("fix-16161",),
+    "16921": ("sched-aware-16921",),
+    "17278": ("sched-aware-16921", "tolerant-17278"),
+    "newest": ("newest",),
 }
 
 
