@@ -28,7 +28,7 @@ import builtins
 import copy
 from typing import Any
 
-from forensics.errors import PolicyError
+from replay.standin_executor import PolicyError  # replay.errors once the library split lands
 
 #: The decorators a replayed definition may carry, resolved here (never from the source).
 KNOWN_DECORATORS: dict[str, Any] = {

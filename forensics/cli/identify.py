@@ -12,7 +12,7 @@ from forensics.cli.errors import library_errors
 @click.argument("spec", metavar="trtllm:PATH[@REV]")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def command(spec: str, as_json: bool) -> None:
-    """Name the catalogue policy whose decisions match a build's real pad code.
+    """Which catalogue policy a build's real pad code behaves as.
 
     Replays a battery of small hand-made traces (one per behaviour the executor's unit tests and
     sources pin) through the build's pad code and through every catalogue policy, and prints,
