@@ -85,12 +85,13 @@ def test_16279_pending_dummy_is_rolled_back_when_the_fleet_skips(policies):
     iter 1 rank 0 holds 1 request (expected max(ceil(2 / 2), 1) = 1). The fix-16161 loop alone
     keeps the dummy across the skip: leak (rank 0, created 0, skipped 0), rank 0 holds 2."""
     frames = RunFrames.from_records(RECORDS)
-    real = run(frames, None, policies["16279"])
+    dsv4 = dataclasses.replace(frames.config, model_arch="deepseek_v4")  # inside the #16279 gate
+    real = run(frames, dsv4, policies["16279"])
     assert real.skipped_iters == (0,) and not real.leaks and real.crash is None
     d = real.decisions.set_index(["iter", "rank"])
     assert d.loc[(0, 0), "removed_path"] == "rollback"
     assert (d.loc[(1, 0), "active"], d.loc[(1, 0), "expected"]) == (1, 1)
-    modelled = run(frames, None, "fix-16161")
+    modelled = run(frames, dsv4, "fix-16161")
     assert [(l.rank, l.iter_created, l.iter_skipped) for l in modelled.leaks] == [(0, 0, 0)]
 
 
