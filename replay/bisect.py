@@ -1,7 +1,8 @@
 """Bisect a TensorRT-LLM checkout: the first revision whose pad code stops (or starts) leaking.
 
-Only commits that touch the executor or scheduler files are walked
-(``git rev-list --ancestry-path GOOD..BAD -- FILES``): the pad step's code changes nowhere else,
+Only commits that touch the files the pad step lives in are walked (``WATCHED_FILES``: the
+executor, a fork's loop tasks, the scheduler and the ADP router that caps ``expected``;
+``git rev-list --ancestry-path GOOD..BAD -- FILES``): the pad step's code changes nowhere else,
 so every other commit replays exactly like its nearest watched ancestor. Each tested revision is
 resolved as ``trtllm:REPO@SHA`` (``replay.trtllm_source``) and the recorded run is replayed under
 it; a revision is "bad" when the replay leaks a dummy or crashes. A revision whose code the
@@ -101,8 +102,8 @@ class BisectResult:
         """Plain lines for the CLI."""
         lines = [f"good {self.good}: {self.good_verdict.describe()}",
                  f"bad  {self.bad}: {self.bad_verdict.describe()}",
-                 f"{len(self.candidates)} commit(s) touch the executor, scheduler or router "
-                 f"files; {len(self.tested)} replay(s)"]
+                 f"{len(self.candidates)} commit(s) touch the executor, loop-task, scheduler or "
+                 f"router files; {len(self.tested)} replay(s)"]
         if self.first_change is None:
             lines.append("the verdict does not change between good and bad: nothing to bisect")
         else:

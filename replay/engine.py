@@ -30,7 +30,7 @@ The model (domain doc §4-7; issue #3):
   so such a request would have gone elsewhere: the check compares the count before this
   iteration's new requests (``replay.step.over_expected``). Under consistent routing this equals
   upstream's ``len(active_requests) > expected``. A hooked policy (real code) runs its own check
-  on the recorded list; ``FrameView.new_requests`` tells a candidate how many were just routed.
+  on the recorded list, seeing the same semantics (``replay.standin_executor.routed_expected``).
 * **Entry check, pad, schedule, post-pad, can_queue, removal**: ``replay.step.decide``. The real
   batch is the recorded ``scheduled`` minus a recorded dummy when recorded (exactly, minus a
   recorded ``postpadded`` dummy too, where the frame records ``postpadded``; without it a
@@ -234,11 +234,16 @@ def _walk_hooked(frames: RunFrames, pol: Policy, cfg: RunConfig, st: _State) -> 
     st.set_all(decide(pol, cfg, inp, pad=_no_pad((I, R))), inp)
     carried = np.zeros(R, bool)
     created = np.full(R, -1, np.int64)
+    # The dummy's role is decided outside the pad step upstream: the loop's model of it, where
+    # the frames offer one, is handed to a lockstep hook (replay.standin_executor).
+    role_of = getattr(frames, "dummy_role_context", None)
+    roles = role_of(pol) if role_of is not None else None
     for i in range(I):
         carried_last = carried & (frames.max_first_seen[i] <= created)
         row_in = inp.take(i).with_carried(carried, carried_last)
         _, expected, _ = expected_step(pol, cfg, row_in)
-        pad = _hook_pad(frames, pol, cfg, i, row_in, created, expected, st)
+        role = None if roles is None else bool(roles[i])
+        pad = _hook_pad(frames, pol, cfg, i, row_in, created, expected, st, role)
         o = decide(pol, cfg, row_in, pad=pad)
         st.set_row(i, o, row_in)
         if o.crash.any():
@@ -255,10 +260,12 @@ def _no_pad(shape) -> PadDecision:
 
 
 def _hook_pad(frames: RunFrames, pol: Policy, cfg: RunConfig, i: int, row_in: StepInputs,
-              created: np.ndarray, expected: np.ndarray, st: _State) -> PadDecision:
+              created: np.ndarray, expected: np.ndarray, st: _State,
+              role: bool | None = None) -> PadDecision:
     R = frames.num_ranks
     res = {k: np.zeros(R, bool) for k in ("padded", "role_context", "alloc_failed", "crash", "surplus")}
     it = int(frames.iters[i])
+    views = []
     for r in range(R):
         k = i * R + r
         a, b = frames.req_offsets[k], frames.req_offsets[k + 1]
@@ -270,15 +277,10 @@ def _hook_pad(frames: RunFrames, pol: Policy, cfg: RunConfig, i: int, row_in: St
             order = np.argsort(frames.req_first[a:b] > created[r], kind="stable")
             reqs = [reqs[j] for j in order]
             reqs.insert(before, dummy)
-        view = FrameView(iter=it, rank=r, requests=tuple(reqs), expected=int(expected[r]),
-                         config=cfg, alloc_ok=bool(row_in.alloc_ok[r]),
-                         new_requests=int(row_in.new_real[r]))
-        try:
-            outcome = pol.pad_hook(view)  # type: ignore[misc]
-        except PolicyError:
-            raise  # the stand-in lacks a name the code needs: a tool error, not a crash verdict
-        except Exception as e:  # the hook is code under test: its exception is a crash verdict
-            outcome = PadOutcome(padded=False, crash=f"{type(e).__name__}: {e}")
+        views.append(FrameView(iter=it, rank=r, requests=tuple(reqs), expected=int(expected[r]),
+                               config=cfg, alloc_ok=bool(row_in.alloc_ok[r]),
+                               new_requests=int(row_in.new_real[r])))
+    for r, outcome in enumerate(_hook_outcomes(pol, views, role)):
         res["padded"][r] = bool(outcome.padded)
         res["role_context"][r] = bool(outcome.padded) and outcome.role == "context"
         res["alloc_failed"][r] = bool(outcome.alloc_failed)
@@ -289,12 +291,31 @@ def _hook_pad(frames: RunFrames, pol: Policy, cfg: RunConfig, i: int, row_in: St
     return PadDecision(**res)
 
 
+def _hook_outcomes(pol: Policy, views: list[FrameView],
+                   role: bool | None = None) -> list[PadOutcome]:
+    """The hook's outcome for every rank of one iteration: in lockstep when the hook offers it
+    (``pad_hook.fleet``: real code whose collectives span the replayed ranks; ``role`` is the
+    loop's dummy role this iteration, None when not modelled), else per frame."""
+    fleet = getattr(pol.pad_hook, "fleet", None)
+    if fleet is not None:
+        return fleet(views, role_context=role)
+    out = []
+    for view in views:
+        try:
+            out.append(pol.pad_hook(view))  # type: ignore[misc]
+        except PolicyError:
+            raise  # the stand-in lacks a name the code needs: a tool error, not a crash verdict
+        except Exception as e:  # the hook is code under test: its exception is a crash verdict
+            out.append(PadOutcome(padded=False, crash=f"{type(e).__name__}: {e}"))
+    return out
+
+
 def _result(frames: RunFrames, pol: Policy, cfg: RunConfig, st: _State,
             crash_row: int | None) -> ReplayResult:
     I, R = frames.n_real.shape
     n = I if crash_row is None else crash_row + 1
     o = {k: v[:n] for k, v in st.out.items()} if st.out else {}
-    notes: list[str] = []
+    notes: list[str] = list(getattr(pol, "assumptions", lambda _c: [])(cfg))
     if frames.dropped_iters:
         notes.append(f"{len(frames.dropped_iters)} iterations not replayed (some rank has no frame): "
                      + _span(frames.dropped_iters))

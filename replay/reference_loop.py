@@ -66,6 +66,8 @@ def _reference_one(frames: RunFrames, pol: Policy, cfg: RunConfig) -> ReplayResu
                     if Predicate.SCHEDULER.mask(cfg)[i]}
     ctx_states = {int(RequestState.CONTEXT_INIT), int(RequestState.ENCODER_INIT)}
 
+    role_of = getattr(frames, "dummy_role_context", None)  # the loop's dummy-role model
+    roles = role_of(pol) if role_of is not None else None
     carried: list[Request | None] = [None] * R
     rows: list[dict] = []
     dummies: list[Request] = []
@@ -107,13 +109,26 @@ def _reference_one(frames: RunFrames, pol: Policy, cfg: RunConfig) -> ReplayResu
             ok = [q.state for q in lst if not q.dummy and q.state in sched_states]
             intents.append(2 if any(x in ctx_states for x in ok) else 1 if ok else 0)
         fleet_intent = max(intents) if intents else 0
+        expectations = []
         for r in range(R):
-            lst = lists[r]
             rec_exp = int(frames.expected_recorded[i, r])
             if use_recorded and rec_exp >= 0 and match:
-                expected, source = rec_exp, "recorded"
+                expectations.append((rec_exp, "recorded"))
             else:
-                expected, source = computed, "computed"
+                expectations.append((computed, "computed"))
+        # Real code with collectives runs the whole iteration at once (lockstep, see
+        # replay.standin_executor.run_fleet); its outcomes are then read rank by rank.
+        fleet = getattr(pol.pad_hook, "fleet", None)
+        fleet_out = None
+        if fleet is not None:
+            role = None if roles is None else bool(roles[i])
+            fleet_out = fleet([FrameView(iter=it, rank=r, requests=tuple(
+                (q.id if not q.dummy else 0, q.state, q.dummy) for q in lists[r]),
+                expected=expectations[r][0], config=cfg, alloc_ok=bool(frames.alloc_ok[i, r]),
+                new_requests=new_counts[r]) for r in range(R)], role_context=role)
+        for r in range(R):
+            lst = lists[r]
+            expected, source = expectations[r]
             alloc_ok = bool(frames.alloc_ok[i, r])
             carried_d = carried[r]
             real = [q for q in lst if not q.dummy]
@@ -130,7 +145,7 @@ def _reference_one(frames: RunFrames, pol: Policy, cfg: RunConfig) -> ReplayResu
                                  expected=expected, config=cfg, alloc_ok=alloc_ok,
                                  new_requests=new_counts[r])
                 try:
-                    out = pol.pad_hook(view)
+                    out = fleet_out[r] if fleet_out is not None else pol.pad_hook(view)
                 except PolicyError:
                     raise
                 except Exception as e:

@@ -12,10 +12,17 @@ no code copied): ``active_requests``, ``expected_num_active_requests``, ``kv_cac
 defaults (:data:`FEATURE_FLAGS`). Anything else is absent on purpose: the code touching it fails
 with a :class:`~forensics.errors.PolicyError` naming the attribute and the revision.
 
-Collectives cannot be replayed from one rank's frame: ``dist.tp_allgather`` returns the local
-value for every rank and ``dist.tp_allreduce`` (the non-overlap "forward intent" of PR #16921)
+Collectives (``dist.tp_allgather``, ``dist.tp_allreduce``: the non-overlap "forward intent" of
+PR #16921) are computed over the replayed ranks: the engine runs every rank of an iteration in
+lockstep (:func:`run_fleet`, :class:`Exchange`). One frame alone (``pad_hook(view)``) cannot see
+its peers: there ``tp_allgather`` returns the local value for every rank and ``tp_allreduce``
 combines the local value with a peer holding generation work (``PEER_FORWARD_INTENT``) when
-``expected > 0`` (some rank holds requests), with nothing otherwise.
+``expected > 0``, with nothing otherwise.
+
+The executor's ``expected_num_active_requests`` is :func:`routed_expected` (the engine's entry
+check semantics); the model-dependent flags follow ``RunConfig.model_arch``
+(:func:`feature_flags`, :func:`model_assumptions`); a fork's loop task reads the same state
+through ``self._ctx`` (:class:`ContextBucket`).
 
 Checked by hand against the shape of upstream main (2026): its pad method and the helpers it
 reaches (``_count_schedulable_active_requests``, ``_get_non_overlap_adp_forward_intent``,
@@ -28,7 +35,6 @@ from __future__ import annotations
 
 import enum
 import math
-import os
 import traceback
 import types
 from typing import Any, Callable, Optional
@@ -90,14 +96,41 @@ class OutOfPagesError(RuntimeError):
     """Stand-in for KV-cache manager v2's out-of-pages error (never raised here)."""
 
 
+#: Model families as TensorRT-LLM's model config names them (``pretrained_config.model_type``),
+#: compared after dropping case and punctuation, so ``DeepseekV4ForCausalLM`` matches too.
+DSV4_MODELS = ("deepseek_v4",)
+#: PR #16921's scheduler-aware count with the overlap scheduler: on for these families only
+#: (upstream's gate test: deepseek_v4 and qwen3_5_moe on, kimi_k2 off; any model without overlap).
+SCHEDULER_AWARE_OVERLAP_MODELS = ("deepseek_v4", "qwen3_5_moe")
+
+
+def _norm(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
+def model_in(config: RunConfig, families: tuple[str, ...]) -> Optional[bool]:
+    """Whether the run's model (``RunConfig.model_arch``) is one of ``families``; None if unknown."""
+    arch = getattr(config, "model_arch", None)
+    if not arch:
+        return None
+    return any(_norm(arch).startswith(_norm(f)) for f in families)
+
+
 def feature_flags(config: RunConfig) -> dict[str, Any]:
     """The executor attributes of later eras, at their upstream defaults for this run.
 
-    PR #16921 gates its fixes on a transceiver and ``pp_size == 1`` (``_enable_adp_dummy_fixes``);
-    the forward-intent role applies to the non-overlap loop only. Benchmark-fill (PR #12208 era)
-    and warm-up switches are off in a recorded production run.
+    PR #16921 gates its fixes on ``pp_size == 1`` (``_enable_adp_dummy_fixes``; the code also
+    checks for a transceiver); its scheduler-aware count on the model and the overlap scheduler
+    (:data:`SCHEDULER_AWARE_OVERLAP_MODELS`); the forward intent applies to the non-overlap loop
+    only. PR #16279's window count is set for DeepSeek-V4 only. The model comes from the run
+    record (``RunConfig.model_arch``); when it is unknown the fixes are assumed on, and
+    :func:`model_assumptions` says so. Benchmark-fill (PR #12208 era) and warm-up switches are
+    off in a recorded production run.
     """
     fixes = bool(config.disaggregated and config.pp_size == 1)
+    dsv4 = model_in(config, DSV4_MODELS)
+    aware_model = model_in(config, SCHEDULER_AWARE_OVERLAP_MODELS)
+    scheduler_aware = fixes and (not config.overlap_scheduler or aware_model is not False)
     return {
         "is_warmup": False,
         "benchmark_req_queues_size": 0,
@@ -109,10 +142,9 @@ def feature_flags(config: RunConfig) -> dict[str, Any]:
         "_pending_adp_dummy_request": None,
         "_enable_adp_dummy_fixes": fixes,
         # PR #16279 shipped the window count and the pending dummy behind this flag, set only for
-        # DeepSeek-V4 models (with a transceiver and pp_size 1). A trace does not name the model:
-        # the replay assumes the family matches (see MODEL_ASSUMPTIONS).
-        "_enable_dsv4_adp_dummy_fixes": fixes,
-        "_enable_scheduler_aware_adp_dummy": fixes,
+        # DeepSeek-V4 models (with a transceiver and pp_size 1); unknown model: assumed on.
+        "_enable_dsv4_adp_dummy_fixes": fixes and dsv4 is not False,
+        "_enable_scheduler_aware_adp_dummy": scheduler_aware,
         "_enable_non_overlap_adp_forward_intent": fixes and not config.overlap_scheduler,
         # Draft-token budget of the dummy, under each era's name: ``max_draft_tokens`` (early
         # 2025), ``max_draft_len`` (mid 2025), ``max_total_draft_tokens`` (late 2025 on).
@@ -123,12 +155,30 @@ def feature_flags(config: RunConfig) -> dict[str, Any]:
     }
 
 
-#: Flags whose upstream value depends on the model, which a trace does not record: what the
-#: replay assumes, stated in a ``trtllm:`` policy's notes when the extracted code reads the flag.
+#: Flags whose upstream value depends on the model: what the replay assumes when the run record
+#: does not name it, stated in a ``trtllm:`` policy's notes and results when the code reads the flag.
 MODEL_ASSUMPTIONS = {
     "_enable_dsv4_adp_dummy_fixes": "assumed a DeepSeek-V4 model (the PR #16279 gate); another "
                                     "model runs the legacy count on that build",
+    "_enable_scheduler_aware_adp_dummy": "with the overlap scheduler, assumed a model the PR "
+                                         "#16921 gate covers (deepseek_v4, qwen3_5_moe; not "
+                                         "kimi_k2, which keeps the legacy count)",
 }
+
+
+def model_assumptions(config: RunConfig, read: set[str]) -> list[str]:
+    """The :data:`MODEL_ASSUMPTIONS` that apply to this run: the code reads the flag, the flag's
+    gate is otherwise open, and the run record does not name the model."""
+    if getattr(config, "model_arch", None) or not (config.disaggregated and config.pp_size == 1):
+        return []
+    out = []
+    for flag, text in MODEL_ASSUMPTIONS.items():
+        if flag not in read:
+            continue
+        if flag == "_enable_scheduler_aware_adp_dummy" and not config.overlap_scheduler:
+            continue  # on for every model without overlap: nothing assumed
+        out.append(f"{flag}: {text} (the run record names no model_arch)")
+    return out
 
 #: Names of :func:`feature_flags`, for documentation and tests.
 FEATURE_FLAGS = tuple(feature_flags(RunConfig(tp_size=1)))
@@ -299,10 +349,47 @@ class StandinResourceManager:
         return None
 
 
-class StandinDist:
-    """``dist``: sizes and rank of this frame; collectives as described in the module docstring."""
+def _reduce(values: list[Any], op: Any) -> Any:
+    """All-reduce of ints (or equal-length lists of ints) by the op's name (SUM by default)."""
+    name = str(getattr(op, "name", op) or "SUM").upper()
+    fn = max if "MAX" in name else min if "MIN" in name else sum
+    if values and isinstance(values[0], (list, tuple)):
+        return [fn(int(v[i]) for v in values) for i in range(len(values[0]))]
+    return fn(int(v) for v in values)
 
-    def __init__(self, config: RunConfig, rank: int, peers_busy: bool = True):
+
+class Exchange:
+    """The collectives of one iteration, computed over every replayed rank (lockstep).
+
+    The ranks' pad methods run one after the other; a collective's result needs every rank's
+    contribution. :func:`run_fleet` therefore runs the fleet in passes: pass ``p`` answers the
+    first ``p`` collectives with the contributions the ranks made in earlier passes (every rank's
+    k-th call, in call order, as upstream's ranks meet in the same collective) and gives a
+    provisional local answer to later ones; it stops when a pass made no call beyond the answered
+    ones. A rank that never reaches a collective the others enter (it raised first) contributes
+    nothing to it (upstream would hang or abort there; the replay stops on the crash anyway).
+    """
+
+    def __init__(self, num_ranks: int, answers: list[list[Any]]):
+        self.answers = answers
+        self.calls: list[list[Any]] = [[] for _ in range(num_ranks)]
+
+    def call(self, rank: int, kind: str, value: Any, op: Any = None) -> Any:
+        k = len(self.calls[rank])
+        self.calls[rank].append(value)
+        if k < len(self.answers):
+            contrib = [v for v in self.answers[k] if v is not None]
+            return list(self.answers[k]) if kind == "allgather" else _reduce(contrib, op)
+        return [value] * len(self.calls) if kind == "allgather" else value
+
+
+class StandinDist:
+    """``dist``: sizes and rank of this frame; collectives over the fleet (:class:`Exchange`)
+    in a lockstep replay, else as described in the module docstring."""
+
+    def __init__(self, config: RunConfig, rank: int, peers_busy: bool = True,
+                 exchange: Optional[Exchange] = None):
+        self.exchange = exchange
         self.peer_intent = PEER_FORWARD_INTENT if peers_busy else ADPForwardIntent.NONE
         self.tp_size = config.tp_size
         self.pp_size = config.pp_size
@@ -315,10 +402,17 @@ class StandinDist:
                                              tp_size=config.tp_size, pp_size=config.pp_size)
 
     def tp_allgather(self, value: Any) -> list[Any]:
+        if self.exchange is not None:
+            return self.exchange.call(self.rank, "allgather", value)
         return [value] * self.tp_size
 
     def tp_allreduce(self, value: Any, op: Any = None) -> Any:
+        if self.exchange is not None:
+            return self.exchange.call(self.rank, "allreduce", value, op)
         return max(int(value), int(self.peer_intent))
+
+    allgather = tp_allgather
+    allreduce = tp_allreduce
 
 
 class StandinScheduler:
@@ -348,19 +442,21 @@ class StandinExecutor:
     #: Scheduler class to instantiate; hooks substitute a subclass carrying extracted methods.
     scheduler_class: type = StandinScheduler
 
-    def __init__(self, frame: FrameView):
+    def __init__(self, frame: FrameView, exchange: Optional[Exchange] = None,
+                 role_context: Optional[bool] = None):
         config = frame.config
         self.frame = frame
         self.config = config
         self.active_requests = [StandinRequest(rid, state, dummy)
                                 for rid, state, dummy in frame.requests]
-        self.expected_num_active_requests = int(frame.expected)
+        self.expected_num_active_requests = routed_expected(frame)
         self.max_num_active_requests = config.cap
         self.max_batch_size = config.max_batch_size
         self.enable_attention_dp = config.enable_attention_dp
         self.kv_cache_transceiver = (types.SimpleNamespace(kv_transfer_timeout_ms=None)
                                      if config.disaggregated else None)
-        self.dist = StandinDist(config, frame.rank, peers_busy=frame.expected > 0)
+        self.dist = StandinDist(config, frame.rank, peers_busy=frame.expected > 0,
+                                exchange=exchange)
         self.scheduler = self.scheduler_class(config)
         self.kv_cache_manager = StandinKvCacheManager(frame.alloc_ok)
         self.resource_manager = StandinResourceManager()
@@ -370,18 +466,75 @@ class StandinExecutor:
         self.terminated: list[StandinRequest] = []
         for name, value in feature_flags(config).items():
             setattr(self, name, value)
-        # The dummy's role (domain doc §9, as the catalogue models it): a rank whose real requests
-        # all precede CONTEXT_INIT (awaiting KV or the scheduler) gets a context dummy. Upstream
-        # derives it from ``has_context_request`` (2025) or ``_adp_dummy_is_gen`` (2026).
-        real = [r for r in self.active_requests if not r.is_attention_dp_dummy]
-        context_role = bool(real) and all(r.state_value < int(RequestState.CONTEXT_INIT)
-                                          for r in real)
+        # The dummy's role is decided outside the pad step upstream (``has_context_request`` set
+        # at fetch in 2025, ``_update_adp_dummy_role`` in 2026): the engine passes the loop's
+        # model of it (``role_context``, ``RunFrames.dummy_role_context``). Without one (a single
+        # frame), a rank whose real requests all precede CONTEXT_INIT gets a context dummy.
+        if role_context is None:
+            real = [r for r in self.active_requests if not r.is_attention_dp_dummy]
+            role_context = bool(real) and all(r.state_value < int(RequestState.CONTEXT_INIT)
+                                              for r in real)
+        context_role = bool(role_context)
         self.has_context_request = context_role
         self._adp_dummy_is_gen = not context_role
+
+    @property
+    def _ctx(self) -> types.SimpleNamespace:
+        """The loop-task context of a fork's ``IngestionTask`` (``self._ctx.{service,config,
+        state,port}``): every bucket reads and writes this stand-in's attributes."""
+        bucket = ContextBucket(self)
+        return types.SimpleNamespace(service=bucket, config=bucket, state=bucket, port=bucket)
 
     def _terminate_request(self, request: StandinRequest) -> None:
         """Termination frees the request's resources; recorded, nothing else to do here."""
         self.terminated.append(request)
+
+
+def routed_expected(frame: FrameView) -> int:
+    """``expected_num_active_requests`` as the real code must see it to match the engine's entry
+    check (``replay.step.over_expected``).
+
+    The recording routed ``frame.new_requests`` to this rank with its own ``expected``; the
+    replayed router never places a request on a rank at or above its ``expected``, so a new
+    request the replayed ``expected`` leaves no room for would have gone elsewhere. The engine
+    therefore checks ``active - new > expected``. Upstream code checks ``len(active_requests) >
+    expected``; seeing ``max(expected, len(active))`` when only new requests overflow gives the
+    same verdict (``expected > 0`` is unchanged: it is at least 1 whenever the fleet holds a
+    request), without dropping requests the pad count looks at.
+    """
+    active = len(frame.requests)
+    if active > frame.expected and active - frame.new_requests <= frame.expected:
+        return active
+    return int(frame.expected)
+
+
+class ContextBucket:
+    """One bucket of a loop task's ``_ctx``: attribute access goes to the stand-in executor.
+
+    Buckets name fields without the leading underscore the executor used
+    (``state.benchmark_fill_phase_active`` for ``_benchmark_fill_phase_active``); both are tried.
+    """
+
+    def __init__(self, owner: "StandinExecutor"):
+        object.__setattr__(self, "_owner", owner)
+
+    def _name(self, name: str) -> str:
+        owner = object.__getattribute__(self, "_owner")
+        for candidate in (name, "_" + name):
+            if hasattr(owner, candidate):
+                return candidate
+        raise AttributeError(name, name=name, obj=self)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(object.__getattribute__(self, "_owner"), self._name(name))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        owner = object.__getattribute__(self, "_owner")
+        try:
+            target = self._name(name)
+        except AttributeError:
+            target = name
+        setattr(owner, target, value)
 
 
 #: Methods of the stand-in that extracted code must not replace (effects at the edge).
@@ -431,6 +584,10 @@ def call_pad(executor: StandinExecutor, method: Callable[[], Any], logger: Recor
         method()
     except PolicyError:
         raise
+    except ImportError as e:  # an import inside a body: the stand-in has no __import__
+        raise PolicyError(f"{label}: the extracted code imports at run time ({e}); the replay "
+                          "runs with the stand-in's names only",
+                          hint="extend replay/standin_executor.py or pick another revision") from e
     except NameError as e:
         raise PolicyError(f"{label}: the extracted code needs {e.name!r}, which the stand-in "
                           "executor does not provide",
@@ -440,6 +597,7 @@ def call_pad(executor: StandinExecutor, method: Callable[[], Any], logger: Recor
         if owner is not None and isinstance(owner, (StandinExecutor, StandinRequest,
                                                     StandinKvCacheManager, StandinScheduler,
                                                     StandinDist, StandinResourceManager,
+                                                    ContextBucket,
                                                     types.SimpleNamespace, enum.EnumMeta)):
             raise PolicyError(f"{label}: the extracted code needs {type(owner).__name__}."
                               f"{e.name}, which the stand-in executor does not provide",
@@ -451,13 +609,32 @@ def call_pad(executor: StandinExecutor, method: Callable[[], Any], logger: Recor
     return outcome_of(executor, before, logger)
 
 
-#: Modules and helpers every namespace gets (the extracted code's module-level imports).
+class StandinOs:
+    """``os`` as the extracted code sees it: an empty environment, nothing else.
+
+    Upstream reads switches with ``os.environ.get("TLLM_...")`` / ``os.getenv``; a replay must
+    not depend on this machine's environment, so every switch reads as unset (upstream's
+    default), and nothing of the real ``os`` (files, processes) is reachable.
+    """
+
+    environ: dict[str, str] = {}
+
+    @staticmethod
+    def getenv(_key: str, default: Any = None) -> Any:
+        return default
+
+
 def base_namespace(logger: RecordingLogger) -> dict[str, Any]:
-    """Names the extracted functions may use, standing in for their module's imports."""
+    """Names the extracted functions may use, standing in for their module's imports.
+
+    Built from the stand-in alone: restricted builtins (``replay.source_guard.SAFE_BUILTINS``),
+    no real ``os``, and none of the source's module globals.
+    """
+    from replay.source_guard import SAFE_BUILTINS
     return {
         "__name__": "replay.standin",
-        "__builtins__": __builtins__,
-        "os": os,
+        "__builtins__": dict(SAFE_BUILTINS),
+        "os": StandinOs(),
         "math": math,
         "logger": logger,
         "LlmRequestState": LlmRequestState,
@@ -470,3 +647,32 @@ def base_namespace(logger: RecordingLogger) -> dict[str, Any]:
         "Optional": Optional,
         "nvtx_range": lambda *_a, **_k: (lambda f: f),
     }
+
+
+#: Upper bound on the collectives one iteration's pad step may enter (a pass answers one each).
+MAX_COLLECTIVES = 16
+
+
+def run_fleet(make: Callable[..., StandinExecutor], views: list[FrameView], pad_name: str,
+              logger: RecordingLogger, label: str,
+              role_context: Optional[bool] = None) -> list[PadOutcome]:
+    """Run the pad step of every rank of one iteration in lockstep (see :class:`Exchange`).
+
+    ``views`` are the iteration's frames in rank order; ``make(view, exchange=, role_context=)``
+    builds a fresh stand-in for a pass. The outcomes of the last pass are returned: there every
+    collective a rank entered was answered with all ranks' contributions.
+    """
+    answers: list[list[Any]] = []
+    for _ in range(MAX_COLLECTIVES + 1):
+        exchange = Exchange(len(views), answers)
+        outcomes = []
+        for view in views:
+            logger.records.clear()
+            executor = make(view, exchange=exchange, role_context=role_context)
+            outcomes.append(call_pad(executor, getattr(executor, pad_name), logger, label))
+        k = len(answers)
+        if all(len(calls) <= k for calls in exchange.calls):
+            return outcomes
+        answers.append([calls[k] if len(calls) > k else None for calls in exchange.calls])
+    raise PolicyError(f"{label}: the pad step entered more than {MAX_COLLECTIVES} collectives in "
+                      "one iteration; the lockstep replay gives up")

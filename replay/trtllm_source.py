@@ -1,8 +1,13 @@
 """Policies that run the real TensorRT-LLM pad code: ``trtllm:PATH[@REV]`` and ``trtllm:installed``.
 
 The source file is never imported. It is parsed with :mod:`ast`; only the function definitions
-the pad step needs are compiled and executed (no module-level statement and no class body of the
-file ever runs), in a namespace of stand-ins (``replay.standin_executor``):
+the pad step needs are compiled and executed (no module-level statement, class body, base-class
+or metaclass expression of the file ever runs), in a namespace of stand-ins
+(``replay.standin_executor``), never the source's globals. Resolving a policy runs nothing from
+the source (issue #14 item 6, ``replay.source_guard``): a non-literal default is refused with its
+name and line, decorators are never evaluated (the known ones come from the stand-in) and
+annotations are removed. Replaying *does* run the extracted bodies: ``trtllm:`` is for sources you
+trust, as ``git bisect run`` is. The definitions taken:
 
 * from class ``PyExecutor``: ``_pad_attention_dp_dummy_request`` and every method of the class it
   reaches through ``self.NAME`` (``_count_schedulable_active_requests`` since PR #12208, the
@@ -12,7 +17,7 @@ file ever runs), in a namespace of stand-ins (``replay.standin_executor``):
 * module-level functions of either file that the extracted code calls by name.
 
 Decorators other than ``property``/``staticmethod``/``classmethod`` (``nvtx_range``) are dropped
-and annotations are never evaluated. A global name the code uses and the namespace lacks is bound
+(listed in the notes) and annotations are removed. A global name the code uses and the namespace lacks is bound
 to a sentinel that raises :class:`~forensics.errors.PolicyError` naming it and the revision when the
 code reaches it; the static list of such names is stated in the policy's notes.
 
@@ -23,8 +28,6 @@ from __future__ import annotations
 import __future__
 
 import ast
-import builtins
-import copy
 import dataclasses
 import importlib.util
 import linecache
@@ -39,20 +42,35 @@ from replay.catalogue import get_policy
 from replay.era import (
     DELEGATE_METHOD,
     PAD_METHOD,
+    ROLLBACK_METHODS,
+    TASK_PAD_METHOD,
     attr_names,
     detect_era,
     find_cap,
     loaded_names,
 )
 from replay.policy import FrameView, PadOutcome, Policy
+from replay.source_guard import (
+    SAFE_BUILTINS,
+    apply_decorators,
+    definition_only,
+    dropped_decorators,
+    sanitize,
+)
+from replay.config import RunConfig
 from replay.standin_executor import (
+    DSV4_MODELS,
+    FEATURE_FLAGS,
     MODEL_ASSUMPTIONS,
+    SCHEDULER_AWARE_OVERLAP_MODELS,
     STANDIN_EFFECT_METHODS,
     RecordingLogger,
     StandinExecutor,
     StandinScheduler,
     base_namespace,
     call_pad,
+    model_assumptions,
+    run_fleet,
 )
 
 log = logging.getLogger(__name__)
@@ -67,11 +85,11 @@ SCHEDULER_FILES = ("tensorrt_llm/_torch/pyexecutor/scheduler/scheduler.py",
 ROUTER_FILES = ("tensorrt_llm/_torch/pyexecutor/executor_request_queue.py",
                 "tensorrt_llm/_torch/pyexecutor/scheduler/adp_router.py",
                 "tensorrt_llm/_torch/pyexecutor/request_utils.py")
+#: Where a public fork (tongyuantongyu/TensorRT-LLM) moved the pad step: loop tasks
+#: (``IngestionTask.pad_attention_dp_dummy_request`` reading ``self._ctx.{service,config,state}``).
+TASK_FILES = ("tensorrt_llm/_torch/pyexecutor/executor_loop_tasks.py",)
 #: Files whose history matters to the pad step (``replay.bisect`` walks commits touching them).
-WATCHED_FILES = (EXECUTOR_FILE, *SCHEDULER_FILES, *ROUTER_FILES)
-#: The executor method that rolls a pending dummy back when the fleet skips (PR #16921 / #16279).
-ROLLBACK_METHOD = "_finalize_adp_dummy_allocation"
-_KEPT_DECORATORS = frozenset({"property", "staticmethod", "classmethod"})
+WATCHED_FILES = (EXECUTOR_FILE, *TASK_FILES, *SCHEDULER_FILES, *ROUTER_FILES)
 _PACKAGE = "tensorrt_llm"
 
 
@@ -85,6 +103,7 @@ class SourceText:
         label: ``PATH@REV (sha)`` or ``PATH (working tree)``, used in every error and report.
         revision: the full commit id, or "" for a working tree / install.
         routers: text of the :data:`ROUTER_FILES` that exist, by path (read for the cap only).
+        tasks: text of the :data:`TASK_FILES` that exist, by path (where a fork moved the pad).
     """
 
     executor: str
@@ -92,6 +111,7 @@ class SourceText:
     label: str
     revision: str = ""
     routers: dict[str, str] = dataclasses.field(default_factory=dict)
+    tasks: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -108,6 +128,10 @@ class Extracted:
         executor_text, scheduler_text: the files' text (so tracebacks can quote the real lines).
         cap: where the cap on ``expected_num_active_requests`` was found (``file:function``),
             or None.
+        pad_name: the pad method's name (``pad_attention_dp_dummy_request`` on a loop task).
+        owner, owner_file: the class holding it and its file (``PyExecutor`` or a loop task).
+        rollback_name: the method rolling a pending dummy back, when the class has one (its
+            closure is extracted too, to probe the rollback's gate, see ``SourcePolicy``).
     """
 
     methods: dict[str, ast.FunctionDef]
@@ -119,6 +143,10 @@ class Extracted:
     executor_text: str = ""
     scheduler_text: str = ""
     cap: Optional[str] = None
+    pad_name: str = PAD_METHOD
+    owner: str = "PyExecutor"
+    owner_file: str = EXECUTOR_FILE
+    rollback_name: Optional[str] = None
 
 
 # --------------------------------------------------------------------------- locating the source
@@ -201,8 +229,9 @@ def read_source(path: str | Path, rev: Optional[str] = None) -> SourceText:
             break
     routers = {rel: text for rel in ROUTER_FILES
                if (text := _read_file(root, rel, sha)) is not None}
+    tasks = {rel: text for rel in TASK_FILES if (text := _read_file(root, rel, sha)) is not None}
     return SourceText(executor=executor, scheduler=scheduler, label=label, revision=sha,
-                      routers=routers)
+                      routers=routers, tasks=tasks)
 
 
 # --------------------------------------------------------------------------- extraction
@@ -241,32 +270,40 @@ def _self_attrs(node: ast.AST) -> set[str]:
             and isinstance(n.value, ast.Name) and n.value.id == "self"}
 
 
-def _closure(start: list[str], methods: dict[str, ast.FunctionDef],
-             provided: set[str]) -> dict[str, ast.FunctionDef]:
-    """``start`` plus the methods they reach via ``self.NAME`` that the stand-in lacks."""
+def _closure(start: list[str], methods: dict[str, ast.FunctionDef], provided: set[str],
+             label: str, what: str) -> dict[str, ast.FunctionDef]:
+    """``start`` plus the methods they reach via ``self.NAME`` that the stand-in lacks.
+
+    Each is sanitized (``replay.source_guard``) as it is taken: a non-literal default is refused
+    here, before anything is compiled.
+    """
     out: dict[str, ast.FunctionDef] = {}
     todo = list(start)
     while todo:
         name = todo.pop(0)
         if name in out or name not in methods:
             continue
-        out[name] = methods[name]
-        todo.extend(sorted(a for a in _self_attrs(methods[name])
+        out[name] = sanitize(methods[name], label, what)
+        todo.extend(sorted(a for a in _self_attrs(out[name])
                            if a in methods and a not in provided and a not in out))
     return out
 
 
-def _module_closure(nodes: list[ast.AST],
-                    functions: dict[str, ast.FunctionDef]) -> dict[str, ast.FunctionDef]:
-    """Module-level functions called by name from ``nodes``, transitively."""
+def _module_closure(nodes: list[ast.AST], functions: dict[str, ast.FunctionDef],
+                    label: str, what: str) -> dict[str, ast.FunctionDef]:
+    """Module-level functions called by name from the (sanitized) ``nodes``, transitively.
+
+    A module function named like a known decorator (``def property(...)``) is never taken: the
+    decorators are gone from the sanitized nodes, and the known ones come from the stand-in.
+    """
     out: dict[str, ast.FunctionDef] = {}
     todo = sorted(set().union(*(loaded_names(n) for n in nodes)) if nodes else set())
     while todo:
         name = todo.pop(0)
         if name in out or name not in functions:
             continue
-        out[name] = functions[name]
-        todo.extend(sorted(loaded_names(functions[name]) - set(out)))
+        out[name] = sanitize(functions[name], label, what)
+        todo.extend(sorted(loaded_names(out[name]) - set(out)))
     return out
 
 
@@ -275,27 +312,41 @@ def _provided(cls: type, sample_attrs: set[str]) -> set[str]:
 
 
 def _standin_executor_attrs() -> set[str]:
-    from replay.config import RunConfig
     sample = StandinExecutor(FrameView(iter=0, rank=0, requests=(), expected=0,
                                        config=RunConfig(tp_size=1)))
     return _provided(StandinExecutor, set(vars(sample))) | set(STANDIN_EFFECT_METHODS)
 
 
 def extract(source: SourceText) -> Extracted:
-    """Pick the pad step's functions out of the source, without running anything."""
+    """Pick the pad step's functions out of the source, without running anything.
+
+    The pad is looked for where it lives: ``PyExecutor._pad_attention_dp_dummy_request``
+    (NVIDIA main), else a loop-task class of :data:`TASK_FILES` defining
+    ``pad_attention_dp_dummy_request`` (the fork's ``IngestionTask``; it reads its state through
+    ``self._ctx``, which the stand-in provides).
+    """
     tree = _parse(source.executor, source.label, EXECUTOR_FILE)
     cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "PyExecutor"),
                None)
-    if cls is None:
-        raise PolicyError(f"{source.label}: {EXECUTOR_FILE} has no class PyExecutor")
-    class_methods = _functions(cls.body)
+    owner_file, owner_tree, pad_name = EXECUTOR_FILE, tree, PAD_METHOD
+    class_methods = _functions(cls.body) if cls is not None else {}
     if PAD_METHOD not in class_methods:
-        raise PolicyError(f"{source.label}: PyExecutor has no {PAD_METHOD}",
-                          hint="this revision predates attention-DP padding or moved it; try "
-                               "another revision")
-    provided = _standin_executor_attrs() - {PAD_METHOD}
-    methods = _closure([PAD_METHOD], class_methods, provided)
-    module_fns = _module_closure(list(methods.values()), _functions(tree.body))
+        task = _find_task(source)
+        if task is None:
+            if cls is None:
+                raise PolicyError(f"{source.label}: {EXECUTOR_FILE} has no class PyExecutor")
+            raise PolicyError(f"{source.label}: PyExecutor has no {PAD_METHOD} and no loop task "
+                              f"({', '.join(TASK_FILES)}) defines {TASK_PAD_METHOD}",
+                              hint="this revision predates attention-DP padding or moved it; try "
+                                   "another revision")
+        owner_file, owner_tree, cls, pad_name = task
+        class_methods = _functions(cls.body)
+    rollback = next((n for n in ROLLBACK_METHODS if n in class_methods), None)
+    provided = _standin_executor_attrs() - {pad_name}
+    starts = [pad_name] + ([rollback] if rollback else [])
+    methods = _closure(starts, class_methods, provided, source.label, owner_file)
+    module_fns = _module_closure(list(methods.values()), _functions(owner_tree.body), source.label,
+                                 owner_file)
 
     sched_methods: dict[str, ast.FunctionDef] = {}
     sched_fns: dict[str, ast.FunctionDef] = {}
@@ -315,14 +366,33 @@ def extract(source: SourceText) -> Extracted:
                                                        "no_schedule_until_state",
                                                        "no_schedule_after_state"})
                           - {DELEGATE_METHOD})
-        sched_methods = _closure([DELEGATE_METHOD], _functions(owners[0].body), sched_provided)
-        sched_fns = _module_closure(list(sched_methods.values()), _functions(stree.body))
-    cap = find_cap({EXECUTOR_FILE: tree, **{rel: _try_parse(text)
-                                            for rel, text in source.routers.items()}})
+        sched_methods = _closure([DELEGATE_METHOD], _functions(owners[0].body), sched_provided,
+                                 source.label, "scheduler")
+        sched_fns = _module_closure(list(sched_methods.values()), _functions(stree.body),
+                                    source.label, "scheduler")
+    # The router first: that is where the cap lives since 2026 (``hard_cap``, PR #13347).
+    trees = {rel: _try_parse(text) for rel, text in source.routers.items()}
+    trees.update({EXECUTOR_FILE: tree, owner_file: owner_tree})
+    cap = find_cap(trees)
+    owner_text = source.executor if owner_file == EXECUTOR_FILE else source.tasks[owner_file]
     return Extracted(methods=methods, module_functions=module_fns, scheduler_methods=sched_methods,
                      scheduler_functions=sched_fns, class_methods=frozenset(class_methods),
-                     label=source.label, executor_text=source.executor,
-                     scheduler_text=source.scheduler or "", cap=cap)
+                     label=source.label, executor_text=owner_text,
+                     scheduler_text=source.scheduler or "", cap=cap, pad_name=pad_name,
+                     owner=cls.name, owner_file=owner_file, rollback_name=rollback)
+
+
+def _find_task(source: SourceText) -> Optional[tuple[str, ast.Module, ast.ClassDef, str]]:
+    """``(file, tree, class, pad name)`` of a loop task defining the pad, or None."""
+    for rel, text in source.tasks.items():
+        tree = _parse(text, source.label, rel)
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                names = _functions(node.body)
+                for pad in (TASK_PAD_METHOD, PAD_METHOD):
+                    if pad in names:
+                        return rel, tree, node, pad
+    return None
 
 
 def _try_parse(text: str) -> Optional[ast.Module]:
@@ -358,18 +428,11 @@ class MissingName:
         return f"<missing {object.__getattribute__(self, '_name')}>"
 
 
-def _strip(fn: ast.FunctionDef) -> ast.FunctionDef:
-    fn = copy.deepcopy(fn)
-    fn.decorator_list = [d for d in fn.decorator_list
-                         if isinstance(d, ast.Name) and d.id in _KEPT_DECORATORS]
-    return fn
-
-
 def _global_names(fns: list[ast.FunctionDef]) -> set[str]:
     """Globals the functions read (symtable: exact scoping, comprehensions and lambdas included)."""
     if not fns:
         return set()
-    src = ast.unparse(ast.Module(body=[_strip(f) for f in fns], type_ignores=[]))
+    src = ast.unparse(ast.Module(body=list(fns), type_ignores=[]))
     found: set[str] = set()
 
     def walk(table: symtable.SymbolTable) -> None:
@@ -397,11 +460,16 @@ def _compile_into(ns: dict[str, Any], fns: dict[str, ast.FunctionDef], label: st
     if text:
         linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     for name, fn in fns.items():
-        module = ast.Module(body=[_strip(fn)], type_ignores=[])
+        if not definition_only(fn):  # sanitize() ran in extract(); never exec anything else
+            raise PolicyError(f"{label}: {what}: {name} was not sanitized before compiling",
+                              line=getattr(fn, "lineno", None))
+        module = ast.Module(body=[fn], type_ignores=[])
         ast.fix_missing_locations(module)
         code = compile(module, filename, "exec", flags=flags, dont_inherit=True)
-        exec(code, ns)  # a single def statement: binds the function, runs none of its body
-        out[name] = ns[name]
+        # A bare def statement with literal defaults: binds the function, runs none of its body.
+        exec(code, ns)
+        out[name] = apply_decorators(ns[name], fn)
+        ns[name] = out[name]
     return out
 
 
@@ -409,7 +477,7 @@ def _namespace(logger: RecordingLogger, fns: list[ast.FunctionDef], local: set[s
                label: str) -> tuple[dict[str, Any], list[str]]:
     ns = base_namespace(logger)
     missing = sorted(n for n in _global_names(fns)
-                     if n not in ns and n not in local and not hasattr(builtins, n))
+                     if n not in ns and n not in local and n not in SAFE_BUILTINS)
     for name in missing:
         ns[name] = MissingName(name, label)
     return ns, missing
@@ -424,21 +492,57 @@ class CompiledSource:
         logger: the recording logger every extracted function writes to.
         missing: global names the code uses that the stand-in lacks (fail only if reached).
         label: as in :class:`SourceText`.
+        pad_name: the pad method to call.
+        rollback_name: the source's rollback method, or None.
     """
 
     executor_class: type
     logger: RecordingLogger
     missing: tuple[str, ...]
     label: str
+    pad_name: str = PAD_METHOD
+    rollback_name: Optional[str] = None
 
     def pad_hook(self) -> Callable[[FrameView], PadOutcome]:
-        """A ``Policy.pad_hook``: build the stand-in for a frame and run the real pad method."""
+        """A ``Policy.pad_hook``: build the stand-in for a frame and run the real pad method.
+
+        Called on one frame, collectives assume a busy peer (``replay.standin_executor``);
+        the hook's ``fleet`` attribute runs a whole iteration in lockstep instead, with the
+        collectives computed over the replayed ranks (the engine uses it).
+        """
         def hook(frame: FrameView) -> PadOutcome:
             self.logger.records.clear()
             executor = self.executor_class(frame)
-            return call_pad(executor, getattr(executor, PAD_METHOD), self.logger, self.label)
+            return call_pad(executor, getattr(executor, self.pad_name), self.logger, self.label)
+
+        def fleet(views: list[FrameView], role_context: Optional[bool] = None) -> list[PadOutcome]:
+            return run_fleet(self.executor_class, views, self.pad_name, self.logger, self.label,
+                             role_context=role_context)
         hook.__qualname__ = f"trtllm_pad_hook[{self.label}]"
+        hook.fleet = fleet  # type: ignore[attr-defined]
         return hook
+
+    def rolls_back(self, config: RunConfig) -> Optional[bool]:
+        """Whether the source's rollback removes a dummy padded this iteration when the fleet
+        skips, for runs of ``config``: probed by running the real pad on an empty rank with
+        ``expected`` 1 and then the real rollback with ``can_queue`` False. None when the probe
+        pads nothing (the answer is then the catalogue loop's)."""
+        if self.rollback_name is None:
+            return False
+        frame = FrameView(iter=0, rank=0, requests=(), expected=1, config=config)
+        self.logger.records.clear()
+        executor = self.executor_class(frame)
+        try:
+            getattr(executor, self.pad_name)()
+            added = [r for r in executor.active_requests if r.is_attention_dp_dummy]
+            if not added:
+                return None
+            getattr(executor, self.rollback_name)(False)
+        except PolicyError:
+            raise
+        except Exception:  # the probe itself failed: no answer from the code
+            return None
+        return added[0] not in executor.active_requests
 
 
 def compile_extracted(ex: Extracted) -> CompiledSource:
@@ -446,8 +550,8 @@ def compile_extracted(ex: Extracted) -> CompiledSource:
     logger = RecordingLogger()
     ns, missing = _namespace(logger, [*ex.methods.values(), *ex.module_functions.values()],
                              set(ex.module_functions), ex.label)
-    _compile_into(ns, ex.module_functions, ex.label, EXECUTOR_FILE, ex.executor_text)
-    methods = _compile_into(ns, ex.methods, ex.label, EXECUTOR_FILE, ex.executor_text)
+    _compile_into(ns, ex.module_functions, ex.label, ex.owner_file, ex.executor_text)
+    methods = _compile_into(ns, ex.methods, ex.label, ex.owner_file, ex.executor_text)
     for name in ex.methods:
         ns.pop(name, None)  # methods are not module globals upstream either
     scheduler_class: type = StandinScheduler
@@ -465,7 +569,43 @@ def compile_extracted(ex: Extracted) -> CompiledSource:
     executor_class = type("ExtractedExecutor", (StandinExecutor,),
                           {**methods, "scheduler_class": scheduler_class})
     return CompiledSource(executor_class=executor_class, logger=logger, missing=tuple(missing),
-                          label=ex.label)
+                          label=ex.label, pad_name=ex.pad_name, rollback_name=ex.rollback_name)
+
+
+@dataclasses.dataclass(frozen=True)
+class SourcePolicy(Policy):
+    """A catalogue loop around real pad code; the rollback and the assumptions come from the code.
+
+    Fields (besides :class:`Policy`'s):
+        rollback_probe: ``config -> bool | None`` (:meth:`CompiledSource.rolls_back`); None
+            answers defer to the catalogue loop.
+        flags_read: executor flags the extracted code reads (for :meth:`assumptions`).
+    """
+
+    rollback_probe: Optional[Callable[[RunConfig], Optional[bool]]] = dataclasses.field(
+        default=None, compare=False, repr=False)
+    flags_read: frozenset[str] = frozenset()
+
+    def rolls_back(self, config: RunConfig) -> bool:
+        answer = self.rollback_probe(config) if self.rollback_probe is not None else None
+        return Policy.rolls_back(self, config) if answer is None else bool(answer)
+
+    def model_dependent(self, config: RunConfig) -> tuple[str, ...]:
+        """The models whose gates the extracted code reads, when the run does not name its model
+        and the gates are otherwise open (a replay may then run once per model)."""
+        if getattr(config, "model_arch", None) or not (config.disaggregated
+                                                       and config.pp_size == 1):
+            return ()
+        models: list[str] = []
+        if "_enable_dsv4_adp_dummy_fixes" in self.flags_read:
+            models += DSV4_MODELS
+        if "_enable_scheduler_aware_adp_dummy" in self.flags_read and config.overlap_scheduler:
+            models += SCHEDULER_AWARE_OVERLAP_MODELS
+        return tuple(dict.fromkeys(models))
+
+    def assumptions(self, config: RunConfig) -> list[str]:
+        """What the replay of this run had to guess (model gates the run record leaves open)."""
+        return model_assumptions(config, set(self.flags_read))
 
 
 # --------------------------------------------------------------------------- policies
@@ -495,31 +635,45 @@ def load_source(path: Optional[str | Path], rev: Optional[str] = None) -> Source
 
 
 def policy_from_source(source: SourceText, name: str) -> Policy:
-    """A hooked :class:`Policy`: the real pad code of ``source`` plus its era's catalogue loop."""
+    """A hooked :class:`Policy`: the real pad code of ``source`` plus its era's catalogue loop.
+
+    The cap follows the source (:func:`~replay.era.find_cap`), the rollback on a skip is the
+    source's own (probed per run configuration), the model gates are read from the run record
+    at replay time (``SourcePolicy.assumptions`` lists what had to be guessed).
+    """
     extracted = extract(source)
-    era = detect_era(extracted.methods, extracted.class_methods, extracted.cap)
+    era = detect_era(extracted.methods, extracted.class_methods, extracted.cap,
+                     pad=extracted.pad_name)
     compiled = compile_extracted(extracted)
     base = get_policy(era.policy)
-    notes = [f"real pad code from {source.label}; rest of the loop from catalogue policy "
-             f"{base.name} ({'; '.join(era.reasons)})",
+    where = (f"{extracted.owner}.{extracted.pad_name}" if extracted.owner != "PyExecutor"
+             else "")
+    notes = [f"real pad code from {source.label}{' (' + where + ')' if where else ''}; rest of "
+             f"the loop from catalogue policy {base.name} ({'; '.join(era.reasons)})",
              "extracted: " + ", ".join([*extracted.methods, *extracted.scheduler_methods])]
     if compiled.missing:
         notes.append("names the stand-in lacks (fail only if reached): "
                      + ", ".join(compiled.missing))
+    dropped = dropped_decorators([*extracted.methods.values(), *extracted.module_functions.values(),
+                                  *extracted.scheduler_methods.values(),
+                                  *extracted.scheduler_functions.values()])
+    if dropped:
+        notes.append("decorators dropped unevaluated: " + ", ".join(dropped))
     read = set().union(*(attr_names(f) for f in [*extracted.methods.values(),
                                                  *extracted.scheduler_methods.values()]))
-    notes.extend(f"{flag}: {text}" for flag, text in MODEL_ASSUMPTIONS.items() if flag in read)
-    loop: dict[str, Any] = {}
-    if ROLLBACK_METHOD in extracted.class_methods and not base.rollback_on_skip:
-        # PR #16279 (the window fix, scoped to DeepSeek-V4 and pp_size 1) already made the dummy
-        # pending and rolled it back on a skip; its catalogue era, fix-16161, does not.
-        loop = {"rollback_on_skip": True, "scheduler_gate_pp1": True}
-        notes.append(f"the source defines {ROLLBACK_METHOD}: a pending dummy is rolled back when "
-                     "the fleet skips (pp_size 1), on top of the catalogue loop")
+    read |= {"_" + n for n in read}  # a loop task's _ctx.config names flags without the "_"
+    notes.extend(f"{flag}: {text} when the run record names no model"
+                 for flag, text in MODEL_ASSUMPTIONS.items() if flag in read)
+    if extracted.rollback_name:
+        notes.append(f"the source defines {extracted.rollback_name}: whether a pending dummy is "
+                     "rolled back on a skip is probed from the code for each run configuration")
     log.info("%s: era %s (%s)", source.label, base.name, "; ".join(era.reasons))
-    return dataclasses.replace(base, name=name, title=f"TensorRT-LLM source {source.label}",
-                               notes=" | ".join(notes), pad_hook=compiled.pad_hook(),
-                               source=f"{source.label} [era: {base.name}]", **loop)
+    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(Policy)}
+    fields.update(name=name, title=f"TensorRT-LLM source {source.label}", notes=" | ".join(notes),
+                  pad_hook=compiled.pad_hook(), source=f"{source.label} [era: {base.name}]",
+                  cap=era.cap)
+    return SourcePolicy(**fields, rollback_probe=compiled.rolls_back,
+                        flags_read=frozenset(read & set(FEATURE_FLAGS)))
 
 
 def era_of(policy: Policy) -> Optional[str]:

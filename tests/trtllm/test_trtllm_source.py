@@ -19,7 +19,7 @@ from replay.config import RunConfig
 from replay.policy import FrameView
 from replay.resolve import resolve_policies, resolve_policy
 from replay.states import RequestState as S
-from replay.trtllm_source import parse_spec
+from replay.trtllm_source import era_of, parse_spec
 
 DISAGG = RunConfig(tp_size=2, disaggregated=True)
 AGG = RunConfig(tp_size=2, disaggregated=False)
@@ -45,7 +45,9 @@ def hooks(tmp_path_factory):
 
 @pytest.mark.parametrize("era", list(ERAS))
 def test_era_is_read_from_the_source_and_supplies_the_loop(hooks, era):
-    policy, base = hooks[era], get_policy(ERAS[era])
+    policy = hooks[era]
+    assert era_of(policy) in ERAS[era]
+    base = get_policy(era_of(policy))
     assert policy.pad_hook is not None
     assert f"[era: {base.name}]" in policy.source
     assert base.name in policy.notes
@@ -59,9 +61,11 @@ def test_extracted_methods_follow_self_calls_and_the_scheduler_delegation(hooks)
     assert "_count_schedulable_active_requests" not in hooks["2025"].notes
     assert "_should_skip_dummy_for_benchmark_disagg" in hooks["2026"].notes
     assert "is_request_in_schedulable_state" in hooks["16921"].notes
-    # _finalize_adp_dummy_allocation is not reached from the pad method: not extracted.
+    # _finalize_adp_dummy_allocation is not reached from the pad method, but it is extracted
+    # too: the rollback on a skip is probed from the source's own code.
     assert "extracted:" in hooks["16921"].notes
-    assert "_finalize_adp_dummy_allocation," not in hooks["16921"].notes.split("extracted:")[1]
+    assert "_finalize_adp_dummy_allocation," in hooks["16921"].notes.split("extracted:")[1]
+    assert "_finalize_adp_dummy_allocation" not in hooks["2026"].notes
 
 
 # Domain doc §9 acceptance cases, per era: (frame, eras that pad).
@@ -177,7 +181,7 @@ def test_pipeline_parallel_stays_on_the_legacy_count(hooks):
 def test_cap_found_in_a_router_file_turns_the_2025_shape_into_prefix_2026(tmp_path):
     """Mid-2025 builds computed expected in the request queue; a min(.., cap) there is the cap."""
     root = place(tmp_path, "2025")
-    assert "[era: legacy-2025]" in resolve_policy(f"trtllm:{root}").source
+    assert era_of(resolve_policy(f"trtllm:{root}")) in ERAS["2025"]
     queue = root / "tensorrt_llm/_torch/pyexecutor/executor_request_queue.py"
     queue.write_text(
         "class ExecutorRequestQueue:\n"

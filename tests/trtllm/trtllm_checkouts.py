@@ -10,16 +10,15 @@ import pytest
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 EXECUTOR = "tensorrt_llm/_torch/pyexecutor/py_executor.py"
 SCHEDULER = "tensorrt_llm/_torch/pyexecutor/scheduler/scheduler.py"
-#: Fixture file of each era, and the catalogue policy its shape must map to.
+#: Fixture file of each era, and the catalogue policies its shape may map to (the catalogue's
+#: name for that era first, then the nearest entry of an older catalogue).
 ERAS = {
-    "2025": "legacy-2025",
-    "2026": "prefix-2026",
-    "fix16161": "fix-16161",
-    "16921": "sched-aware-16921",
-    # Delegation with the surplus warning: #16921 as merged (after #17278), sched-aware-16921;
-    # tolerant-17278 is the window with the warning (NVIDIA 000515e), no delegation.
-    "17278": "sched-aware-16921",
-    "newest": "postpad-17379",
+    "2025": ("mid-2025", "legacy-2025"),
+    "2026": ("prefix-2026",),
+    "fix16161": ("fix-16161",),
+    "16921": ("sched-aware-16921",),
+    "17278": ("sched-aware-16921", "tolerant-17278"),
+    "newest": ("newest",),
 }
 
 
@@ -90,3 +89,41 @@ def git_repo(tmp_path):
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
     return GitRepo(tmp_path / "TensorRT-LLM")
+
+
+ERA_TREES = FIXTURES / "eras"
+#: The §10 era fixture trees (``fixtures/eras/*``), oldest first, and the era label
+#: ``replay.era.detect_era`` must read off each.
+ERA_FIXTURES = {
+    "mid-2025": "mid-2025",
+    "late-2025": "late-2025",
+    "early-2026": "early-2026",
+    "prefix-2026": "prefix-2026",
+    "16279": "16279",
+    "after-16279": "after-16279",
+    "after-16921": "after-16921",
+    "newest": "newest",
+    "fork-ingestion-task": "newest",
+}
+
+
+#: Files several era trees share (same text in those eras), added by :func:`place_era`:
+#: the ADP router of 2026 without and with the cap, and the PR #16921 scheduler module.
+ROUTER = "scheduler/adp_router.py"
+SHARED = {
+    "early-2026": {ROUTER: "adp_router_uncapped.py"},
+    **{era: {ROUTER: "adp_router_capped.py"} for era in ("prefix-2026", "16279", "after-16279")},
+    **{era: {ROUTER: "adp_router_capped.py", "scheduler/scheduler.py": "scheduler_16921.py"}
+       for era in ("after-16921", "newest", "fork-ingestion-task")},
+}
+
+
+def place_era(root: Path, era: str) -> Path:
+    """Lay the era's fixture tree (``fixtures/eras/ERA`` plus its :data:`SHARED` files) out in
+    ``root`` as a TensorRT-LLM checkout."""
+    target = root / "tensorrt_llm/_torch/pyexecutor"
+    shutil.copytree(ERA_TREES / era, target, dirs_exist_ok=True)
+    for rel, fixture in SHARED.get(era, {}).items():
+        (target / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(FIXTURES / fixture, target / rel)
+    return root
