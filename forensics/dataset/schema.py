@@ -18,14 +18,18 @@ A dataset is a directory::
 Line accounting (text inputs): every line of a text input is either the ``line`` of exactly one
 row of ``iterations``, ``events``, ``stats``, ``runs``, ``frames`` or ``unparsed``, or lies inside
 the ``line``..``line_end`` range of exactly one ``events`` or ``stats`` row (a pretty-printed
-IterationStats object spans lines). Lines are 1-based.
+IterationStats object spans lines). Lines are 1-based. Exception: ``events`` of the kinds in
+``forensics.ingest.event_kinds.NOTES`` (``input_truncated``, ``nul_bytes``) mark a place and
+claim no line.
 """
 from __future__ import annotations
 
 import pyarrow as pa
 
 #: "1.1" added ``frames.postpadded`` (at the end; a 1.0 dataset loads with it null).
-SCHEMA_VERSION = "1.1"
+#: "2.0" (log lines, issue 13): ``events.text`` (the event's lines as printed, after the
+#: prefixes), new event kinds (``long_line``, ``nul_bytes`` notes outside the line accounting).
+SCHEMA_VERSION = "2.0"
 
 #: Table names in a fixed order.
 TABLES = ("iterations", "events", "stats", "runs", "frames", "requests", "unparsed")
@@ -75,6 +79,8 @@ EVENTS = pa.schema([
     pa.field("num_schedulable_requests", pa.int64()),
     pa.field("error_count", pa.int64()),
     pa.field("version", pa.string()),                      # version banner
+    pa.field("text", pa.string()),                         # the event's lines as printed, after
+                                                           # the prefixes, joined by "\n"
 ])
 
 #: `stats` keeps these typed columns; every other numeric field is flattened into `fields`

@@ -32,6 +32,11 @@ kind                        lines     what it is (numbers it carries)
                                       glog, Python logging, uvicorn) carrying no known message;
                                       kept as an event so severity, rank and time stay queryable
 ``collector_timestamp``     single    a line holding only a collector's timestamp (log_time)
+``long_line``               single    a line longer than the reader holds whole (16 MiB): its
+                                      first bytes in ``text``, its length in the message
+``nul_bytes``               note      NUL bytes removed from a line (``logrotate copytruncate``
+                                      leaves a NUL-filled hole); the line itself is still
+                                      read as its other rows say; claims no line
 ``input_truncated``         single    a .gz/.zst input ended early; severity E; its ``line`` is
                                       one past the last line read (no such line exists), the
                                       message names the byte offsets
@@ -57,10 +62,17 @@ CPP_LOG = "cpp_log"
 LOG = "log"
 COLLECTOR_TIMESTAMP = "collector_timestamp"
 INPUT_TRUNCATED = "input_truncated"
+LONG_LINE = "long_line"
+NUL_BYTES = "nul_bytes"
 
 #: Every kind, for validation and summaries.
 ALL = (ADP_ASSERT, ADP_SURPLUS_TOLERATED, ADP_DUMMY_ALLOC_FAILED, ADP_DUMMY_SKIPPED,
        KV_TRANSFER_TIMEOUT, KV_TRANSFER_ERROR, EVENT_LOOP_ERROR, MPI_ABORT, VERSION, TRACEBACK,
-       CONTINUED, CPP_BACKTRACE, CPP_LOG, LOG, COLLECTOR_TIMESTAMP, INPUT_TRUNCATED)
+       CONTINUED, CPP_BACKTRACE, CPP_LOG, LOG, COLLECTOR_TIMESTAMP, INPUT_TRUNCATED, LONG_LINE,
+       NUL_BYTES)
+#: Kinds that mark a place and claim no line of the input (outside the line accounting):
+#: ``input_truncated`` sits one past the last line, ``nul_bytes`` notes a line another row
+#: claims.
+NOTES = (INPUT_TRUNCATED, NUL_BYTES)
 #: Kinds whose rows may span several lines.
 MULTI_LINE = (ADP_ASSERT, MPI_ABORT, TRACEBACK, CONTINUED, CPP_BACKTRACE)

@@ -79,18 +79,89 @@ def _decompressed(path: str | os.PathLike, read_bytes: int = READ_BYTES
         yield from sources.decompressed_chunks(raw, comp, read_bytes)
 
 
-def _plain_blocks(path: str | os.PathLike, block_bytes: int
-                  ) -> Iterator[tuple[bytearray, int, str | None]]:
+#: A line longer than this is not held whole: its first bytes are kept (event ``long_line``)
+#: and the rest is read past, so memory stays bounded and time linear whatever the line.
+MAX_LINE_BYTES = 16 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class LongLine:
+    """One line longer than the limit: its first bytes and its full length in bytes."""
+
+    head: bytes
+    length: int
+
+
+def _skip_rest(first: bytes | bytearray | memoryview,
+               chunks: Iterator[tuple[bytes | bytearray, int, str | None]], max_line: int
+               ) -> tuple[LongLine, bytes, int, str | None, bool]:
+    """Read past the rest of a long line whose bytes so far are ``first`` (no newline in them).
+
+    Returns (the line, the bytes after its newline, bytes consumed, error, end of input)."""
+    head = bytes(first[:max_line])
+    length = len(first)
+    consumed = 0
+    for data, n, err in chunks:
+        consumed += n
+        j = data.find(b"\n")
+        stop = j if j >= 0 else len(data)
+        if len(head) < max_line:
+            head += bytes(data[:min(stop, max_line - len(head))])
+        length += stop
+        if j >= 0:
+            return LongLine(head, length), bytes(data[j + 1:]), consumed, err, False
+        if err is not None:
+            return LongLine(head, length), b"", consumed, err, True
+    return LongLine(head, length), b"", consumed, None, True
+
+
+def _split_long(block: bytes | bytearray, max_line: int
+                ) -> Iterator[bytes | bytearray | LongLine]:
+    """``block`` (whole lines) with every line longer than ``max_line`` cut out as a
+    :class:`LongLine`. One ``rfind`` per ``max_line`` bytes: free for ordinary blocks."""
+    if len(block) <= max_line:
+        yield block
+        return
+    start = pos = 0
+    n = len(block)
+    while pos < n:
+        j = block.rfind(b"\n", pos, pos + max_line + 1)
+        if j >= 0:
+            pos = j + 1
+            continue
+        end = block.find(b"\n", pos)
+        end = n if end < 0 else end
+        if pos > start:
+            yield block[start:pos]
+        yield LongLine(bytes(block[pos:pos + max_line]), end - pos)
+        start = pos = end + 1
+    if start < n:
+        yield block[start:]
+
+
+def _file_chunks(raw: Any, step: int) -> Iterator[tuple[bytes, int, None]]:
+    while data := raw.read(step):
+        yield data, len(data), None
+
+
+def _plain_blocks(path: str | os.PathLike, block_bytes: int, max_line: int = MAX_LINE_BYTES
+                  ) -> Iterator[tuple[bytearray | LongLine, int, str | None]]:
     """:func:`_blocks` of an uncompressed file: the same blocks (the same reads of
     ``min(READ_BYTES, block_bytes)`` bytes, cut at the same newlines), each read straight into
-    its own buffer instead of being appended and copied out (two copies of every byte less)."""
+    its own buffer instead of being appended and copied out (two copies of every byte less).
+
+    Each byte is searched for a newline once (the carry's last newline is remembered), so a
+    line that spans many reads costs linear time; past ``max_line`` it is skipped through."""
     step = min(READ_BYTES, block_bytes)
     carry = bytearray()
+    carry_nl = -1          # index of the carry's last newline, -1 if it has none
     consumed = 0
     with open(path, "rb") as raw:
         while True:
             c = len(carry)
             want = max(1, -(-(block_bytes - c) // step)) * step   # reads until a cut can happen
+            if c >= block_bytes:   # a line longer than a block: grow geometrically (linear)
+                want = -(-c // step) * step
             buf = bytearray(c + want)
             buf[:c] = carry
             with memoryview(buf) as view, view[c:] as free:
@@ -98,48 +169,119 @@ def _plain_blocks(path: str | os.PathLike, block_bytes: int
             consumed += n
             if n < want:
                 del buf[c + n:]
-            k = buf.rfind(b"\n") if len(buf) >= block_bytes else -1
-            if k >= 0:
-                carry = buf[k + 1:]
-                del buf[k + 1:]
-                yield buf, consumed, None
+            k = buf.rfind(b"\n", c)
+            if k < 0:
+                k = carry_nl
+            if len(buf) - (k + 1) > max_line:
+                if k >= 0:
+                    for part in _split_long(buf[:k + 1], max_line):
+                        yield part, consumed, None
+                        consumed = 0
+                with memoryview(buf) as view, view[k + 1:] as rest_of_line:
+                    long, rest, used, _err, eof = _skip_rest(
+                        rest_of_line, _file_chunks(raw, step) if n == want else iter(()),
+                        max_line)
+                yield long, consumed + used, None
                 consumed = 0
+                carry = bytearray(rest)
+                carry_nl = carry.rfind(b"\n")
+                if eof:
+                    if carry:
+                        yield from ((part, 0, None) for part in _split_long(carry, max_line))
+                    return
+                continue
+            if len(buf) >= block_bytes and k >= 0:
+                carry = buf[k + 1:]
+                carry_nl = -1
+                del buf[k + 1:]
+                for part in _split_long(buf, max_line):
+                    yield part, consumed, None
+                    consumed = 0
             else:
                 carry = buf
+                carry_nl = k
             if n < want:   # end of file
                 if carry or consumed:
-                    yield carry, consumed, None
+                    for part in _split_long(carry, max_line):
+                        yield part, consumed, None
+                        consumed = 0
+                    if consumed:
+                        yield b"", consumed, None
                 return
 
 
-def _blocks(path: str | os.PathLike, block_bytes: int
-            ) -> Iterator[tuple[bytes | bytearray, int, str | None]]:
-    """Yield (whole lines, compressed bytes consumed, error); the last block may lack a newline."""
+def _blocks(path: str | os.PathLike, block_bytes: int, max_line: int = MAX_LINE_BYTES
+            ) -> Iterator[tuple[bytes | bytearray | LongLine, int, str | None]]:
+    """Yield (whole lines, compressed bytes consumed, error); the last block may lack a
+    newline. A line longer than ``max_line`` comes alone, as a :class:`LongLine`."""
     if sources.compression_of(path) is None:
-        yield from _plain_blocks(path, block_bytes)
+        yield from _plain_blocks(path, block_bytes, max_line)
         return
     buf = bytearray()
+    last_nl = -1           # index of buf's last newline, -1 if it has none
     consumed = 0
-    for data, n, err in _decompressed(path, min(READ_BYTES, block_bytes)):
+    chunks = _decompressed(path, min(READ_BYTES, block_bytes))
+    for data, n, err in chunks:
+        scanned = len(buf)
         buf += data
         consumed += n
+        k = buf.rfind(b"\n", scanned)
+        if k >= 0:
+            last_nl = k
         if err is not None:
             if buf:
-                yield bytes(buf), consumed, None
+                for part in _split_long(bytes(buf), max_line):
+                    yield part, consumed, None
+                    consumed = 0
             yield b"", 0, err
             return
-        if len(buf) >= block_bytes:
-            k = buf.rfind(b"\n")
-            if k >= 0:
-                yield bytes(memoryview(buf)[:k + 1]), consumed, None
-                del buf[:k + 1]
+        if len(buf) - (last_nl + 1) > max_line:
+            if last_nl >= 0:
+                for part in _split_long(bytes(memoryview(buf)[:last_nl + 1]), max_line):
+                    yield part, consumed, None
+                    consumed = 0
+            long, rest, used, err, eof = _skip_rest(memoryview(buf)[last_nl + 1:], chunks,
+                                                    max_line)
+            yield long, consumed + used, None
+            consumed = 0
+            buf = bytearray(rest)
+            last_nl = buf.rfind(b"\n")
+            if err is not None:
+                if buf:
+                    yield from ((part, 0, None) for part in _split_long(bytes(buf), max_line))
+                yield b"", 0, err
+                return
+            if eof:
+                break
+            continue
+        if len(buf) >= block_bytes and last_nl >= 0:
+            for part in _split_long(bytes(memoryview(buf)[:last_nl + 1]), max_line):
+                yield part, consumed, None
                 consumed = 0
+            del buf[:last_nl + 1]
+            last_nl = -1
     if buf or consumed:
-        yield bytes(buf), consumed, None
+        for part in _split_long(bytes(buf), max_line):
+            yield part, consumed, None
+            consumed = 0
+        if consumed:
+            yield b"", consumed, None
 
 
-def _lines(block: bytes | bytearray) -> pa.Array:
-    """The block's lines as an Arrow string array (newlines removed, invalid UTF-8 replaced)."""
+def _lines(block: bytes | bytearray) -> tuple[pa.Array, np.ndarray | None]:
+    """The block's lines as an Arrow string array (newlines removed, invalid UTF-8 replaced,
+    NUL bytes removed) and, when the block held NULs, the count removed per line.
+
+    NUL runs are what ``logrotate copytruncate`` leaves where the file was cut while the
+    logger kept its offset: no text, so removed (and reported, event ``nul_bytes``)."""
+    arr = _split_lines(block)
+    if b"\0" not in block:
+        return arr, None
+    nul = pc.count_substring(arr, "\0").to_numpy(zero_copy_only=False)
+    return pc.replace_substring(arr, "\0", ""), nul
+
+
+def _split_lines(block: bytes | bytearray) -> pa.Array:
     if not block.isascii():
         try:
             block.decode("utf-8")
@@ -178,6 +320,7 @@ class _Block:
     rank: pa.Array              # logger rank, else launcher rank
     rank_ffill: pa.Array        # last rank seen at or before each line (null before any)
     iterations: pa.Table
+    nul: np.ndarray | None = None   # NUL bytes removed per line, None when the block had none
 
     def body_at(self, i: int) -> str:
         return self.body[int(self.body_index[i])].as_py()
@@ -195,7 +338,7 @@ def _analyse(block: bytes | bytearray, source: str, layouts: iteration_line.Layo
     :func:`parse_executor_log`; counting lines in the reading thread cost it 1 ms per block).
     """
     first_line = 1
-    lines = _lines(block)
+    lines, nul = _lines(block)
     n = len(lines)
     pre = line_prefix.strip(lines)
     is_iter = iteration_line.starts_iteration(lines, pre.body_offset)
@@ -229,7 +372,7 @@ def _analyse(block: bytes | bytearray, source: str, layouts: iteration_line.Layo
     return _Block(first_line=first_line, lines=lines, pre=pre, is_iter=is_iter, body=body,
                   body_index=body_index, is_cand=is_cand, is_collector=is_collector,
                   stream=stream, rank=rank, rank_ffill=pc.fill_null_forward(rank),
-                  iterations=iters)
+                  iterations=iters, nul=nul)
 
 
 # --------------------------------------------------------------------------- sequential stage
@@ -375,14 +518,17 @@ def _assemble(b: _Block, claimed: np.ndarray, rows: list[dict[str, Any]],
         parts.append(_events_table(len(ln), source, {
             "line": ln, "line_end": ln, "rank": pc.filter(b.rank, sel),
             "severity": pc.filter(b.pre.severity, sel), "kind": kind,
-            "message": pc.filter(b.body, body_sel), "log_time": pc.filter(b.pre.log_time, sel)}))
+            "message": pc.filter(b.body, body_sel), "text": pc.filter(b.body, body_sel),
+            "log_time": pc.filter(b.pre.log_time, sel)}))
     if coll.any():
         sel = pa.array(coll)
         ln = pc.filter(line_no, sel)
-        ts = pc.utf8_trim_whitespace(pc.filter(b.body, pa.array(coll[~b.is_iter])))
+        text = pc.filter(b.body, pa.array(coll[~b.is_iter]))
+        ts = pc.utf8_trim_whitespace(text)
         parts.append(_events_table(len(ln), source, {
             "line": ln, "line_end": ln, "kind": pa.repeat(
-                pa.scalar(event_kinds.COLLECTOR_TIMESTAMP), len(ln)), "log_time": ts}))
+                pa.scalar(event_kinds.COLLECTOR_TIMESTAMP), len(ln)), "log_time": ts,
+            "text": text}))
     events = pa.concat_tables(parts) if parts else EVENTS.empty_table()
     if len(parts) > 1:
         events = events.take(pc.sort_indices(events, [("line", "ascending")]))
@@ -392,6 +538,14 @@ def _assemble(b: _Block, claimed: np.ndarray, rows: list[dict[str, Any]],
                               schema=UNPARSED)
     if extra_unparsed:
         un = pa.concat_tables([un, _unparsed_rows(extra_unparsed, source)])
+    if b.nul is not None and b.nul.any():
+        at = np.flatnonzero(b.nul)
+        events = pa.concat_tables([events, pa.Table.from_pylist([
+            {"source": source, "line": b.first_line + int(i), "line_end": b.first_line + int(i),
+             "kind": event_kinds.NUL_BYTES, "severity": "W",
+             "message": f"{int(b.nul[i])} NUL bytes removed from this line (a log rotated "
+                        "with copytruncate leaves a NUL-filled hole)"} for i in at],
+            schema=EVENTS)])
     return LogBatch(iterations=b.iterations, events=events, unparsed=un)
 
 
@@ -403,8 +557,8 @@ def _unparsed_rows(rows: list[tuple[int, str]], source: str) -> pa.Table:
 
 def parse_executor_log(path: str | os.PathLike, source: str, *,
                        progress: Callable[[int], None] | None = None,
-                       block_bytes: int = BLOCK_BYTES, threads: int = THREADS
-                       ) -> Iterator[LogBatch]:
+                       block_bytes: int = BLOCK_BYTES, threads: int = THREADS,
+                       max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[LogBatch]:
     """Stream a plain/.gz/.zst executor log in blocks; memory stays flat whatever its size.
 
     Args:
@@ -414,6 +568,8 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
             caller can drive a progress bar whose total is the file size.
         block_bytes: decompressed bytes per block.
         threads: worker threads for the vectorised stage (1 analyses in the caller's thread).
+        max_line_bytes: a longer line becomes a ``long_line`` event holding its first
+            ``max_line_bytes`` bytes (memory stays bounded whatever the line).
 
     Yields:
         One :class:`LogBatch` per block, plus a last one for events still open at the end
@@ -423,7 +579,7 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
     layouts = iteration_line.Layouts()
     next_line = 1
     pool = concurrent.futures.ThreadPoolExecutor(threads) if threads > 1 else None
-    pending: deque[concurrent.futures.Future[_Block] | _Block] = deque()
+    pending: deque[concurrent.futures.Future[_Block] | _Block | LongLine] = deque()
     error: str | None = None
 
     def placed(b: _Block) -> _Block:
@@ -439,21 +595,42 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
 
     def drain_one() -> LogBatch:
         item = pending.popleft()
+        if isinstance(item, LongLine):
+            return long_line(item)
         b = placed(item.result() if isinstance(item, concurrent.futures.Future) else item)
         claimed = scanner.process(b)
         rows, extra = scanner.take_rows()
         return _assemble(b, claimed, rows, extra, source)
 
+    def long_line(item: LongLine) -> LogBatch:
+        nonlocal next_line
+        scanner.finish_all()   # a multi-line event cannot run through a line not read
+        rows, extra = scanner.take_rows()
+        text = item.head.replace(b"\0", b"").decode("utf-8", errors="replace")
+        rows.append({"source": source, "line": next_line, "line_end": next_line,
+                     "kind": event_kinds.LONG_LINE, "severity": "W", "text": text,
+                     "message": f"line of {item.length} bytes; its first {len(item.head)} "
+                                "bytes kept in text"})
+        next_line += 1
+        for r in rows:
+            r["source"] = source
+        return LogBatch(iterations=ITERATIONS.empty_table(),
+                        events=pa.Table.from_pylist(rows, schema=EVENTS),
+                        unparsed=_unparsed_rows(extra, source) if extra
+                        else UNPARSED.empty_table())
+
     try:
-        for block, consumed, err in _blocks(path, block_bytes):
+        for block, consumed, err in _blocks(path, block_bytes, max_line_bytes):
             if progress is not None and consumed:
                 progress(consumed)
             if err is not None:
                 error = err
                 break
-            if not block:
+            if isinstance(block, LongLine):
+                pending.append(block)
+            elif not block:
                 continue
-            if pool is not None:
+            elif pool is not None:
                 pending.append(pool.submit(_analyse, block, source, layouts))
             else:
                 pending.append(_analyse(block, source, layouts))

@@ -52,6 +52,28 @@ def recognised(path: str | os.PathLike) -> bool:
     return ext in TEXT_EXTENSIONS
 
 
+def head_after_nul_run(path: str | os.PathLike, head: bytes) -> bytes:
+    """The first bytes after a leading run of NUL bytes (``head`` itself when it has none).
+
+    ``logrotate copytruncate`` leaves a NUL-filled hole (as long as the old log) at the start
+    of a log still being written; the text after it is still a log, so the kind is judged on
+    that text. A file of NULs only gives ``b"\\0"`` (binary).
+    """
+    if not head.startswith(b"\0"):
+        return head
+    from forensics.ingest.sources import SNIFF_BYTES, open_binary
+
+    try:
+        with open_binary(path) as f:
+            while chunk := f.read(1 << 20):
+                rest = chunk.lstrip(b"\0")
+                if rest:
+                    return (rest + f.read(SNIFF_BYTES))[:SNIFF_BYTES]
+    except Exception:  # decompression errors: judged on the head as read
+        return head
+    return b"\0"
+
+
 def first_json_object(head_text: str) -> dict | None:
     """The first non-blank line parsed as a JSON object, or None (not JSON, or not an object)."""
     for line in head_text.splitlines():
@@ -59,7 +81,7 @@ def first_json_object(head_text: str) -> dict | None:
             continue
         try:
             value = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):   # nested too deep: the reader says where
             return None
         return value if isinstance(value, dict) else None
     return None
@@ -103,7 +125,11 @@ def _is_trace(head_text: str) -> bool:
     except ImportError:  # pragma: no cover - the trace reader is part of the package
         first = first_json_object(head_text)
         return bool(first) and first.get("kind") == "run" and first.get("format") == "adp-trace"
-    return is_trace(head_text)
+    try:
+        return is_trace(head_text)
+    except RecursionError:   # a first line nested too deep is no run record
+        return False
 
 
-__all__ = ["KINDS", "TEXT_EXTENSIONS", "COMPRESSION_EXTENSIONS", "recognised", "detect_kind"]
+__all__ = ["KINDS", "TEXT_EXTENSIONS", "COMPRESSION_EXTENSIONS", "recognised", "detect_kind",
+           "head_after_nul_run"]

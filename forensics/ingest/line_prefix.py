@@ -17,6 +17,9 @@ A line as found in a post-mortem bundle is the executor's message wrapped, outsi
      the body);
    * uvicorn ``ERROR:    `` (the disaggregated router, trtllm issue 5820).
 
+Numbers in a prefix are at most 9 digits (the rank columns are int32): a longer one is no
+prefix, so such a line is read as if it had none and its text stays verbatim.
+
 One RE2 pattern with every part optional is applied once per block with
 ``pyarrow.compute.extract_regex`` (no Python loop per line). Parts that are absent come back
 as empty strings and are turned into nulls here. The pattern captures only the prefix: RE2's
@@ -38,16 +41,16 @@ _TS_ISO = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
 PREFIX_PATTERN = (
     r"^(?P<quote>(?:> ?)*)"
     r"(?:(?P<ctime>" + _TS_ISO + r")\t)?"
-    r"(?: *(?P<srun>\d+): |\[\d+,(?P<mpi>\d+)\]<std(?:err|out)>:)?"
+    r"(?: *(?P<srun>\d{1,9}): |\[\d{1,9},(?P<mpi>\d{1,9})\]<std(?:err|out)>:)?"
     r"(?:"
     # TRT-LLM Python logger
     r"(?:\[(?P<ltime>\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d)\] ?)?\[TRT-LLM\] ?"
-    r"(?:\[(?:RANK|MPI_Rank) (?P<prank>\d+)\] ?)?"
+    r"(?:\[(?:RANK|MPI_Rank) (?P<prank>\d{1,9})\] ?)?"
     r"\[(?P<psev>[FEWIVD])\] ?"
-    r"(?:\[_torch\] ?\[RANK (?P<trank>\d+)\] ?)?"
+    r"(?:\[_torch\] ?\[RANK (?P<trank>\d{1,9})\] ?)?"
     r"|"
     # TRT-LLM C++ logger
-    r"\[TensorRT-LLM\](?:\[(?:RANK|MPI_Rank) ?(?P<crank>\d+)\])?"
+    r"\[TensorRT-LLM\](?:\[(?:RANK|MPI_Rank) ?(?P<crank>\d{1,9})\])?"
     r"\[(?P<csev>ERROR|WARNING|INFO|DEBUG|VERBOSE|TRACE|INTERNAL_ERROR)\] ?"
     r"|"
     # glog
@@ -78,7 +81,7 @@ COLLECTOR_TIMESTAMP_LINE = r"^" + _TS_ISO + r"\s*$"
 #: with no optional part costs RE2 a third of the full grammar. It must not be followed by
 #: ``[`` (a ``[_torch][RANK n]`` tag or a nested prefix goes to the full grammar).
 COMMON_PATTERN = (r"^\[(?P<ltime>\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d)\] \[TRT-LLM\] "
-                  r"\[RANK (?P<prank>\d+)\] \[(?P<psev>[FEWIVD])\] (?:[^\[]|$)")
+                  r"\[RANK (?P<prank>\d{1,9})\] \[(?P<psev>[FEWIVD])\] (?:[^\[]|$)")
 #: The same without captures (RE2 runs it as a DFA); its fields are then cut by offset.
 COMMON_MATCH = _uncaptured(COMMON_PATTERN)
 #: Byte offset of the rank's digits in a :data:`COMMON_PATTERN` line.

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from forensics.ingest import event_kinds
+from forensics.ingest.int_fields import fits
 from forensics.ingest.traceback_event import pieces
 
 #: Lines worth a Python look: indented lines, traceback/exception shapes, banner dashes, C++
@@ -61,22 +62,23 @@ def match_single(body: str) -> dict[str, Any] | None:
         if not m:
             continue
         g = m.groupdict()
-        row: dict[str, Any] = {"kind": kind, "message": body, "default_severity": default_sev}
+        row: dict[str, Any] = {"kind": kind, "message": body, "text": body,
+                               "default_severity": default_sev}
         for f in _INT_FIELDS:
-            if g.get(f) is not None:
+            if g.get(f) is not None and fits(g[f]):
                 row[f] = int(g[f])
         if kind == event_kinds.EVENT_LOOP_ERROR:
             row["message"] = g["text"]
         if kind == event_kinds.VERSION:
             row["version"] = g["version"]
-        if g.get("msg_rank") is not None:
+        if g.get("msg_rank") is not None and fits(g["msg_rank"], 32):
             row["msg_rank"] = int(g["msg_rank"])
         if kind in (event_kinds.KV_TRANSFER_TIMEOUT, event_kinds.ADP_DUMMY_ALLOC_FAILED):
             r = _REQUEST_ID.search(body)
-            if r:
+            if r and fits(r["id"]):
                 row["request_id"] = int(r["id"])
         it = _ITER.search(body)
-        if it:
+        if it and fits(it["iter"]):
             row["iter"] = int(it["iter"])
         return row
     return None
@@ -87,9 +89,11 @@ class MpiAbortBanner:
 
     def __init__(self, line: int, body: str, rank: int | None, raw: str):
         self.lines = [line]
+        self.bodies = [body]
         self.raw_first = raw
         self.rank = rank
         self.abort_rank: int | None = None
+        self.saw_abort = False
         self.message = body
         self.opened_by = "dashes" if MPI_DASHES.match(body) else "abort"
         self._note(body)
@@ -98,7 +102,8 @@ class MpiAbortBanner:
     def _note(self, body: str) -> None:
         m = MPI_ABORT_LINE.match(body)
         if m:
-            self.abort_rank = int(m["rank"])
+            self.saw_abort = True
+            self.abort_rank = int(m["rank"]) if fits(m["rank"], 32) else None
             self.message = body
 
     def accepts(self, body: str, has_logger: bool) -> bool:
@@ -111,6 +116,7 @@ class MpiAbortBanner:
 
     def add(self, line: int, body: str) -> None:
         self.lines.append(line)
+        self.bodies.append(body)
         self._note(body)
         if MPI_DASHES.match(body) and len(self.lines) > 1:
             self.done = True
@@ -118,12 +124,12 @@ class MpiAbortBanner:
     @property
     def is_fragment(self) -> bool:
         """A dashes line not followed by the abort text is not a banner."""
-        return self.abort_rank is None
+        return not self.saw_abort
 
     def events(self) -> list[dict[str, Any]]:
         rank = self.rank if self.rank is not None else self.abort_rank
         return pieces({"rank": rank, "severity": "F", "message": self.message},
-                      self.lines, event_kinds.MPI_ABORT)
+                      self.lines, event_kinds.MPI_ABORT, self.bodies)
 
 
 class CppBacktrace:
@@ -131,6 +137,7 @@ class CppBacktrace:
 
     def __init__(self, line: int, body: str, rank: int | None, raw: str):
         self.lines = [line]
+        self.bodies = [body]
         self.raw_first = raw
         self.rank = rank
         self.first = body
@@ -143,8 +150,9 @@ class CppBacktrace:
 
     def add(self, line: int, body: str) -> None:
         self.lines.append(line)
+        self.bodies.append(body)
         self.last = body
 
     def events(self) -> list[dict[str, Any]]:
         return pieces({"rank": self.rank, "severity": "E", "message": self.first},
-                      self.lines, event_kinds.CPP_BACKTRACE)
+                      self.lines, event_kinds.CPP_BACKTRACE, self.bodies)

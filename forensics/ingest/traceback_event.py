@@ -20,6 +20,7 @@ import re
 from typing import Any
 
 from forensics.ingest import event_kinds
+from forensics.ingest.int_fields import as_int
 
 _EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Group))"
                   r"(?::\s?(?P<msg>.*))?$")
@@ -57,6 +58,7 @@ class Traceback:
 
     def __init__(self, line: int, body: str, how: str, rank: int | None, raw: str):
         self.lines: list[int] = []
+        self.bodies: list[str] = []
         self.opened_by = how
         self.rank = rank
         self.raw_first = raw
@@ -70,11 +72,12 @@ class Traceback:
 
     def _add(self, line: int, body: str) -> None:
         self.lines.append(line)
+        self.bodies.append(body)
         if _ADP_ASSERT_SOURCE in body:
             self.saw_assert = True
         m = _FRAME.match(body) if body[:1].isspace() or not self.lines[:-1] else None
         if m:
-            self.frame = (m["file"], int(m["line"]) if m["line"] else None, m["func"])
+            self.frame = (m["file"], as_int(m["line"]), m["func"])
             return
         if len(self.lines) == 1:
             m = _PY_FRAME_ABRIDGED.match(body)
@@ -111,6 +114,7 @@ class Traceback:
             if m:
                 self.exception_type, self.message = m["type"], m["msg"]
                 self.lines.append(line)
+                self.bodies.append(body)
                 self.done = True
                 return
         self._add(line, body)
@@ -137,23 +141,28 @@ class Traceback:
             "innermost_line": self.frame[1] if self.frame else None,
             "innermost_function": func,
         }
-        return pieces(base, self.lines, kind)
+        return pieces(base, self.lines, kind, self.bodies)
 
 
-def pieces(base: dict[str, Any], lines: list[int], kind: str) -> list[dict[str, Any]]:
+def pieces(base: dict[str, Any], lines: list[int], kind: str, bodies: list[str]
+           ) -> list[dict[str, Any]]:
     """One event row per contiguous run of ``lines``; later runs are of kind ``continued``.
+    Each row's ``text`` is its lines' ``bodies`` (as printed after the prefixes) joined by
+    newlines.
 
     Lines of one launcher stream can be interleaved with other ranks' lines; splitting keeps
     every line inside at most one event range.
     """
     rows: list[dict[str, Any]] = []
     start = prev = lines[0]
-    for ln in lines[1:] + [None]:
+    first = 0
+    for i, ln in enumerate(lines[1:] + [None], 1):
         if ln is not None and ln == prev + 1:
             prev = ln
             continue
-        rows.append({**base, "line": start, "line_end": prev,
+        rows.append({**base, "line": start, "line_end": prev, "text": "\n".join(bodies[first:i]),
                      "kind": kind if not rows else event_kinds.CONTINUED})
         if ln is not None:
             start = prev = ln
+            first = i
     return rows
