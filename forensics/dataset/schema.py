@@ -28,11 +28,21 @@ import pyarrow as pa
 
 #: "1.1" added ``frames.postpadded`` (at the end; a 1.0 dataset loads with it null).
 #: "2.0" (log lines, issue 13): ``events.text`` (the event's lines as printed, after the
-#: prefixes), new event kinds (``long_line``, ``nul_bytes`` notes outside the line accounting).
+#: prefixes), new event kinds (``long_line``, ``nul_bytes`` notes outside the line accounting),
+#: ``collector``/``collector_time``/``host`` on iterations and events.
 SCHEMA_VERSION = "2.0"
 
 #: Table names in a fixed order.
 TABLES = ("iterations", "events", "stats", "runs", "frames", "requests", "unparsed")
+
+#: What a log line's wrappers said (iterations and events of text logs; null elsewhere).
+WRAPPER_FIELDS = [
+    pa.field("collector", pa.string()),      # wrappers recognised, "+"-joined: tab kubectl
+                                             # journald docker srun mpirun pdsh
+    pa.field("collector_time", pa.string()),  # the collector's time for the line, verbatim (its
+                                             # own prefix, else a timestamp line just before it)
+    pa.field("host", pa.string()),           # pdsh host label
+]
 
 ITERATIONS = pa.schema([
     pa.field("source", pa.string(), nullable=False),       # input file name as given
@@ -56,6 +66,7 @@ ITERATIONS = pa.schema([
     pa.field("adp_dummy_gen_tokens", pa.int64()),
     pa.field("format", pa.string()),                       # V1..V5
     pa.field("extra", pa.map_(pa.string(), pa.string())),  # unknown `name = value` fields and states keys
+    *WRAPPER_FIELDS,
 ])
 
 EVENTS = pa.schema([
@@ -81,6 +92,7 @@ EVENTS = pa.schema([
     pa.field("version", pa.string()),                      # version banner
     pa.field("text", pa.string()),                         # the event's lines as printed, after
                                                            # the prefixes, joined by "\n"
+    *WRAPPER_FIELDS,
 ])
 
 #: `stats` keeps these typed columns; every other numeric field is flattened into `fields`

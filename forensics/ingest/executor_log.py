@@ -19,6 +19,7 @@ import concurrent.futures
 import dataclasses
 import logging
 import os
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -41,7 +42,7 @@ from forensics.ingest.traceback_event import opens as traceback_opens
 log = logging.getLogger(__name__)
 
 #: An iteration line: any wrappers, then the body starts with its ``iter`` field.
-ITERATION_MATCH = line_prefix.PREFIX_MATCH + iteration_line.ITERATION_LINE[1:]
+ITERATION_MATCH = line_prefix.PREFIX_MATCH + r"[ \t]*" + iteration_line.ITERATION_LINE[1:]
 
 #: Default block size (decompressed bytes); a block is analysed as one Arrow array. 4 MB
 #: measured faster than 16 MB (cache) and keeps peak RSS low.
@@ -321,6 +322,11 @@ class _Block:
     rank_ffill: pa.Array        # last rank seen at or before each line (null before any)
     iterations: pa.Table
     nul: np.ndarray | None = None   # NUL bytes removed per line, None when the block had none
+    wrappers: dict[str, pa.Array] = dataclasses.field(default_factory=dict)  # WRAPPER_FIELDS
+    wrap_head: np.ndarray | None = None  # logger lines that may wrap onto the next lines
+
+    def wrappers_at(self, i: int) -> dict[str, Any]:
+        return {k: v[i].as_py() for k, v in self.wrappers.items()}
 
     def body_at(self, i: int) -> str:
         return self.body[int(self.body_index[i])].as_py()
@@ -330,7 +336,49 @@ def _mask(a: pa.Array) -> np.ndarray:
     return np.asarray(pc.fill_null(a, False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def _analyse(block: bytes | bytearray, source: str, layouts: iteration_line.Layouts) -> _Block:
+class _Streams:
+    """Stream ids of pdsh hosts (``host`` or ``host`` + launcher rank), shared by the worker
+    threads of one parse so that a host keeps its id from block to block. Launcher ranks are
+    streams 0, 1, ...; lines without a launcher are stream -1; hosts take -2, -3, ..."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def of(self, keys: list[str]) -> list[int]:
+        with self._lock:
+            return [self._ids.setdefault(k, -2 - len(self._ids)) for k in keys]
+
+
+def _wrapper_columns(pre: line_prefix.Prefixes, lines: pa.Array, docker_time: pa.Array | None,
+                     is_collector: np.ndarray) -> dict[str, pa.Array]:
+    """collector / collector_time / host per line: the prefixes' wrappers, Docker records, and
+    the time of a collector timestamp line for the line just after it."""
+    collector, ctime = pre.collector, pre.collector_time
+    if docker_time is not None:
+        is_docker = pc.is_valid(docker_time)
+        collector = pc.if_else(is_docker, pc.binary_join_element_wise(
+            "docker", pc.fill_null(collector, ""), "+"), collector)
+        collector = pc.utf8_rtrim(collector, characters="+")
+        ctime = pc.if_else(is_docker, pc.if_else(pc.equal(docker_time, ""), ctime, docker_time),
+                           ctime)
+    if is_collector.any():
+        after = np.flatnonzero(is_collector[:-1]) + 1
+        stamp = pc.utf8_trim(pc.replace_substring_regex(lines, r"^(?:> ?)*", ""),
+                             characters=" \t")
+        prev = np.arange(len(lines)) - 1
+        use = np.zeros(len(lines), dtype=bool)
+        use[after] = True
+        use &= ~is_collector
+        shifted = stamp.take(pa.array(np.maximum(prev, 0)))
+        ctime = pc.coalesce(ctime, pc.if_else(pa.array(use), shifted, pa.scalar(None, pa.string())))
+        collector = pc.if_else(pa.array(is_collector), pc.coalesce(collector, pa.scalar("tab")),
+                               collector)
+    return {"collector": collector, "collector_time": ctime, "host": pre.host}
+
+
+def _analyse(block: bytes | bytearray, source: str, layouts: iteration_line.Layouts,
+             streams: _Streams | None = None) -> _Block:
     """The per-block vectorised work (runs in a worker thread).
 
     Its line numbers are not known yet (earlier blocks may still be in other threads), so
@@ -340,6 +388,9 @@ def _analyse(block: bytes | bytearray, source: str, layouts: iteration_line.Layo
     first_line = 1
     lines, nul = _lines(block)
     n = len(lines)
+    docker_time = None
+    if line_prefix.DOCKER_START.encode() in block:
+        lines, docker_time = line_prefix.unwrap_docker(lines)
     pre = line_prefix.strip(lines)
     is_iter = iteration_line.starts_iteration(lines, pre.body_offset)
     rest = pre.body_offset < 0
@@ -355,9 +406,28 @@ def _analyse(block: bytes | bytearray, source: str, layouts: iteration_line.Layo
     is_cand[other] = _mask(pc.match_substring_regex(body, log_events.CANDIDATE_PATTERN))
     is_collector = np.zeros(n, dtype=bool)
     is_collector[other] = _mask(pc.match_substring_regex(
-        body, line_prefix.COLLECTOR_TIMESTAMP_LINE))
+        other_lines, line_prefix.COLLECTOR_TIMESTAMP_LINE))
     is_collector &= ~pre.has_logger & ~is_cand
+    # a logger line followed by an indented line without prefix may have wrapped onto it: the
+    # scanner looks (and at a block's last line, which may wrap into the next block)
+    body_lead = np.zeros(n, dtype=bool)
+    body_lead[other] = _mask(pc.match_substring_regex(body, r"^\s+\S"))
+    may_continue = body_lead & ~pre.has_logger & ~is_collector
+    wrap_head = pre.has_logger & ~is_iter
+    if n:
+        wrap_head[:-1] &= may_continue[1:]
+    is_cand |= wrap_head
     stream = pc.fill_null(pre.launcher_rank, -1).to_numpy()
+    if pre.host.null_count < n:   # pdsh: one stream per host (and launcher rank)
+        key = pc.binary_join_element_wise(
+            pre.host, pc.fill_null(pc.cast(pre.launcher_rank, pa.string()), ""), ":")
+        uniq = pc.unique(pc.drop_null(key))
+        ids = np.array((streams or _Streams()).of(uniq.to_pylist()), dtype=np.int64)
+        at = pc.index_in(key, value_set=uniq)
+        has = pc.is_valid(at).to_numpy(zero_copy_only=False)
+        stream = stream.astype(np.int64)
+        stream[has] = ids[pc.fill_null(at, 0).to_numpy()[has]]
+    wrappers = _wrapper_columns(pre, lines, docker_time, is_collector)
     rank = pc.coalesce(pre.logger_rank, pre.launcher_rank)
     if is_iter.any():
         line_no = pa.array(np.arange(first_line, first_line + n, dtype=np.int64))
@@ -367,12 +437,16 @@ def _analyse(block: bytes | bytearray, source: str, layouts: iteration_line.Layo
                                    pc.filter(pre.log_time, sel))
         iters = layouts.parse(it_lines, source=source, line=it_no, rank=it_rank,
                               log_time=it_time)
+        if any(w.null_count < n for w in wrappers.values()):
+            for name, values in wrappers.items():
+                i = iters.schema.get_field_index(name)
+                iters = iters.set_column(i, iters.schema.field(i), pc.filter(values, sel))
     else:
         iters = ITERATIONS.empty_table()
     return _Block(first_line=first_line, lines=lines, pre=pre, is_iter=is_iter, body=body,
                   body_index=body_index, is_cand=is_cand, is_collector=is_collector,
                   stream=stream, rank=rank, rank_ffill=pc.fill_null_forward(rank),
-                  iterations=iters, nul=nul)
+                  iterations=iters, nul=nul, wrappers=wrappers, wrap_head=wrap_head)
 
 
 # --------------------------------------------------------------------------- sequential stage
@@ -392,7 +466,8 @@ class _Scanner:
         if ev.is_fragment:
             self.unparsed.append((ev.lines[0], ev.raw_first))
         else:
-            self.events.extend(ev.events())
+            wrappers = getattr(ev, "wrappers", {})
+            self.events.extend({**r, **wrappers} for r in ev.events())
 
     def finish_all(self) -> None:
         for s, ev in sorted(self.open.items()):
@@ -434,9 +509,19 @@ class _Scanner:
                     continue
                 body = b.body_at(i)
                 row = log_events.match_single(body)
+                if row is None and has_logger[i] and b.wrap_head[i]:
+                    row = {"kind": event_kinds.CPP_LOG if b.pre.is_cpp[i] else event_kinds.LOG,
+                           "message": body, "text": body}
                 if row is not None:
-                    self.events.append(self._single(b, int(i), row))
+                    row = self._single(b, int(i), row)
                     claimed[i] = True
+                    if b.wrap_head[i]:
+                        s = int(b.stream[i])
+                        if s in self.open:
+                            self._finish(s, self.open[s])
+                        scan(s, log_events.Wrapped(row, body, b.lines[i].as_py()), int(i))
+                    else:
+                        self.events.append(row)
                     continue
                 if has_logger[i]:
                     continue
@@ -460,6 +545,7 @@ class _Scanner:
                 else:
                     continue
                 claimed[i] = True
+                ev.wrappers = b.wrappers_at(int(i))
                 scan(s, ev, int(i))
         if n:
             last = b.rank_ffill[n - 1].as_py()
@@ -475,7 +561,7 @@ class _Scanner:
         line = b.first_line + i
         return {**row, "line": line, "line_end": line,
                 "rank": rank if rank is not None else msg_rank, "severity": sev,
-                "log_time": b.pre.log_time[i].as_py()}
+                "log_time": b.pre.log_time[i].as_py(), **b.wrappers_at(i)}
 
     def take_rows(self) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
         ev, un = self.events, self.unparsed
@@ -519,7 +605,8 @@ def _assemble(b: _Block, claimed: np.ndarray, rows: list[dict[str, Any]],
             "line": ln, "line_end": ln, "rank": pc.filter(b.rank, sel),
             "severity": pc.filter(b.pre.severity, sel), "kind": kind,
             "message": pc.filter(b.body, body_sel), "text": pc.filter(b.body, body_sel),
-            "log_time": pc.filter(b.pre.log_time, sel)}))
+            "log_time": pc.filter(b.pre.log_time, sel),
+            **{k: pc.filter(v, sel) for k, v in b.wrappers.items()}}))
     if coll.any():
         sel = pa.array(coll)
         ln = pc.filter(line_no, sel)
@@ -528,7 +615,7 @@ def _assemble(b: _Block, claimed: np.ndarray, rows: list[dict[str, Any]],
         parts.append(_events_table(len(ln), source, {
             "line": ln, "line_end": ln, "kind": pa.repeat(
                 pa.scalar(event_kinds.COLLECTOR_TIMESTAMP), len(ln)), "log_time": ts,
-            "text": text}))
+            "text": text, **{k: pc.filter(v, sel) for k, v in b.wrappers.items()}}))
     events = pa.concat_tables(parts) if parts else EVENTS.empty_table()
     if len(parts) > 1:
         events = events.take(pc.sort_indices(events, [("line", "ascending")]))
@@ -577,6 +664,7 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
     """
     scanner = _Scanner(source)
     layouts = iteration_line.Layouts()
+    streams = _Streams()
     next_line = 1
     pool = concurrent.futures.ThreadPoolExecutor(threads) if threads > 1 else None
     pending: deque[concurrent.futures.Future[_Block] | _Block | LongLine] = deque()
@@ -631,9 +719,9 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
             elif not block:
                 continue
             elif pool is not None:
-                pending.append(pool.submit(_analyse, block, source, layouts))
+                pending.append(pool.submit(_analyse, block, source, layouts, streams))
             else:
-                pending.append(_analyse(block, source, layouts))
+                pending.append(_analyse(block, source, layouts, streams))
             while len(pending) > (threads if pool is not None else 0):
                 yield drain_one()
         while pending:

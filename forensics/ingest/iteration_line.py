@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from forensics.dataset.schema import ITERATIONS
+from forensics.dataset.schema import ITERATIONS, WRAPPER_FIELDS
 from forensics.ingest.line_prefix import spans, string_offsets
 
 #: A body is an iteration line when it starts with its ``iter`` field.
@@ -121,6 +121,11 @@ _NAMES = list(KNOWN_FIELDS) + ["timestamp", "currank_total_requests"]
 _ALL_KNOWN = pa.array(_NAMES)
 _TS, _CURRANK = len(KNOWN_FIELDS), len(KNOWN_FIELDS) + 1
 _NULL = pa.scalar(None, pa.string())
+
+
+def _no_wrappers(n: int) -> dict[str, pa.Array]:
+    """The wrapper columns, null (the log parser fills them from the line prefixes)."""
+    return {f.name: pa.nulls(n, f.type) for f in WRAPPER_FIELDS}
 
 
 def _index(n: int, parent: np.ndarray, sel: np.ndarray) -> pa.Array:
@@ -278,7 +283,7 @@ def parse(lines: pa.Array, *, source: str, line: pa.Array, rank: pa.Array,
     arrays = {
         "source": pa.repeat(pa.scalar(source, pa.string()), n),
         "line": line, "log_time": log_time, "format": pa.array(fmt, pa.string()),
-        "extra": extra, **cols,
+        "extra": extra, **cols, **_no_wrappers(n),
     }
     return pa.Table.from_arrays([arrays[f.name].cast(f.type) for f in ITERATIONS],
                                 schema=ITERATIONS)
@@ -537,6 +542,7 @@ class Layout:
             "source": pa.repeat(pa.scalar(source, pa.string()), k_rows), "line": line,
             "log_time": log_time, "format": pa.repeat(pa.scalar(self.format), k_rows),
             "extra": pa.MapArray.from_arrays(offsets, keys, vals), **cols,
+            **_no_wrappers(k_rows),
         }
         table = pa.Table.from_arrays([arrays[f.name].cast(f.type) for f in ITERATIONS],
                                      schema=ITERATIONS)

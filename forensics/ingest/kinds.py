@@ -94,6 +94,7 @@ def detect_kind(head_text: str) -> str:
     - first non-blank line a JSON object: ``trace`` if it is an adp-trace run record (decided by
       the trace reader's ``is_trace``) or any trace record (``"kind": "frame"``, so the reader
       reports the missing run record), else ``stats``;
+    - a Docker json-file record (``{"log": ..., "stream": ..., "time": ...}``): ``log``;
     - anything else: ``log`` (log lines start with ``[MM/DD/...]`` or text, not ``[{``).
 
     Example:
@@ -113,6 +114,9 @@ def detect_kind(head_text: str) -> str:
         first = first_json_object(head_text)
         if first is not None and first.get("kind") in TRACE_RECORD_KINDS:
             return "trace"   # a trace without its run record: the trace reader says so
+        if text.startswith('{"log":') or (first is not None and isinstance(first.get("log"), str)
+                                          and ("stream" in first or "time" in first)):
+            return "log"     # Docker json-file: each record carries one log line
         # A first line that is not a complete JSON object (pretty-printed JSON Lines do not
         # exist) still reads best as stats: the stats reader names the bad line.
         return "stats"

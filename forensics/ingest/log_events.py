@@ -12,7 +12,7 @@ from typing import Any
 
 from forensics.ingest import event_kinds
 from forensics.ingest.int_fields import fits
-from forensics.ingest.traceback_event import pieces
+from forensics.ingest.traceback_event import opens, pieces
 
 #: Lines worth a Python look: indented lines, traceback/exception shapes, banner dashes, C++
 #: frames and every known message. Matched against the prefix-stripped body.
@@ -130,6 +130,33 @@ class MpiAbortBanner:
         rank = self.rank if self.rank is not None else self.abort_rank
         return pieces({"rank": rank, "severity": "F", "message": self.message},
                       self.lines, event_kinds.MPI_ABORT, self.bodies)
+
+
+class Wrapped:
+    """A logger line and the lines it wrapped onto: a message holding newlines (a C++
+    ``TLLM_THROW`` text, a wrapped warning) prints its later lines with no prefix. A following
+    line of the same stream continues it when it is indented, not blank, carries no prefix
+    and starts nothing else (a traceback, a C++ frame)."""
+
+    def __init__(self, row: dict[str, Any], body: str, raw: str):
+        self.row = row
+        self.lines = [row["line"]]
+        self.bodies = [body]
+        self.raw_first = raw
+        self.done = False
+        self.is_fragment = False
+
+    def accepts(self, body: str, has_logger: bool = False) -> bool:
+        return (not has_logger and body[:1].isspace() and not body.isspace()
+                and opens(body) is None and CPP_FRAME.match(body) is None)
+
+    def add(self, line: int, body: str) -> None:
+        self.lines.append(line)
+        self.bodies.append(body)
+
+    def events(self) -> list[dict[str, Any]]:
+        base = {k: v for k, v in self.row.items() if k not in ("line", "line_end", "text")}
+        return pieces(base, self.lines, self.row["kind"], self.bodies)
 
 
 class CppBacktrace:
