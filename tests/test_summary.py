@@ -66,7 +66,7 @@ def test_summary_numbers(dataset):
     assert s.ranks == (0, 1, 2, 3, 7)
     assert s.iter_ranges == {"iterations": (10, 12), "stats": (9, 11), "frames": (4, 5)}
     assert s.rows == {"iterations": 3, "events": 4, "stats": 2, "runs": 3, "frames": 3,
-                      "requests": 0, "unparsed": 0}
+                      "requests": 0, "unparsed": 0, "traceback_frames": 0}
     assert list(s.events_by_kind.items()) == [("log", 3), ("adp_assert", 1)]
     assert s.formats == {"V3": 2, "V5": 1}
     assert [(r.run, r.build, r.tp_size, r.frames, r.ranks, r.iter_min, r.iter_max) for r in s.runs] == [

@@ -14,6 +14,7 @@ A dataset is a directory::
       frames.parquet      one row per (run, iter, rank) frame
       requests.parquet    one row per request per frame
       unparsed.parquet    every input line no parser claimed, verbatim
+      traceback_frames.parquet  every frame of every traceback event
 
 Line accounting (text inputs): every line of a text input is either the ``line`` of exactly one
 row of ``iterations``, ``events``, ``stats``, ``runs``, ``frames`` or ``unparsed``, or lies inside
@@ -29,11 +30,13 @@ import pyarrow as pa
 #: "1.1" added ``frames.postpadded`` (at the end; a 1.0 dataset loads with it null).
 #: "2.0" (log lines, issue 13): ``events.text`` (the event's lines as printed, after the
 #: prefixes), new event kinds (``long_line``, ``nul_bytes`` notes outside the line accounting),
-#: ``collector``/``collector_time``/``host`` on iterations and events.
+#: ``collector``/``collector_time``/``host`` on iterations and events, ``executor_*`` and
+#: ``exception_chain`` on events, table ``traceback_frames`` (every frame of a traceback).
 SCHEMA_VERSION = "2.0"
 
 #: Table names in a fixed order.
-TABLES = ("iterations", "events", "stats", "runs", "frames", "requests", "unparsed")
+TABLES = ("iterations", "events", "stats", "runs", "frames", "requests", "unparsed",
+          "traceback_frames")
 
 #: What a log line's wrappers said (iterations and events of text logs; null elsewhere).
 WRAPPER_FIELDS = [
@@ -93,6 +96,24 @@ EVENTS = pa.schema([
     pa.field("text", pa.string()),                         # the event's lines as printed, after
                                                            # the prefixes, joined by "\n"
     *WRAPPER_FIELDS,
+    pa.field("executor_file", pa.string()),                # tracebacks: innermost frame inside
+    pa.field("executor_line", pa.int64()),                 # tensorrt_llm (the executor frame)
+    pa.field("executor_function", pa.string()),
+    pa.field("exception_chain", pa.string()),              # chained exceptions, "Type: message"
+                                                           # per line, first raised first
+])
+
+#: Every frame of every traceback event (``events`` kinds traceback / adp_assert).
+TRACEBACK_FRAMES = pa.schema([
+    pa.field("source", pa.string(), nullable=False),
+    pa.field("line", pa.int64(), nullable=False),          # the event's first line (events.line)
+    pa.field("chain", pa.int32(), nullable=False),         # 0 = the first traceback of a chain
+    pa.field("depth", pa.int32(), nullable=False),         # 0 = outermost frame (printed first)
+    pa.field("file", pa.string()),
+    pa.field("file_line", pa.int64()),                     # null when absent or too large
+    pa.field("function", pa.string()),
+    pa.field("code", pa.string()),                         # the source line printed under it
+    pa.field("at_line", pa.int64(), nullable=False),       # the input line of the `File` line
 ])
 
 #: `stats` keeps these typed columns; every other numeric field is flattened into `fields`
@@ -175,6 +196,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "frames": FRAMES,
     "requests": REQUESTS,
     "unparsed": UNPARSED,
+    "traceback_frames": TRACEBACK_FRAMES,
 }
 
 

@@ -228,6 +228,7 @@ def _write_file(writer: DatasetWriter, cand: _Candidate, kind: str, traces: _Tra
             writer.write("iterations", batch.iterations)
             writer.write("events", batch.events)
             writer.write("unparsed", batch.unparsed)
+            writer.write("traceback_frames", batch.traceback_frames)
     elif kind == "stats":
         from forensics.ingest.stats_json import read_stats
 

@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from forensics.dataset.schema import EVENTS, ITERATIONS, UNPARSED
+from forensics.dataset.schema import EVENTS, ITERATIONS, TRACEBACK_FRAMES, UNPARSED
 from forensics.ingest import (
     event_kinds,
     iteration_line,
@@ -62,11 +62,14 @@ class LogBatch:
         events: schema ``EVENTS`` exactly (a multi-line event may arrive in a later batch than
             its first line).
         unparsed: schema ``UNPARSED`` exactly.
+        traceback_frames: schema ``TRACEBACK_FRAMES`` exactly (with the batch of their event).
     """
 
     iterations: pa.Table
     events: pa.Table
     unparsed: pa.Table
+    traceback_frames: pa.Table = dataclasses.field(
+        default_factory=TRACEBACK_FRAMES.empty_table)
 
 
 # --------------------------------------------------------------------------- reading
@@ -460,6 +463,7 @@ class _Scanner:
         self.last_rank: int | None = None
         self.events: list[dict[str, Any]] = []
         self.unparsed: list[tuple[int, str]] = []
+        self.frames: list[dict[str, Any]] = []
 
     def _finish(self, stream: int, ev: Any) -> None:
         self.open.pop(stream, None)
@@ -468,6 +472,16 @@ class _Scanner:
         else:
             wrappers = getattr(ev, "wrappers", {})
             self.events.extend({**r, **wrappers} for r in ev.events())
+            if isinstance(ev, Traceback):
+                self.frames.extend(ev.frame_rows())
+                for line, body, raw, coll in ev.released():
+                    if coll:
+                        self.events.append({"line": line, "line_end": line,
+                                            "kind": event_kinds.COLLECTOR_TIMESTAMP,
+                                            "log_time": body.strip() or None, "text": body,
+                                            "collector": wrappers.get("collector")})
+                    else:
+                        self.unparsed.append((line, raw))
 
     def finish_all(self) -> None:
         for s, ev in sorted(self.open.items()):
@@ -489,10 +503,17 @@ class _Scanner:
                     self._finish(s, ev)
                     return
                 body = b.body_at(j)
-                if not ev.accepts(body, bool(has_logger[j])):
-                    self._finish(s, ev)
-                    return
-                ev.add(b.first_line + j, body)
+                if isinstance(ev, Traceback):
+                    coll = bool(b.is_collector[j])
+                    if not ev.accepts(body, bool(has_logger[j]), coll):
+                        self._finish(s, ev)
+                        return
+                    ev.add(b.first_line + j, body, b.lines[j].as_py(), coll)
+                else:
+                    if not ev.accepts(body, bool(has_logger[j])):
+                        self._finish(s, ev)
+                        return
+                    ev.add(b.first_line + j, body)
                 claimed[j] = True
                 if ev.done:
                     self._finish(s, ev)
@@ -509,7 +530,8 @@ class _Scanner:
                     continue
                 body = b.body_at(i)
                 row = log_events.match_single(body)
-                if row is None and has_logger[i] and b.wrap_head[i]:
+                header = has_logger[i] and row is None and traceback_opens(body) == "header"
+                if row is None and has_logger[i] and b.wrap_head[i] and not header:
                     row = {"kind": event_kinds.CPP_LOG if b.pre.is_cpp[i] else event_kinds.LOG,
                            "message": body, "text": body}
                 if row is not None:
@@ -523,7 +545,7 @@ class _Scanner:
                     else:
                         self.events.append(row)
                     continue
-                if has_logger[i]:
+                if has_logger[i] and not header:
                     continue
                 s = int(b.stream[i])
                 if s in self.open:
@@ -567,6 +589,13 @@ class _Scanner:
         ev, un = self.events, self.unparsed
         self.events, self.unparsed = [], []
         return ev, un
+
+    def take_frames(self) -> pa.Table:
+        rows, self.frames = self.frames, []
+        for r in rows:
+            r["source"] = self.source
+        return pa.Table.from_pylist(rows, schema=TRACEBACK_FRAMES) if rows \
+            else TRACEBACK_FRAMES.empty_table()
 
 
 # --------------------------------------------------------------------------- assembling
@@ -688,7 +717,8 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
         b = placed(item.result() if isinstance(item, concurrent.futures.Future) else item)
         claimed = scanner.process(b)
         rows, extra = scanner.take_rows()
-        return _assemble(b, claimed, rows, extra, source)
+        return dataclasses.replace(_assemble(b, claimed, rows, extra, source),
+                                   traceback_frames=scanner.take_frames())
 
     def long_line(item: LongLine) -> LogBatch:
         nonlocal next_line
@@ -705,7 +735,7 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
         return LogBatch(iterations=ITERATIONS.empty_table(),
                         events=pa.Table.from_pylist(rows, schema=EVENTS),
                         unparsed=_unparsed_rows(extra, source) if extra
-                        else UNPARSED.empty_table())
+                        else UNPARSED.empty_table(), traceback_frames=scanner.take_frames())
 
     try:
         for block, consumed, err in _blocks(path, block_bytes, max_line_bytes):
@@ -739,10 +769,11 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
         rows.append({"line": next_line, "line_end": next_line, "severity": "E",
                      "kind": event_kinds.INPUT_TRUNCATED,
                      "message": f"{error}; kept {next_line - 1} lines, the rest is lost"})
-    if rows or extra:
+    frames = scanner.take_frames()
+    if rows or extra or frames.num_rows:
         for r in rows:
             r["source"] = source
         events = pa.Table.from_pylist(rows, schema=EVENTS) if rows else EVENTS.empty_table()
         yield LogBatch(iterations=ITERATIONS.empty_table(), events=events,
                        unparsed=_unparsed_rows(extra, source) if extra
-                       else UNPARSED.empty_table())
+                       else UNPARSED.empty_table(), traceback_frames=frames)

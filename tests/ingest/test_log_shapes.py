@@ -146,7 +146,7 @@ def test_srun_and_pdsh_prefixes_keep_ranks_and_hosts_apart(tmp_path):
             "1: " + PRE.replace("RANK 0", "RANK 1") + ITER.replace("global_rank = 0", "global_rank = 1")
             + "\n")
     ds = load(tmp_path, text)
-    tb = ds.events[ds.events.kind == "traceback"]
+    tb = ds.events[ds.events.kind == "traceback"].sort_values("line")
     assert records(tb, "host", "exception_type", "innermost_function") == [
         ("node07", "ValueError", "f"), ("node08", "KeyError", "g")]
     assert records(ds.iterations, "rank", "collector") == [(1, "srun")]
