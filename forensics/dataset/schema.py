@@ -31,7 +31,8 @@ import pyarrow as pa
 #: "2.0" (log lines, issue 13): ``events.text`` (the event's lines as printed, after the
 #: prefixes), new event kinds (``long_line``, ``nul_bytes`` notes outside the line accounting),
 #: ``collector``/``collector_time``/``host`` on iterations and events, ``executor_*`` and
-#: ``exception_chain`` on events, table ``traceback_frames`` (every frame of a traceback).
+#: ``exception_chain`` on events, table ``traceback_frames`` (every frame of a traceback),
+#: kinds cuda_device_assert / nccl_timeout / cuda_oom / dist_timeout and their number columns.
 SCHEMA_VERSION = "2.0"
 
 #: Table names in a fixed order.
@@ -101,6 +102,21 @@ EVENTS = pa.schema([
     pa.field("executor_function", pa.string()),
     pa.field("exception_chain", pa.string()),              # chained exceptions, "Type: message"
                                                            # per line, first raised first
+    # CUDA / torch.distributed failures (forensics.ingest.failure_messages)
+    pa.field("cuda_block", pa.string()),                   # device assert: "x,y,z"
+    pa.field("cuda_thread", pa.string()),
+    pa.field("seq_num", pa.int64()),                       # NCCL watchdog: WorkNCCL fields
+    pa.field("op_type", pa.string()),
+    pa.field("numel_in", pa.int64()),
+    pa.field("numel_out", pa.int64()),
+    pa.field("timeout_ms", pa.int64()),                    # NCCL and store timeouts
+    pa.field("elapsed_ms", pa.int64()),                    # NCCL: "ran for N milliseconds"
+    pa.field("gpu", pa.int32()),                           # CUDA OOM
+    pa.field("requested_bytes", pa.int64()),
+    pa.field("total_bytes", pa.int64()),
+    pa.field("free_bytes", pa.int64()),
+    pa.field("clients_joined", pa.int64()),                # store timeout: "a/b clients joined"
+    pa.field("clients_expected", pa.int64()),
 ])
 
 #: Every frame of every traceback event (``events`` kinds traceback / adp_assert).

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from forensics.ingest import event_kinds
+from forensics.ingest import event_kinds, failure_messages
 from forensics.ingest.int_fields import fits
 from forensics.ingest.traceback_event import opens, pieces
 
@@ -22,7 +22,7 @@ CANDIDATE_PATTERN = (
     r"^[\w/.-]+\.py\s+\w+\s*$|^-{20,}\s*$|MPI_ABORT was invoked|"
     r"exceeds expected_num_active_requests|pad dummy|Skipped adding dummy requests|"
     r"KV cache transfer timeout|Disagg KV cache transfer error|Error in event loop|"
-    r"TensorRT-LLM version: |^\d+\s+0x[0-9a-fA-F]+\s"
+    r"TensorRT-LLM version: |^\d+\s+0x[0-9a-fA-F]+\s|" + failure_messages.CANDIDATE
 )
 
 _SINGLE: list[tuple[str, re.Pattern[str], str | None]] = [
@@ -81,7 +81,10 @@ def match_single(body: str) -> dict[str, Any] | None:
         if it and fits(it["iter"]):
             row["iter"] = int(it["iter"])
         return row
-    return None
+    typed = failure_messages.match(body)
+    if typed is not None:
+        typed["text"] = body
+    return typed
 
 
 class MpiAbortBanner:

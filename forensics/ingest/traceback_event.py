@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from forensics.ingest import event_kinds
+from forensics.ingest import event_kinds, failure_messages
 from forensics.ingest.int_fields import as_int
 
 _EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Group))"
@@ -50,6 +50,10 @@ _CHAIN = re.compile(r"^\s*(?:During handling of the above exception, another exc
                     r"|The above exception was the direct cause of the following exception):\s*$")
 _CARETS = re.compile(r"^[\s|]*[\^~]+[\s^~]*$")
 _EXECUTOR_PATH = "tensorrt_llm/"
+#: Numbers a typed failure message lends to the traceback that ends in it.
+_TYPED_NUMBERS = ("seq_num", "op_type", "numel_in", "numel_out", "timeout_ms", "elapsed_ms",
+                  "gpu", "requested_bytes", "total_bytes", "free_bytes", "clients_joined",
+                  "clients_expected")
 _ADP_ASSERT_SOURCE = "expected_num_active_requests >= len(self.active_requests)"
 _ADP_FUNCTION = "_pad_attention_dp_dummy_request"
 
@@ -247,6 +251,11 @@ class Traceback:
             if exc_type is None:
                 exc_type = "AssertionError"  # implied by the assert source line (PR #17278 form)
         chain = [f"{t}: {m}" if m else t for t, m in excs]
+        typed = failure_messages.match(f"{exc_type}: {msg}") if exc_type and msg else None
+        numbers: dict[str, Any] = {}
+        if typed is not None and kind == event_kinds.TRACEBACK:
+            kind = typed["kind"]     # a traceback ending in CUDA OOM, NCCL or store timeout
+            numbers = {k: v for k, v in typed.items() if k in _TYPED_NUMBERS}
         base = {
             "rank": self.rank, "severity": "E", "message": msg, "exception_type": exc_type,
             "innermost_file": inner[0] if inner else None,
@@ -256,6 +265,7 @@ class Traceback:
             "executor_line": executor[1] if executor else None,
             "executor_function": executor[2] if executor else None,
             "exception_chain": "\n".join(chain) if len(chain) > 1 else None,
+            **numbers,
         }
         return pieces(base, self.lines, kind, self.bodies)
 
