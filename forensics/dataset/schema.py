@@ -32,7 +32,9 @@ import pyarrow as pa
 #: prefixes), new event kinds (``long_line``, ``nul_bytes`` notes outside the line accounting),
 #: ``collector``/``collector_time``/``host`` on iterations and events, ``executor_*`` and
 #: ``exception_chain`` on events, table ``traceback_frames`` (every frame of a traceback),
-#: kinds cuda_device_assert / nccl_timeout / cuda_oom / dist_timeout and their number columns.
+#: kinds cuda_device_assert / nccl_timeout / cuda_oom / dist_timeout and their number columns,
+#: ``log_time`` / ``iterations.timestamp`` as ``timestamp[us]`` (the logger's local clock) with
+#: ``*_text`` beside them keeping a time that does not parse (see forensics.ingest.timestamps).
 SCHEMA_VERSION = "2.0"
 
 #: Table names in a fixed order.
@@ -58,8 +60,9 @@ ITERATIONS = pa.schema([
     pa.field("host_step_time_ms", pa.float64()),
     pa.field("prev_device_step_time_ms", pa.float64()),
     pa.field("elapsed_time_s", pa.float64()),
-    pa.field("timestamp", pa.string()),                    # the line's `timestamp = ...` field, verbatim
-    pa.field("log_time", pa.string()),                     # the logger prefix's [MM/DD/YYYY-HH:MM:SS]
+    pa.field("timestamp", pa.timestamp("us")),             # the line's `timestamp = ...` field (the
+                                                           # logger's local clock, no zone)
+    pa.field("log_time", pa.timestamp("us")),              # the logger prefix's time (local clock)
     pa.field("kv_cache_util", pa.float64()),
     pa.field("currank_requests", pa.int64()),              # a of `currank_total_requests = a/b`
     pa.field("total_requests", pa.int64()),                # b
@@ -71,6 +74,8 @@ ITERATIONS = pa.schema([
     pa.field("format", pa.string()),                       # V1..V5
     pa.field("extra", pa.map_(pa.string(), pa.string())),  # unknown `name = value` fields and states keys
     *WRAPPER_FIELDS,
+    pa.field("timestamp_text", pa.string()),               # `timestamp` verbatim where it did not parse
+    pa.field("log_time_text", pa.string()),                # `log_time` verbatim where it did not parse
 ])
 
 EVENTS = pa.schema([
@@ -81,7 +86,7 @@ EVENTS = pa.schema([
     pa.field("severity", pa.string()),                     # F E W I V D, or null
     pa.field("kind", pa.string(), nullable=False),         # see forensics.ingest.event_kinds
     pa.field("message", pa.string()),
-    pa.field("log_time", pa.string()),
+    pa.field("log_time", pa.timestamp("us")),              # logger prefix time (local clock, no zone)
     pa.field("exception_type", pa.string()),               # tracebacks
     pa.field("innermost_file", pa.string()),
     pa.field("innermost_line", pa.int64()),
@@ -117,6 +122,8 @@ EVENTS = pa.schema([
     pa.field("free_bytes", pa.int64()),
     pa.field("clients_joined", pa.int64()),                # store timeout: "a/b clients joined"
     pa.field("clients_expected", pa.int64()),
+    pa.field("log_time_text", pa.string()),                # `log_time` verbatim where it did not
+                                                           # parse (glog has no year)
 ])
 
 #: Every frame of every traceback event (``events`` kinds traceback / adp_assert).

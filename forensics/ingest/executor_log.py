@@ -28,18 +28,35 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from forensics.dataset.schema import EVENTS, ITERATIONS, TRACEBACK_FRAMES, UNPARSED
+from forensics.dataset.schema import EVENTS as EVENTS_TYPED
+from forensics.dataset.schema import ITERATIONS, TRACEBACK_FRAMES, UNPARSED
 from forensics.ingest import (
     event_kinds,
     iteration_line,
     line_prefix,
     log_events,
     sources,
+    timestamps,
 )
 from forensics.ingest.traceback_event import Traceback
 from forensics.ingest.traceback_event import opens as traceback_opens
 
 log = logging.getLogger(__name__)
+
+#: Events as built here: ``log_time`` still the text the prefix held (:func:`_typed_events`
+#: turns it into ``EVENTS_TYPED``, the dataset's schema).
+EVENTS = pa.schema([f.with_type(pa.string()) if f.name == "log_time" else f
+                    for f in EVENTS_TYPED])
+
+
+def _typed_events(t: pa.Table) -> pa.Table:
+    """Built events in the dataset's schema: ``log_time`` parsed, its text kept if it fails."""
+    i = t.schema.get_field_index("log_time")
+    times, rest = timestamps.parse(pa.concat_arrays(t.column(i).chunks) if t.num_rows
+                                   else pa.array([], pa.string()))
+    t = t.set_column(i, EVENTS_TYPED.field(i), times)
+    j = t.schema.get_field_index("log_time_text")
+    return t.set_column(j, EVENTS_TYPED.field(j), rest)
 
 #: An iteration line: any wrappers, then the body starts with its ``iter`` field.
 ITERATION_MATCH = line_prefix.PREFIX_MATCH + r"[ \t]*" + iteration_line.ITERATION_LINE[1:]
@@ -662,7 +679,7 @@ def _assemble(b: _Block, claimed: np.ndarray, rows: list[dict[str, Any]],
              "message": f"{int(b.nul[i])} NUL bytes removed from this line (a log rotated "
                         "with copytruncate leaves a NUL-filled hole)"} for i in at],
             schema=EVENTS)])
-    return LogBatch(iterations=b.iterations, events=events, unparsed=un)
+    return LogBatch(iterations=b.iterations, events=_typed_events(events), unparsed=un)
 
 
 def _unparsed_rows(rows: list[tuple[int, str]], source: str) -> pa.Table:
@@ -733,7 +750,7 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
         for r in rows:
             r["source"] = source
         return LogBatch(iterations=ITERATIONS.empty_table(),
-                        events=pa.Table.from_pylist(rows, schema=EVENTS),
+                        events=_typed_events(pa.Table.from_pylist(rows, schema=EVENTS)),
                         unparsed=_unparsed_rows(extra, source) if extra
                         else UNPARSED.empty_table(), traceback_frames=scanner.take_frames())
 
@@ -774,6 +791,7 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
         for r in rows:
             r["source"] = source
         events = pa.Table.from_pylist(rows, schema=EVENTS) if rows else EVENTS.empty_table()
+        events = _typed_events(events)
         yield LogBatch(iterations=ITERATIONS.empty_table(), events=events,
                        unparsed=_unparsed_rows(extra, source) if extra
                        else UNPARSED.empty_table(), traceback_frames=frames)

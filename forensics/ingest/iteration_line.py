@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from forensics.dataset.schema import ITERATIONS, WRAPPER_FIELDS
+from forensics.ingest import timestamps
 from forensics.ingest.line_prefix import spans, string_offsets
 
 #: A body is an iteration line when it starts with its ``iter`` field.
@@ -121,6 +122,12 @@ _NAMES = list(KNOWN_FIELDS) + ["timestamp", "currank_total_requests"]
 _ALL_KNOWN = pa.array(_NAMES)
 _TS, _CURRANK = len(KNOWN_FIELDS), len(KNOWN_FIELDS) + 1
 _NULL = pa.scalar(None, pa.string())
+
+
+def _typed_times(arrays: dict[str, pa.Array], log_time: pa.Array) -> None:
+    """``timestamp`` and ``log_time`` as timestamps, their text kept where they do not parse."""
+    arrays["timestamp"], arrays["timestamp_text"] = timestamps.parse(arrays["timestamp"])
+    arrays["log_time"], arrays["log_time_text"] = timestamps.parse(log_time)
 
 
 def _no_wrappers(n: int) -> dict[str, pa.Array]:
@@ -282,9 +289,10 @@ def parse(lines: pa.Array, *, source: str, line: pa.Array, rank: pa.Array,
     extra = pa.MapArray.from_arrays(pa.array(offsets), rkeys, rvals)
     arrays = {
         "source": pa.repeat(pa.scalar(source, pa.string()), n),
-        "line": line, "log_time": log_time, "format": pa.array(fmt, pa.string()),
+        "line": line, "format": pa.array(fmt, pa.string()),
         "extra": extra, **cols, **_no_wrappers(n),
     }
+    _typed_times(arrays, log_time)
     return pa.Table.from_arrays([arrays[f.name].cast(f.type) for f in ITERATIONS],
                                 schema=ITERATIONS)
 
@@ -544,6 +552,7 @@ class Layout:
             "extra": pa.MapArray.from_arrays(offsets, keys, vals), **cols,
             **_no_wrappers(k_rows),
         }
+        _typed_times(arrays, log_time)
         table = pa.Table.from_arrays([arrays[f.name].cast(f.type) for f in ITERATIONS],
                                      schema=ITERATIONS)
         if not good.all():

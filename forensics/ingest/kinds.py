@@ -74,6 +74,15 @@ def head_after_nul_run(path: str | os.PathLike, head: bytes) -> bytes:
     return b"\0"
 
 
+def nul_padded_text(head: bytes) -> bool:
+    """Text with NUL runs in it (more copytruncate holes): read as a log when ``--kind log``
+    says so, although NULs otherwise mark a binary file."""
+    from forensics.ingest.sources import looks_binary
+
+    rest = head.replace(b"\0", b"")
+    return bool(rest) and not looks_binary(rest)
+
+
 def first_json_object(head_text: str) -> dict | None:
     """The first non-blank line parsed as a JSON object, or None (not JSON, or not an object)."""
     for line in head_text.splitlines():
@@ -136,4 +145,4 @@ def _is_trace(head_text: str) -> bool:
 
 
 __all__ = ["KINDS", "TEXT_EXTENSIONS", "COMPRESSION_EXTENSIONS", "recognised", "detect_kind",
-           "head_after_nul_run"]
+           "head_after_nul_run", "nul_padded_text"]

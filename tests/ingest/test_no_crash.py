@@ -143,3 +143,15 @@ def test_a_long_line_costs_linear_time(tmp_path):
         return time.process_time() - t
     small, big = seconds(1 << 20), seconds(8 << 20)
     assert big < 8 * small * 3 + 0.5, (small, big)
+
+
+def test_nul_runs_after_text_read_as_a_log_when_the_kind_is_forced(tmp_path):
+    text = (PRE + "before\n").encode() + b"\0" * 500 + (PRE + ITER + "\n").encode()
+    p = tmp_path / "x.log"
+    p.write_bytes(text)
+    with pytest.raises(forensics.errors.InputError):      # sniffed: NULs mean binary
+        forensics.ingest([p], tmp_path / "ds")
+    forensics.ingest([p], tmp_path / "ds", kind="log")
+    ds = forensics.load(tmp_path / "ds")
+    assert ds.iterations["line"].tolist() == [2]
+    assert sorted(ds.events.kind.tolist()) == ["log", "nul_bytes"]
