@@ -28,13 +28,19 @@ def parse(text: pa.Array) -> tuple[pa.Array, pa.Array]:
     text = text.cast(pa.string())
     if text.null_count == len(text):
         return pa.nulls(len(text), TYPE), pa.nulls(len(text), pa.string())
-    trt = pc.strptime(text, "%m/%d/%Y-%H:%M:%S", "us", error_is_null=True)
-    iso = pc.if_else(pc.fill_null(pc.match_substring_regex(text, _NAIVE_ISO), False), text, _NULL)
-    if iso.null_count < len(iso):
+    times = None
+    # whole-second forms first (one strptime each, the common case); the rest by regex
+    for fmt in ("%m/%d/%Y-%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S"):
+        t = pc.strptime(text, fmt, "us", error_is_null=True)
+        times = t if times is None else pc.coalesce(times, t)
+        if times.null_count == text.null_count:
+            return times, pa.nulls(len(text), pa.string())
+    left = pc.and_(pc.is_null(times), pc.fill_null(pc.match_substring_regex(text, _NAIVE_ISO),
+                                                   False))
+    if pc.any(left).as_py():
+        iso = pc.if_else(left, text, _NULL)
         iso = pc.replace_substring(iso, ",", ".")
         iso = pc.replace_substring_regex(iso, r"(\.\d{6})\d+$", r"\1")  # ns -> us
-        times = pc.coalesce(trt, pc.cast(iso, TYPE))
-    else:
-        times = trt
+        times = pc.coalesce(times, pc.cast(iso, TYPE))
     rest = pc.if_else(pc.is_valid(times), _NULL, text)
     return times, rest
