@@ -484,21 +484,22 @@ class _Scanner:
 
     def _finish(self, stream: int, ev: Any) -> None:
         self.open.pop(stream, None)
+        wrappers = getattr(ev, "wrappers", {})
         if ev.is_fragment:
             self.unparsed.append((ev.lines[0], ev.raw_first))
         else:
-            wrappers = getattr(ev, "wrappers", {})
             self.events.extend({**r, **wrappers} for r in ev.events())
             if isinstance(ev, Traceback):
                 self.frames.extend(ev.frame_rows())
-                for line, body, raw, coll in ev.released():
-                    if coll:
-                        self.events.append({"line": line, "line_end": line,
-                                            "kind": event_kinds.COLLECTOR_TIMESTAMP,
-                                            "log_time": body.strip() or None, "text": body,
-                                            "collector": wrappers.get("collector")})
-                    else:
-                        self.unparsed.append((line, raw))
+        if isinstance(ev, Traceback):   # lines read past its end go back (fragments too)
+            for line, body, raw, coll in ev.released():
+                if coll:
+                    self.events.append({"line": line, "line_end": line,
+                                        "kind": event_kinds.COLLECTOR_TIMESTAMP,
+                                        "log_time": body.strip() or None, "text": body,
+                                        "collector": wrappers.get("collector")})
+                else:
+                    self.unparsed.append((line, raw))
 
     def finish_all(self) -> None:
         for s, ev in sorted(self.open.items()):

@@ -157,3 +157,11 @@ def test_summary_shows_frames_per_traceback_and_collector_formats(tmp_path):
     assert "frames per traceback: 0 (1 traceback), 1 (1 traceback), 3 (1 traceback)" in text
     assert "collector formats: kubectl 1, pdsh 1" in text
     assert s.to_dict()["frames_per_traceback"] == {"0": 1, "1": 1, "3": 1}
+
+
+def test_a_lone_exception_line_hands_back_the_collector_line_it_read_past(tmp_path):
+    """Found by benchmarks/fuzz.py: an exception line that starts no traceback had absorbed the
+    collector timestamp line after it, and the line was lost."""
+    ds = load(tmp_path, "RuntimeError: CUDA error\n2026-11-30T12:00:01.000001Z\nstray output\n")
+    assert ds.unparsed.sort_values("line").line.tolist() == [1, 3]
+    assert records(ds.events, "kind", "line") == [("collector_timestamp", 2)]
