@@ -20,11 +20,23 @@ _NULL = pa.scalar(None, pa.string())
 def parse(text: pa.Array) -> tuple[pa.Array, pa.Array]:
     """(times as ``timestamp[us]``, the text where it did not parse, else null).
 
+    Log times repeat (every line of a second, on every rank): each distinct text is parsed
+    once (dictionary encoding), then spread back.
+
     Example:
         >>> t, rest = parse(pa.array(["11/30/2026-12:00:01", "2025-06-28 17:32:17,461", "1130 x"]))
         >>> [str(v) for v in t.to_pylist()], rest.to_pylist()
         (['2026-11-30 12:00:01', '2025-06-28 17:32:17.461000', 'None'], [None, None, '1130 x'])
     """
+    text = text.cast(pa.string())
+    if len(text) < 64 or text.null_count == len(text):
+        return _parse(text)
+    enc = pc.dictionary_encode(text)
+    times, rest = _parse(enc.dictionary)
+    return times.take(enc.indices), rest.take(enc.indices)
+
+
+def _parse(text: pa.Array) -> tuple[pa.Array, pa.Array]:
     text = text.cast(pa.string())
     if text.null_count == len(text):
         return pa.nulls(len(text), TYPE), pa.nulls(len(text), pa.string())
