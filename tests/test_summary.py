@@ -66,14 +66,14 @@ def test_summary_numbers(dataset):
     assert s.ranks == (0, 1, 2, 3, 7)
     assert s.iter_ranges == {"iterations": (10, 12), "stats": (9, 11), "frames": (4, 5)}
     assert s.rows == {"iterations": 3, "events": 4, "stats": 2, "runs": 3, "frames": 3,
-                      "requests": 0, "unparsed": 0}
+                      "requests": 0, "unparsed": 0, "traceback_frames": 0}
     assert list(s.events_by_kind.items()) == [("log", 3), ("adp_assert", 1)]
     assert s.formats == {"V3": 2, "V5": 1}
     assert [(r.run, r.build, r.tp_size, r.frames, r.ranks, r.iter_min, r.iter_max) for r in s.runs] == [
         ("r1", "prefix-2026", 4, 3, 2, 4, 5), ("r2", None, 2, 0, 0, None, None)]
     assert s.inputs == (("a.log", "log", 1500), ("s.json", "stats", 20))
     assert s.refused == ("b.bin: binary file",)
-    assert (s.schema_version, s.tool_version) == ("1.1", "9.9")
+    assert (s.schema_version, s.tool_version) == ("2.0", "9.9")
 
 
 def test_summary_by_path_and_json_round_trip(dataset):
@@ -85,7 +85,7 @@ def test_summary_by_path_and_json_round_trip(dataset):
 
 def test_render_text(dataset):
     lines = render_text(summarize(dataset)).splitlines()
-    assert lines[0] == f"dataset {dataset} (schema 1.1, adp-forensics 9.9)"
+    assert lines[0] == f"dataset {dataset} (schema 2.0, adp-forensics 9.9)"
     assert lines[1] == "inputs: 2 (log 1, stats 1)"
     assert lines[2] == "  a.log   log    1.5 kB"
     assert lines[3] == "  s.json  stats  20 B"

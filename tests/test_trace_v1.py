@@ -126,10 +126,10 @@ def test_a_schema_1_0_dataset_without_postpadded_still_loads(tmp_path):
     forensics.ingest([write(tmp_path, [RUN, F0])], tmp_path / "ds")
     ds_dir = tmp_path / "ds"
     meta = json.loads((ds_dir / "_meta.json").read_text())
-    assert meta["schema_version"] == SCHEMA_VERSION == "1.1"
+    assert meta["schema_version"] == SCHEMA_VERSION == "2.0"
     old = pq.read_table(ds_dir / "frames.parquet").drop_columns(["postpadded"])
     pq.write_table(old, ds_dir / "frames.parquet")
-    (ds_dir / "_meta.json").write_text(json.dumps(dict(meta, schema_version="1.0")))
+    # (a 1.x dataset is refused since 2.0; the missing column still reads as null)
     ds = forensics.load(ds_dir)
     assert ds.arrow("frames").schema.equals(FRAMES)
     assert ds.frames["postpadded"].isna().all() and ds.frames["padded"].tolist() == [False]

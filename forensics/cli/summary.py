@@ -16,7 +16,8 @@ def command(dataset: str, as_json: bool) -> None:
     """Summarise what a dataset holds.
 
     Ranks seen, iteration ranges (log lines, stats, trace frames), rows per table, events by
-    kind, iteration line formats (V1..V5) and trace runs.
+    kind, iteration line formats (V1..V5), trace runs, frames per traceback and the collector
+    formats seen (kubectl, docker, journald, tab-separated exports, srun, mpirun, pdsh).
 
     \b
     Example:

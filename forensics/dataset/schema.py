@@ -14,11 +14,14 @@ A dataset is a directory::
       frames.parquet      one row per (run, iter, rank) frame
       requests.parquet    one row per request per frame
       unparsed.parquet    every input line no parser claimed, verbatim
+      traceback_frames.parquet  every frame of every traceback event
 
 Line accounting (text inputs): every line of a text input is either the ``line`` of exactly one
 row of ``iterations``, ``events``, ``stats``, ``runs``, ``frames`` or ``unparsed``, or lies inside
 the ``line``..``line_end`` range of exactly one ``events`` or ``stats`` row (a pretty-printed
-IterationStats object spans lines). Lines are 1-based.
+IterationStats object spans lines). Lines are 1-based. Exception: ``events`` of the kinds in
+``forensics.ingest.event_kinds.NOTES`` (``input_truncated``, ``nul_bytes``) mark a place and
+claim no line.
 """
 from __future__ import annotations
 
@@ -27,10 +30,27 @@ import pyarrow as pa
 from replay.frame_schema import FRAMES
 
 #: "1.1" added ``frames.postpadded`` (at the end; a 1.0 dataset loads with it null).
-SCHEMA_VERSION = "1.1"
+#: "2.0" (log lines, issue 13): ``events.text`` (the event's lines as printed, after the
+#: prefixes), new event kinds (``long_line``, ``nul_bytes`` notes outside the line accounting),
+#: ``collector``/``collector_time``/``host`` on iterations and events, ``executor_*`` and
+#: ``exception_chain`` on events, table ``traceback_frames`` (every frame of a traceback),
+#: kinds cuda_device_assert / nccl_timeout / cuda_oom / dist_timeout and their number columns,
+#: ``log_time`` / ``iterations.timestamp`` as ``timestamp[us]`` (the logger's local clock) with
+#: ``*_text`` beside them keeping a time that does not parse (see forensics.ingest.timestamps).
+SCHEMA_VERSION = "2.0"
 
 #: Table names in a fixed order.
-TABLES = ("iterations", "events", "stats", "runs", "frames", "requests", "unparsed")
+TABLES = ("iterations", "events", "stats", "runs", "frames", "requests", "unparsed",
+          "traceback_frames")
+
+#: What a log line's wrappers said (iterations and events of text logs; null elsewhere).
+WRAPPER_FIELDS = [
+    pa.field("collector", pa.string()),      # wrappers recognised, "+"-joined: tab kubectl
+                                             # journald docker srun mpirun pdsh
+    pa.field("collector_time", pa.string()),  # the collector's time for the line, verbatim (its
+                                             # own prefix, else a timestamp line just before it)
+    pa.field("host", pa.string()),           # pdsh host label
+]
 
 ITERATIONS = pa.schema([
     pa.field("source", pa.string(), nullable=False),       # input file name as given
@@ -42,8 +62,9 @@ ITERATIONS = pa.schema([
     pa.field("host_step_time_ms", pa.float64()),
     pa.field("prev_device_step_time_ms", pa.float64()),
     pa.field("elapsed_time_s", pa.float64()),
-    pa.field("timestamp", pa.string()),                    # the line's `timestamp = ...` field, verbatim
-    pa.field("log_time", pa.string()),                     # the logger prefix's [MM/DD/YYYY-HH:MM:SS]
+    pa.field("timestamp", pa.timestamp("us")),             # the line's `timestamp = ...` field (the
+                                                           # logger's local clock, no zone)
+    pa.field("log_time", pa.timestamp("us")),              # the logger prefix's time (local clock)
     pa.field("kv_cache_util", pa.float64()),
     pa.field("currank_requests", pa.int64()),              # a of `currank_total_requests = a/b`
     pa.field("total_requests", pa.int64()),                # b
@@ -54,6 +75,9 @@ ITERATIONS = pa.schema([
     pa.field("adp_dummy_gen_tokens", pa.int64()),
     pa.field("format", pa.string()),                       # V1..V5
     pa.field("extra", pa.map_(pa.string(), pa.string())),  # unknown `name = value` fields and states keys
+    *WRAPPER_FIELDS,
+    pa.field("timestamp_text", pa.string()),               # `timestamp` verbatim where it did not parse
+    pa.field("log_time_text", pa.string()),                # `log_time` verbatim where it did not parse
 ])
 
 EVENTS = pa.schema([
@@ -64,7 +88,7 @@ EVENTS = pa.schema([
     pa.field("severity", pa.string()),                     # F E W I V D, or null
     pa.field("kind", pa.string(), nullable=False),         # see forensics.ingest.event_kinds
     pa.field("message", pa.string()),
-    pa.field("log_time", pa.string()),
+    pa.field("log_time", pa.timestamp("us")),              # logger prefix time (local clock, no zone)
     pa.field("exception_type", pa.string()),               # tracebacks
     pa.field("innermost_file", pa.string()),
     pa.field("innermost_line", pa.int64()),
@@ -77,6 +101,44 @@ EVENTS = pa.schema([
     pa.field("num_schedulable_requests", pa.int64()),
     pa.field("error_count", pa.int64()),
     pa.field("version", pa.string()),                      # version banner
+    pa.field("text", pa.string()),                         # the event's lines as printed, after
+                                                           # the prefixes, joined by "\n"
+    *WRAPPER_FIELDS,
+    pa.field("executor_file", pa.string()),                # tracebacks: innermost frame inside
+    pa.field("executor_line", pa.int64()),                 # tensorrt_llm (the executor frame)
+    pa.field("executor_function", pa.string()),
+    pa.field("exception_chain", pa.string()),              # chained exceptions, "Type: message"
+                                                           # per line, first raised first
+    # CUDA / torch.distributed failures (forensics.ingest.failure_messages)
+    pa.field("cuda_block", pa.string()),                   # device assert: "x,y,z"
+    pa.field("cuda_thread", pa.string()),
+    pa.field("seq_num", pa.int64()),                       # NCCL watchdog: WorkNCCL fields
+    pa.field("op_type", pa.string()),
+    pa.field("numel_in", pa.int64()),
+    pa.field("numel_out", pa.int64()),
+    pa.field("timeout_ms", pa.int64()),                    # NCCL and store timeouts
+    pa.field("elapsed_ms", pa.int64()),                    # NCCL: "ran for N milliseconds"
+    pa.field("gpu", pa.int32()),                           # CUDA OOM
+    pa.field("requested_bytes", pa.int64()),
+    pa.field("total_bytes", pa.int64()),
+    pa.field("free_bytes", pa.int64()),
+    pa.field("clients_joined", pa.int64()),                # store timeout: "a/b clients joined"
+    pa.field("clients_expected", pa.int64()),
+    pa.field("log_time_text", pa.string()),                # `log_time` verbatim where it did not
+                                                           # parse (glog has no year)
+])
+
+#: Every frame of every traceback event (``events`` kinds traceback / adp_assert).
+TRACEBACK_FRAMES = pa.schema([
+    pa.field("source", pa.string(), nullable=False),
+    pa.field("line", pa.int64(), nullable=False),          # the event's first line (events.line)
+    pa.field("chain", pa.int32(), nullable=False),         # 0 = the first traceback of a chain
+    pa.field("depth", pa.int32(), nullable=False),         # 0 = outermost frame (printed first)
+    pa.field("file", pa.string()),
+    pa.field("file_line", pa.int64()),                     # null when absent or too large
+    pa.field("function", pa.string()),
+    pa.field("code", pa.string()),                         # the source line printed under it
+    pa.field("at_line", pa.int64(), nullable=False),       # the input line of the `File` line
 ])
 
 #: `stats` keeps these typed columns; every other numeric field is flattened into `fields`
@@ -145,6 +207,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "frames": FRAMES,
     "requests": REQUESTS,
     "unparsed": UNPARSED,
+    "traceback_frames": TRACEBACK_FRAMES,
 }
 
 

@@ -38,7 +38,8 @@ from forensics import __version__
 from forensics.callable_module import make_module_callable
 from forensics.dataset.store import META_FILE, Dataset, DatasetWriter
 from forensics.errors import DatasetError, InputError, TraceFormatError
-from forensics.ingest.kinds import KINDS, detect_kind, recognised
+from forensics.ingest.kinds import (KINDS, detect_kind, head_after_nul_run, nul_padded_text,
+                                    recognised)
 from forensics.ingest.meta import InputFingerprint, fingerprint, identities
 from forensics.ingest.sources import display_name, head_bytes, looks_binary
 
@@ -161,8 +162,8 @@ def classify(path: PathLike, *, kind: str | None = None) -> str:
     """
     from forensics.errors import BinaryInputError
 
-    head = head_bytes(path)
-    if looks_binary(head):
+    head = head_after_nul_run(path, head_bytes(path))
+    if looks_binary(head) and not (kind == "log" and nul_padded_text(head)):
         raise BinaryInputError("binary file, not a text log, JSON or trace; refused", path=str(path))
     if kind is not None:
         return kind
@@ -228,6 +229,7 @@ def _write_file(writer: DatasetWriter, cand: _Candidate, kind: str, traces: _Tra
             writer.write("iterations", batch.iterations)
             writer.write("events", batch.events)
             writer.write("unparsed", batch.unparsed)
+            writer.write("traceback_frames", batch.traceback_frames)
     elif kind == "stats":
         from forensics.ingest.stats_json import read_stats
 

@@ -32,6 +32,21 @@ kind                        lines     what it is (numbers it carries)
                                       glog, Python logging, uvicorn) carrying no known message;
                                       kept as an event so severity, rank and time stay queryable
 ``collector_timestamp``     single    a line holding only a collector's timestamp (log_time)
+``cuda_device_assert``      single    a CUDA device-side assert line (ATen kernel): kernel
+                                      source in innermost_file/line, kernel in
+                                      innermost_function, cuda_block, cuda_thread; message =
+                                      the condition (:mod:`failure_messages`)
+``nccl_timeout``            single    NCCL watchdog collective timeout: rank, seq_num, op_type,
+                                      numel_in, numel_out, timeout_ms, elapsed_ms
+``cuda_oom``                single    CUDA out of memory: gpu, requested_bytes, total_bytes,
+                                      free_bytes (also a traceback ending in it: multi)
+``dist_timeout``            single    torch.distributed store timeout waiting for clients:
+                                      timeout_ms, clients_joined, clients_expected
+``long_line``               single    a line longer than the reader holds whole (16 MiB): its
+                                      first bytes in ``text``, its length in the message
+``nul_bytes``               note      NUL bytes removed from a line (``logrotate copytruncate``
+                                      leaves a NUL-filled hole); the line itself is still
+                                      read as its other rows say; claims no line
 ``input_truncated``         single    a .gz/.zst input ended early; severity E; its ``line`` is
                                       one past the last line read (no such line exists), the
                                       message names the byte offsets
@@ -57,10 +72,22 @@ CPP_LOG = "cpp_log"
 LOG = "log"
 COLLECTOR_TIMESTAMP = "collector_timestamp"
 INPUT_TRUNCATED = "input_truncated"
+CUDA_DEVICE_ASSERT = "cuda_device_assert"
+NCCL_TIMEOUT = "nccl_timeout"
+CUDA_OOM = "cuda_oom"
+DIST_TIMEOUT = "dist_timeout"
+LONG_LINE = "long_line"
+NUL_BYTES = "nul_bytes"
 
 #: Every kind, for validation and summaries.
 ALL = (ADP_ASSERT, ADP_SURPLUS_TOLERATED, ADP_DUMMY_ALLOC_FAILED, ADP_DUMMY_SKIPPED,
        KV_TRANSFER_TIMEOUT, KV_TRANSFER_ERROR, EVENT_LOOP_ERROR, MPI_ABORT, VERSION, TRACEBACK,
-       CONTINUED, CPP_BACKTRACE, CPP_LOG, LOG, COLLECTOR_TIMESTAMP, INPUT_TRUNCATED)
+       CONTINUED, CPP_BACKTRACE, CPP_LOG, LOG, COLLECTOR_TIMESTAMP, INPUT_TRUNCATED, LONG_LINE,
+       NUL_BYTES, CUDA_DEVICE_ASSERT, NCCL_TIMEOUT, CUDA_OOM, DIST_TIMEOUT)
+#: Kinds that mark a place and claim no line of the input (outside the line accounting):
+#: ``input_truncated`` sits one past the last line, ``nul_bytes`` notes a line another row
+#: claims.
+NOTES = (INPUT_TRUNCATED, NUL_BYTES)
 #: Kinds whose rows may span several lines.
-MULTI_LINE = (ADP_ASSERT, MPI_ABORT, TRACEBACK, CONTINUED, CPP_BACKTRACE)
+MULTI_LINE = (ADP_ASSERT, MPI_ABORT, TRACEBACK, CONTINUED, CPP_BACKTRACE, CUDA_OOM, NCCL_TIMEOUT,
+              DIST_TIMEOUT)

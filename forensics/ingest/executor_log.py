@@ -19,6 +19,7 @@ import concurrent.futures
 import dataclasses
 import logging
 import os
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -27,21 +28,38 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from forensics.dataset.schema import EVENTS, ITERATIONS, UNPARSED
+from forensics.dataset.schema import EVENTS as EVENTS_TYPED
+from forensics.dataset.schema import ITERATIONS, TRACEBACK_FRAMES, UNPARSED
 from forensics.ingest import (
     event_kinds,
     iteration_line,
     line_prefix,
     log_events,
     sources,
+    timestamps,
 )
 from forensics.ingest.traceback_event import Traceback
 from forensics.ingest.traceback_event import opens as traceback_opens
 
 log = logging.getLogger(__name__)
 
+#: Events as built here: ``log_time`` still the text the prefix held (:func:`_typed_events`
+#: turns it into ``EVENTS_TYPED``, the dataset's schema).
+EVENTS = pa.schema([f.with_type(pa.string()) if f.name == "log_time" else f
+                    for f in EVENTS_TYPED])
+
+
+def _typed_events(t: pa.Table) -> pa.Table:
+    """Built events in the dataset's schema: ``log_time`` parsed, its text kept if it fails."""
+    i = t.schema.get_field_index("log_time")
+    times, rest = timestamps.parse(pa.concat_arrays(t.column(i).chunks) if t.num_rows
+                                   else pa.array([], pa.string()))
+    t = t.set_column(i, EVENTS_TYPED.field(i), times)
+    j = t.schema.get_field_index("log_time_text")
+    return t.set_column(j, EVENTS_TYPED.field(j), rest)
+
 #: An iteration line: any wrappers, then the body starts with its ``iter`` field.
-ITERATION_MATCH = line_prefix.PREFIX_MATCH + iteration_line.ITERATION_LINE[1:]
+ITERATION_MATCH = line_prefix.PREFIX_MATCH + r"[ \t]*" + iteration_line.ITERATION_LINE[1:]
 
 #: Default block size (decompressed bytes); a block is analysed as one Arrow array. 4 MB
 #: measured faster than 16 MB (cache) and keeps peak RSS low.
@@ -61,11 +79,14 @@ class LogBatch:
         events: schema ``EVENTS`` exactly (a multi-line event may arrive in a later batch than
             its first line).
         unparsed: schema ``UNPARSED`` exactly.
+        traceback_frames: schema ``TRACEBACK_FRAMES`` exactly (with the batch of their event).
     """
 
     iterations: pa.Table
     events: pa.Table
     unparsed: pa.Table
+    traceback_frames: pa.Table = dataclasses.field(
+        default_factory=TRACEBACK_FRAMES.empty_table)
 
 
 # --------------------------------------------------------------------------- reading
@@ -79,18 +100,89 @@ def _decompressed(path: str | os.PathLike, read_bytes: int = READ_BYTES
         yield from sources.decompressed_chunks(raw, comp, read_bytes)
 
 
-def _plain_blocks(path: str | os.PathLike, block_bytes: int
-                  ) -> Iterator[tuple[bytearray, int, str | None]]:
+#: A line longer than this is not held whole: its first bytes are kept (event ``long_line``)
+#: and the rest is read past, so memory stays bounded and time linear whatever the line.
+MAX_LINE_BYTES = 16 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class LongLine:
+    """One line longer than the limit: its first bytes and its full length in bytes."""
+
+    head: bytes
+    length: int
+
+
+def _skip_rest(first: bytes | bytearray | memoryview,
+               chunks: Iterator[tuple[bytes | bytearray, int, str | None]], max_line: int
+               ) -> tuple[LongLine, bytes, int, str | None, bool]:
+    """Read past the rest of a long line whose bytes so far are ``first`` (no newline in them).
+
+    Returns (the line, the bytes after its newline, bytes consumed, error, end of input)."""
+    head = bytes(first[:max_line])
+    length = len(first)
+    consumed = 0
+    for data, n, err in chunks:
+        consumed += n
+        j = data.find(b"\n")
+        stop = j if j >= 0 else len(data)
+        if len(head) < max_line:
+            head += bytes(data[:min(stop, max_line - len(head))])
+        length += stop
+        if j >= 0:
+            return LongLine(head, length), bytes(data[j + 1:]), consumed, err, False
+        if err is not None:
+            return LongLine(head, length), b"", consumed, err, True
+    return LongLine(head, length), b"", consumed, None, True
+
+
+def _split_long(block: bytes | bytearray, max_line: int
+                ) -> Iterator[bytes | bytearray | LongLine]:
+    """``block`` (whole lines) with every line longer than ``max_line`` cut out as a
+    :class:`LongLine`. One ``rfind`` per ``max_line`` bytes: free for ordinary blocks."""
+    if len(block) <= max_line:
+        yield block
+        return
+    start = pos = 0
+    n = len(block)
+    while pos < n:
+        j = block.rfind(b"\n", pos, pos + max_line + 1)
+        if j >= 0:
+            pos = j + 1
+            continue
+        end = block.find(b"\n", pos)
+        end = n if end < 0 else end
+        if pos > start:
+            yield block[start:pos]
+        yield LongLine(bytes(block[pos:pos + max_line]), end - pos)
+        start = pos = end + 1
+    if start < n:
+        yield block[start:]
+
+
+def _file_chunks(raw: Any, step: int) -> Iterator[tuple[bytes, int, None]]:
+    while data := raw.read(step):
+        yield data, len(data), None
+
+
+def _plain_blocks(path: str | os.PathLike, block_bytes: int, max_line: int = MAX_LINE_BYTES
+                  ) -> Iterator[tuple[bytearray | LongLine, int, str | None]]:
     """:func:`_blocks` of an uncompressed file: the same blocks (the same reads of
     ``min(READ_BYTES, block_bytes)`` bytes, cut at the same newlines), each read straight into
-    its own buffer instead of being appended and copied out (two copies of every byte less)."""
+    its own buffer instead of being appended and copied out (two copies of every byte less).
+
+    Each byte is searched for a newline once (the carry's last newline is remembered), so a
+    line that spans many reads costs linear time; past ``max_line`` it is skipped through."""
     step = min(READ_BYTES, block_bytes)
     carry = bytearray()
+    carry_nl = -1          # index of the carry's last newline, -1 if it has none
     consumed = 0
     with open(path, "rb") as raw:
         while True:
             c = len(carry)
             want = max(1, -(-(block_bytes - c) // step)) * step   # reads until a cut can happen
+            if c >= block_bytes:   # a line longer than a block: grow geometrically (linear)
+                want = -(-c // step) * step
             buf = bytearray(c + want)
             buf[:c] = carry
             with memoryview(buf) as view, view[c:] as free:
@@ -98,48 +190,119 @@ def _plain_blocks(path: str | os.PathLike, block_bytes: int
             consumed += n
             if n < want:
                 del buf[c + n:]
-            k = buf.rfind(b"\n") if len(buf) >= block_bytes else -1
-            if k >= 0:
-                carry = buf[k + 1:]
-                del buf[k + 1:]
-                yield buf, consumed, None
+            k = buf.rfind(b"\n", c)
+            if k < 0:
+                k = carry_nl
+            if len(buf) - (k + 1) > max_line:
+                if k >= 0:
+                    for part in _split_long(buf[:k + 1], max_line):
+                        yield part, consumed, None
+                        consumed = 0
+                with memoryview(buf) as view, view[k + 1:] as rest_of_line:
+                    long, rest, used, _err, eof = _skip_rest(
+                        rest_of_line, _file_chunks(raw, step) if n == want else iter(()),
+                        max_line)
+                yield long, consumed + used, None
                 consumed = 0
+                carry = bytearray(rest)
+                carry_nl = carry.rfind(b"\n")
+                if eof:
+                    if carry:
+                        yield from ((part, 0, None) for part in _split_long(carry, max_line))
+                    return
+                continue
+            if len(buf) >= block_bytes and k >= 0:
+                carry = buf[k + 1:]
+                carry_nl = -1
+                del buf[k + 1:]
+                for part in _split_long(buf, max_line):
+                    yield part, consumed, None
+                    consumed = 0
             else:
                 carry = buf
+                carry_nl = k
             if n < want:   # end of file
                 if carry or consumed:
-                    yield carry, consumed, None
+                    for part in _split_long(carry, max_line):
+                        yield part, consumed, None
+                        consumed = 0
+                    if consumed:
+                        yield b"", consumed, None
                 return
 
 
-def _blocks(path: str | os.PathLike, block_bytes: int
-            ) -> Iterator[tuple[bytes | bytearray, int, str | None]]:
-    """Yield (whole lines, compressed bytes consumed, error); the last block may lack a newline."""
+def _blocks(path: str | os.PathLike, block_bytes: int, max_line: int = MAX_LINE_BYTES
+            ) -> Iterator[tuple[bytes | bytearray | LongLine, int, str | None]]:
+    """Yield (whole lines, compressed bytes consumed, error); the last block may lack a
+    newline. A line longer than ``max_line`` comes alone, as a :class:`LongLine`."""
     if sources.compression_of(path) is None:
-        yield from _plain_blocks(path, block_bytes)
+        yield from _plain_blocks(path, block_bytes, max_line)
         return
     buf = bytearray()
+    last_nl = -1           # index of buf's last newline, -1 if it has none
     consumed = 0
-    for data, n, err in _decompressed(path, min(READ_BYTES, block_bytes)):
+    chunks = _decompressed(path, min(READ_BYTES, block_bytes))
+    for data, n, err in chunks:
+        scanned = len(buf)
         buf += data
         consumed += n
+        k = buf.rfind(b"\n", scanned)
+        if k >= 0:
+            last_nl = k
         if err is not None:
             if buf:
-                yield bytes(buf), consumed, None
+                for part in _split_long(bytes(buf), max_line):
+                    yield part, consumed, None
+                    consumed = 0
             yield b"", 0, err
             return
-        if len(buf) >= block_bytes:
-            k = buf.rfind(b"\n")
-            if k >= 0:
-                yield bytes(memoryview(buf)[:k + 1]), consumed, None
-                del buf[:k + 1]
+        if len(buf) - (last_nl + 1) > max_line:
+            if last_nl >= 0:
+                for part in _split_long(bytes(memoryview(buf)[:last_nl + 1]), max_line):
+                    yield part, consumed, None
+                    consumed = 0
+            long, rest, used, err, eof = _skip_rest(memoryview(buf)[last_nl + 1:], chunks,
+                                                    max_line)
+            yield long, consumed + used, None
+            consumed = 0
+            buf = bytearray(rest)
+            last_nl = buf.rfind(b"\n")
+            if err is not None:
+                if buf:
+                    yield from ((part, 0, None) for part in _split_long(bytes(buf), max_line))
+                yield b"", 0, err
+                return
+            if eof:
+                break
+            continue
+        if len(buf) >= block_bytes and last_nl >= 0:
+            for part in _split_long(bytes(memoryview(buf)[:last_nl + 1]), max_line):
+                yield part, consumed, None
                 consumed = 0
+            del buf[:last_nl + 1]
+            last_nl = -1
     if buf or consumed:
-        yield bytes(buf), consumed, None
+        for part in _split_long(bytes(buf), max_line):
+            yield part, consumed, None
+            consumed = 0
+        if consumed:
+            yield b"", consumed, None
 
 
-def _lines(block: bytes | bytearray) -> pa.Array:
-    """The block's lines as an Arrow string array (newlines removed, invalid UTF-8 replaced)."""
+def _lines(block: bytes | bytearray) -> tuple[pa.Array, np.ndarray | None]:
+    """The block's lines as an Arrow string array (newlines removed, invalid UTF-8 replaced,
+    NUL bytes removed) and, when the block held NULs, the count removed per line.
+
+    NUL runs are what ``logrotate copytruncate`` leaves where the file was cut while the
+    logger kept its offset: no text, so removed (and reported, event ``nul_bytes``)."""
+    arr = _split_lines(block)
+    if b"\0" not in block:
+        return arr, None
+    nul = pc.count_substring(arr, "\0").to_numpy(zero_copy_only=False)
+    return pc.replace_substring(arr, "\0", ""), nul
+
+
+def _split_lines(block: bytes | bytearray) -> pa.Array:
     if not block.isascii():
         try:
             block.decode("utf-8")
@@ -178,6 +341,12 @@ class _Block:
     rank: pa.Array              # logger rank, else launcher rank
     rank_ffill: pa.Array        # last rank seen at or before each line (null before any)
     iterations: pa.Table
+    nul: np.ndarray | None = None   # NUL bytes removed per line, None when the block had none
+    wrappers: dict[str, pa.Array] = dataclasses.field(default_factory=dict)  # WRAPPER_FIELDS
+    wrap_head: np.ndarray | None = None  # logger lines that may wrap onto the next lines
+
+    def wrappers_at(self, i: int) -> dict[str, Any]:
+        return {k: v[i].as_py() for k, v in self.wrappers.items()}
 
     def body_at(self, i: int) -> str:
         return self.body[int(self.body_index[i])].as_py()
@@ -187,7 +356,49 @@ def _mask(a: pa.Array) -> np.ndarray:
     return np.asarray(pc.fill_null(a, False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def _analyse(block: bytes | bytearray, source: str, layouts: iteration_line.Layouts) -> _Block:
+class _Streams:
+    """Stream ids of pdsh hosts (``host`` or ``host`` + launcher rank), shared by the worker
+    threads of one parse so that a host keeps its id from block to block. Launcher ranks are
+    streams 0, 1, ...; lines without a launcher are stream -1; hosts take -2, -3, ..."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def of(self, keys: list[str]) -> list[int]:
+        with self._lock:
+            return [self._ids.setdefault(k, -2 - len(self._ids)) for k in keys]
+
+
+def _wrapper_columns(pre: line_prefix.Prefixes, lines: pa.Array, docker_time: pa.Array | None,
+                     is_collector: np.ndarray) -> dict[str, pa.Array]:
+    """collector / collector_time / host per line: the prefixes' wrappers, Docker records, and
+    the time of a collector timestamp line for the line just after it."""
+    collector, ctime = pre.collector, pre.collector_time
+    if docker_time is not None:
+        is_docker = pc.is_valid(docker_time)
+        collector = pc.if_else(is_docker, pc.binary_join_element_wise(
+            "docker", pc.fill_null(collector, ""), "+"), collector)
+        collector = pc.utf8_rtrim(collector, characters="+")
+        ctime = pc.if_else(is_docker, pc.if_else(pc.equal(docker_time, ""), ctime, docker_time),
+                           ctime)
+    if is_collector.any():
+        after = np.flatnonzero(is_collector[:-1]) + 1
+        stamp = pc.utf8_trim(pc.replace_substring_regex(lines, r"^(?:> ?)*", ""),
+                             characters=" \t")
+        prev = np.arange(len(lines)) - 1
+        use = np.zeros(len(lines), dtype=bool)
+        use[after] = True
+        use &= ~is_collector
+        shifted = stamp.take(pa.array(np.maximum(prev, 0)))
+        ctime = pc.coalesce(ctime, pc.if_else(pa.array(use), shifted, pa.scalar(None, pa.string())))
+        collector = pc.if_else(pa.array(is_collector), pc.coalesce(collector, pa.scalar("tab")),
+                               collector)
+    return {"collector": collector, "collector_time": ctime, "host": pre.host}
+
+
+def _analyse(block: bytes | bytearray, source: str, layouts: iteration_line.Layouts,
+             streams: _Streams | None = None) -> _Block:
     """The per-block vectorised work (runs in a worker thread).
 
     Its line numbers are not known yet (earlier blocks may still be in other threads), so
@@ -195,8 +406,14 @@ def _analyse(block: bytes | bytearray, source: str, layouts: iteration_line.Layo
     :func:`parse_executor_log`; counting lines in the reading thread cost it 1 ms per block).
     """
     first_line = 1
-    lines = _lines(block)
+    lines, nul = _lines(block)
     n = len(lines)
+    docker_time = None
+    # a Docker json-file log is all records: a block (cut at a line start) whose first line is
+    # one is unwrapped (searching every block for the marker cost 5% of the whole parse)
+    if block[:len(line_prefix.DOCKER_START) + 16].lstrip(b"\0").startswith(
+            line_prefix.DOCKER_START.encode()):
+        lines, docker_time = line_prefix.unwrap_docker(lines)
     pre = line_prefix.strip(lines)
     is_iter = iteration_line.starts_iteration(lines, pre.body_offset)
     rest = pre.body_offset < 0
@@ -212,9 +429,28 @@ def _analyse(block: bytes | bytearray, source: str, layouts: iteration_line.Layo
     is_cand[other] = _mask(pc.match_substring_regex(body, log_events.CANDIDATE_PATTERN))
     is_collector = np.zeros(n, dtype=bool)
     is_collector[other] = _mask(pc.match_substring_regex(
-        body, line_prefix.COLLECTOR_TIMESTAMP_LINE))
+        other_lines, line_prefix.COLLECTOR_TIMESTAMP_LINE))
     is_collector &= ~pre.has_logger & ~is_cand
+    # a logger line followed by an indented line without prefix may have wrapped onto it: the
+    # scanner looks (and at a block's last line, which may wrap into the next block)
+    body_lead = np.zeros(n, dtype=bool)
+    body_lead[other] = _mask(pc.match_substring_regex(body, r"^\s+\S"))
+    may_continue = body_lead & ~pre.has_logger & ~is_collector
+    wrap_head = pre.has_logger & ~is_iter
+    if n:
+        wrap_head[:-1] &= may_continue[1:]
+    is_cand |= wrap_head
     stream = pc.fill_null(pre.launcher_rank, -1).to_numpy()
+    if pre.host.null_count < n:   # pdsh: one stream per host (and launcher rank)
+        key = pc.binary_join_element_wise(
+            pre.host, pc.fill_null(pc.cast(pre.launcher_rank, pa.string()), ""), ":")
+        uniq = pc.unique(pc.drop_null(key))
+        ids = np.array((streams or _Streams()).of(uniq.to_pylist()), dtype=np.int64)
+        at = pc.index_in(key, value_set=uniq)
+        has = pc.is_valid(at).to_numpy(zero_copy_only=False)
+        stream = stream.astype(np.int64)
+        stream[has] = ids[pc.fill_null(at, 0).to_numpy()[has]]
+    wrappers = _wrapper_columns(pre, lines, docker_time, is_collector)
     rank = pc.coalesce(pre.logger_rank, pre.launcher_rank)
     if is_iter.any():
         line_no = pa.array(np.arange(first_line, first_line + n, dtype=np.int64))
@@ -224,12 +460,16 @@ def _analyse(block: bytes | bytearray, source: str, layouts: iteration_line.Layo
                                    pc.filter(pre.log_time, sel))
         iters = layouts.parse(it_lines, source=source, line=it_no, rank=it_rank,
                               log_time=it_time)
+        if any(w.null_count < n for w in wrappers.values()):
+            for name, values in wrappers.items():
+                i = iters.schema.get_field_index(name)
+                iters = iters.set_column(i, iters.schema.field(i), pc.filter(values, sel))
     else:
         iters = ITERATIONS.empty_table()
     return _Block(first_line=first_line, lines=lines, pre=pre, is_iter=is_iter, body=body,
                   body_index=body_index, is_cand=is_cand, is_collector=is_collector,
                   stream=stream, rank=rank, rank_ffill=pc.fill_null_forward(rank),
-                  iterations=iters)
+                  iterations=iters, nul=nul, wrappers=wrappers, wrap_head=wrap_head)
 
 
 # --------------------------------------------------------------------------- sequential stage
@@ -243,13 +483,26 @@ class _Scanner:
         self.last_rank: int | None = None
         self.events: list[dict[str, Any]] = []
         self.unparsed: list[tuple[int, str]] = []
+        self.frames: list[dict[str, Any]] = []
 
     def _finish(self, stream: int, ev: Any) -> None:
         self.open.pop(stream, None)
+        wrappers = getattr(ev, "wrappers", {})
         if ev.is_fragment:
             self.unparsed.append((ev.lines[0], ev.raw_first))
         else:
-            self.events.extend(ev.events())
+            self.events.extend({**r, **wrappers} for r in ev.events())
+            if isinstance(ev, Traceback):
+                self.frames.extend(ev.frame_rows())
+        if isinstance(ev, Traceback):   # lines read past its end go back (fragments too)
+            for line, body, raw, coll in ev.released():
+                if coll:
+                    self.events.append({"line": line, "line_end": line,
+                                        "kind": event_kinds.COLLECTOR_TIMESTAMP,
+                                        "log_time": body.strip() or None, "text": body,
+                                        "collector": wrappers.get("collector")})
+                else:
+                    self.unparsed.append((line, raw))
 
     def finish_all(self) -> None:
         for s, ev in sorted(self.open.items()):
@@ -271,10 +524,17 @@ class _Scanner:
                     self._finish(s, ev)
                     return
                 body = b.body_at(j)
-                if not ev.accepts(body, bool(has_logger[j])):
-                    self._finish(s, ev)
-                    return
-                ev.add(b.first_line + j, body)
+                if isinstance(ev, Traceback):
+                    coll = bool(b.is_collector[j])
+                    if not ev.accepts(body, bool(has_logger[j]), coll):
+                        self._finish(s, ev)
+                        return
+                    ev.add(b.first_line + j, body, b.lines[j].as_py(), coll)
+                else:
+                    if not ev.accepts(body, bool(has_logger[j])):
+                        self._finish(s, ev)
+                        return
+                    ev.add(b.first_line + j, body)
                 claimed[j] = True
                 if ev.done:
                     self._finish(s, ev)
@@ -291,11 +551,22 @@ class _Scanner:
                     continue
                 body = b.body_at(i)
                 row = log_events.match_single(body)
+                header = has_logger[i] and row is None and traceback_opens(body) == "header"
+                if row is None and has_logger[i] and b.wrap_head[i] and not header:
+                    row = {"kind": event_kinds.CPP_LOG if b.pre.is_cpp[i] else event_kinds.LOG,
+                           "message": body, "text": body}
                 if row is not None:
-                    self.events.append(self._single(b, int(i), row))
+                    row = self._single(b, int(i), row)
                     claimed[i] = True
+                    if b.wrap_head[i]:
+                        s = int(b.stream[i])
+                        if s in self.open:
+                            self._finish(s, self.open[s])
+                        scan(s, log_events.Wrapped(row, body, b.lines[i].as_py()), int(i))
+                    else:
+                        self.events.append(row)
                     continue
-                if has_logger[i]:
+                if has_logger[i] and not header:
                     continue
                 s = int(b.stream[i])
                 if s in self.open:
@@ -317,6 +588,7 @@ class _Scanner:
                 else:
                     continue
                 claimed[i] = True
+                ev.wrappers = b.wrappers_at(int(i))
                 scan(s, ev, int(i))
         if n:
             last = b.rank_ffill[n - 1].as_py()
@@ -332,12 +604,19 @@ class _Scanner:
         line = b.first_line + i
         return {**row, "line": line, "line_end": line,
                 "rank": rank if rank is not None else msg_rank, "severity": sev,
-                "log_time": b.pre.log_time[i].as_py()}
+                "log_time": b.pre.log_time[i].as_py(), **b.wrappers_at(i)}
 
     def take_rows(self) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
         ev, un = self.events, self.unparsed
         self.events, self.unparsed = [], []
         return ev, un
+
+    def take_frames(self) -> pa.Table:
+        rows, self.frames = self.frames, []
+        for r in rows:
+            r["source"] = self.source
+        return pa.Table.from_pylist(rows, schema=TRACEBACK_FRAMES) if rows \
+            else TRACEBACK_FRAMES.empty_table()
 
 
 # --------------------------------------------------------------------------- assembling
@@ -375,14 +654,18 @@ def _assemble(b: _Block, claimed: np.ndarray, rows: list[dict[str, Any]],
         parts.append(_events_table(len(ln), source, {
             "line": ln, "line_end": ln, "rank": pc.filter(b.rank, sel),
             "severity": pc.filter(b.pre.severity, sel), "kind": kind,
-            "message": pc.filter(b.body, body_sel), "log_time": pc.filter(b.pre.log_time, sel)}))
+            "message": pc.filter(b.body, body_sel), "text": pc.filter(b.body, body_sel),
+            "log_time": pc.filter(b.pre.log_time, sel),
+            **{k: pc.filter(v, sel) for k, v in b.wrappers.items()}}))
     if coll.any():
         sel = pa.array(coll)
         ln = pc.filter(line_no, sel)
-        ts = pc.utf8_trim_whitespace(pc.filter(b.body, pa.array(coll[~b.is_iter])))
+        text = pc.filter(b.body, pa.array(coll[~b.is_iter]))
+        ts = pc.utf8_trim_whitespace(text)
         parts.append(_events_table(len(ln), source, {
             "line": ln, "line_end": ln, "kind": pa.repeat(
-                pa.scalar(event_kinds.COLLECTOR_TIMESTAMP), len(ln)), "log_time": ts}))
+                pa.scalar(event_kinds.COLLECTOR_TIMESTAMP), len(ln)), "log_time": ts,
+            "text": text, **{k: pc.filter(v, sel) for k, v in b.wrappers.items()}}))
     events = pa.concat_tables(parts) if parts else EVENTS.empty_table()
     if len(parts) > 1:
         events = events.take(pc.sort_indices(events, [("line", "ascending")]))
@@ -392,7 +675,15 @@ def _assemble(b: _Block, claimed: np.ndarray, rows: list[dict[str, Any]],
                               schema=UNPARSED)
     if extra_unparsed:
         un = pa.concat_tables([un, _unparsed_rows(extra_unparsed, source)])
-    return LogBatch(iterations=b.iterations, events=events, unparsed=un)
+    if b.nul is not None and b.nul.any():
+        at = np.flatnonzero(b.nul)
+        events = pa.concat_tables([events, pa.Table.from_pylist([
+            {"source": source, "line": b.first_line + int(i), "line_end": b.first_line + int(i),
+             "kind": event_kinds.NUL_BYTES, "severity": "W",
+             "message": f"{int(b.nul[i])} NUL bytes removed from this line (a log rotated "
+                        "with copytruncate leaves a NUL-filled hole)"} for i in at],
+            schema=EVENTS)])
+    return LogBatch(iterations=b.iterations, events=_typed_events(events), unparsed=un)
 
 
 def _unparsed_rows(rows: list[tuple[int, str]], source: str) -> pa.Table:
@@ -403,8 +694,8 @@ def _unparsed_rows(rows: list[tuple[int, str]], source: str) -> pa.Table:
 
 def parse_executor_log(path: str | os.PathLike, source: str, *,
                        progress: Callable[[int], None] | None = None,
-                       block_bytes: int = BLOCK_BYTES, threads: int = THREADS
-                       ) -> Iterator[LogBatch]:
+                       block_bytes: int = BLOCK_BYTES, threads: int = THREADS,
+                       max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[LogBatch]:
     """Stream a plain/.gz/.zst executor log in blocks; memory stays flat whatever its size.
 
     Args:
@@ -414,6 +705,8 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
             caller can drive a progress bar whose total is the file size.
         block_bytes: decompressed bytes per block.
         threads: worker threads for the vectorised stage (1 analyses in the caller's thread).
+        max_line_bytes: a longer line becomes a ``long_line`` event holding its first
+            ``max_line_bytes`` bytes (memory stays bounded whatever the line).
 
     Yields:
         One :class:`LogBatch` per block, plus a last one for events still open at the end
@@ -421,9 +714,10 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
     """
     scanner = _Scanner(source)
     layouts = iteration_line.Layouts()
+    streams = _Streams()
     next_line = 1
     pool = concurrent.futures.ThreadPoolExecutor(threads) if threads > 1 else None
-    pending: deque[concurrent.futures.Future[_Block] | _Block] = deque()
+    pending: deque[concurrent.futures.Future[_Block] | _Block | LongLine] = deque()
     error: str | None = None
 
     def placed(b: _Block) -> _Block:
@@ -439,24 +733,46 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
 
     def drain_one() -> LogBatch:
         item = pending.popleft()
+        if isinstance(item, LongLine):
+            return long_line(item)
         b = placed(item.result() if isinstance(item, concurrent.futures.Future) else item)
         claimed = scanner.process(b)
         rows, extra = scanner.take_rows()
-        return _assemble(b, claimed, rows, extra, source)
+        return dataclasses.replace(_assemble(b, claimed, rows, extra, source),
+                                   traceback_frames=scanner.take_frames())
+
+    def long_line(item: LongLine) -> LogBatch:
+        nonlocal next_line
+        scanner.finish_all()   # a multi-line event cannot run through a line not read
+        rows, extra = scanner.take_rows()
+        text = item.head.replace(b"\0", b"").decode("utf-8", errors="replace")
+        rows.append({"source": source, "line": next_line, "line_end": next_line,
+                     "kind": event_kinds.LONG_LINE, "severity": "W", "text": text,
+                     "message": f"line of {item.length} bytes; its first {len(item.head)} "
+                                "bytes kept in text"})
+        next_line += 1
+        for r in rows:
+            r["source"] = source
+        return LogBatch(iterations=ITERATIONS.empty_table(),
+                        events=_typed_events(pa.Table.from_pylist(rows, schema=EVENTS)),
+                        unparsed=_unparsed_rows(extra, source) if extra
+                        else UNPARSED.empty_table(), traceback_frames=scanner.take_frames())
 
     try:
-        for block, consumed, err in _blocks(path, block_bytes):
+        for block, consumed, err in _blocks(path, block_bytes, max_line_bytes):
             if progress is not None and consumed:
                 progress(consumed)
             if err is not None:
                 error = err
                 break
-            if not block:
+            if isinstance(block, LongLine):
+                pending.append(block)
+            elif not block:
                 continue
-            if pool is not None:
-                pending.append(pool.submit(_analyse, block, source, layouts))
+            elif pool is not None:
+                pending.append(pool.submit(_analyse, block, source, layouts, streams))
             else:
-                pending.append(_analyse(block, source, layouts))
+                pending.append(_analyse(block, source, layouts, streams))
             while len(pending) > (threads if pool is not None else 0):
                 yield drain_one()
         while pending:
@@ -474,10 +790,12 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
         rows.append({"line": next_line, "line_end": next_line, "severity": "E",
                      "kind": event_kinds.INPUT_TRUNCATED,
                      "message": f"{error}; kept {next_line - 1} lines, the rest is lost"})
-    if rows or extra:
+    frames = scanner.take_frames()
+    if rows or extra or frames.num_rows:
         for r in rows:
             r["source"] = source
         events = pa.Table.from_pylist(rows, schema=EVENTS) if rows else EVENTS.empty_table()
+        events = _typed_events(events)
         yield LogBatch(iterations=ITERATIONS.empty_table(), events=events,
                        unparsed=_unparsed_rows(extra, source) if extra
-                       else UNPARSED.empty_table())
+                       else UNPARSED.empty_table(), traceback_frames=frames)

@@ -22,7 +22,9 @@ parts of a pair are its name and value (so ``states = {'num_ctx_requests': 0`` y
 whatever its separator (``iter=7``). Known names are scattered into typed columns with numpy.
 Unknown names go to the ``extra`` map (``states`` keys as ``states.<key>``); a fragment that is
 no pair (a truncated line) is kept in ``extra`` as a key with a null value; a known field with
-an unreadable value is kept in ``extra`` too, so nothing is lost.
+an unreadable value is kept in ``extra`` too, so nothing is lost. A repeated field
+(``foo = 1, foo = 2``) is read from its first occurrence; the later ones go to ``extra`` as
+``foo#2``, ``foo#3`` (map keys must be unique to load).
 """
 from __future__ import annotations
 
@@ -33,7 +35,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from forensics.dataset.schema import ITERATIONS
+from forensics.dataset.schema import ITERATIONS, WRAPPER_FIELDS
+from forensics.ingest import timestamps
 from forensics.ingest.line_prefix import spans, string_offsets
 
 #: A body is an iteration line when it starts with its ``iter`` field.
@@ -121,12 +124,55 @@ _TS, _CURRANK = len(KNOWN_FIELDS), len(KNOWN_FIELDS) + 1
 _NULL = pa.scalar(None, pa.string())
 
 
+def _typed_times(arrays: dict[str, pa.Array], log_time: pa.Array) -> None:
+    """``timestamp`` and ``log_time`` as timestamps, their text kept where they do not parse."""
+    arrays["timestamp"], arrays["timestamp_text"] = timestamps.parse(arrays["timestamp"])
+    arrays["log_time"], arrays["log_time_text"] = timestamps.parse(log_time)
+
+
+def _no_wrappers(n: int) -> dict[str, pa.Array]:
+    """The wrapper columns, null (the log parser fills them from the line prefixes)."""
+    return {f.name: pa.nulls(n, f.type) for f in WRAPPER_FIELDS}
+
+
 def _index(n: int, parent: np.ndarray, sel: np.ndarray) -> pa.Array:
-    """Per row, the index of the (last) selected pair, null where none."""
+    """Per row, the index of its first selected pair, null where none."""
     idx = np.full(n, -1, dtype=np.int64)
-    pos = np.flatnonzero(sel)
+    pos = np.flatnonzero(sel)[::-1]   # assigned last to first: the first one stays
     idx[parent[pos]] = pos
     return pa.array(idx, mask=idx < 0)
+
+
+def _first_only(parent: np.ndarray, sel: np.ndarray) -> np.ndarray:
+    """``sel`` less every selected pair after the first of its row (a repeated field: the
+    first occurrence goes to the column, the others to ``extra``)."""
+    pos = np.flatnonzero(sel)
+    keep = np.zeros(len(sel), dtype=bool)
+    if len(pos):
+        rows = parent[pos]
+        keep[pos[np.r_[True, rows[1:] != rows[:-1]]]] = True
+    return keep
+
+
+def _unique_keys(keys: pa.Array, parent: np.ndarray) -> pa.Array:
+    """``keys`` (per pair kept in ``extra``, rows in order) with a repeated key of a row renamed
+    ``name#2``, ``name#3``...: a map with duplicate keys cannot be loaded into pandas."""
+    if len(keys) < 2:
+        return keys
+    tagged = pc.binary_join_element_wise(pa.array(parent.astype(str)), keys, "\x1f")
+    if len(pc.unique(tagged)) == len(keys):
+        return keys
+    out, seen = keys.to_pylist(), {}
+    for i, (p, k) in enumerate(zip(parent.tolist(), out)):
+        c = seen[(p, k)] = seen.get((p, k), 0) + 1
+        if c > 1:
+            name = f"{k}#{c}"
+            while (p, name) in seen:   # a literal ``x#2`` key already on the line
+                c += 1
+                name = f"{k}#{c}"
+            seen[(p, name)] = 1
+            out[i] = name
+    return pa.array(out, pa.string())
 
 
 def _ok(values: pa.Array, pattern: str) -> np.ndarray:
@@ -189,7 +235,7 @@ def parse(lines: pa.Array, *, source: str, line: pa.Array, rank: pa.Array,
     claimed = first & iter_ok[parent]
     present: dict[str, np.ndarray] = {}
     for i, (name, (col, typ, unit)) in enumerate(KNOWN_FIELDS.items()):
-        sel = code == i
+        sel = _first_only(parent, code == i)
         if not sel.any():
             cols[col] = pa.nulls(n, typ)
             present[name] = np.zeros(n, dtype=bool)
@@ -205,10 +251,10 @@ def parse(lines: pa.Array, *, source: str, line: pa.Array, rank: pa.Array,
         present[name] = has & good_row
         claimed |= sel & good_row[parent]
         cols[col] = pc.cast(pc.if_else(pa.array(ok), v, _NULL), typ)
-    sel = code == _TS
+    sel = _first_only(parent, code == _TS)
     claimed |= sel
     cols["timestamp"] = pc.take(vals, _index(n, parent, sel))
-    sel = code == _CURRANK
+    sel = _first_only(parent, code == _CURRANK)
     ab = pc.extract_regex(pc.take(vals, _index(n, parent, sel)), r"^(?P<a>\d{1,18})/(?P<b>\d{1,18})$")
     ab_ok = pc.is_valid(ab).to_numpy(zero_copy_only=False)
     a, b = ab.flatten()
@@ -237,14 +283,16 @@ def parse(lines: pa.Array, *, source: str, line: pa.Array, rank: pa.Array,
         rkeys = pc.if_else(pa.array(is_state & is_pair[rest]),
                            pc.binary_join_element_wise("states", rkeys, "."), rkeys)
         rvals = pc.take(vals, ridx)
+        rkeys = _unique_keys(rkeys, parent[rest])
     else:
         rkeys = rvals = pa.array([], pa.string())
     extra = pa.MapArray.from_arrays(pa.array(offsets), rkeys, rvals)
     arrays = {
         "source": pa.repeat(pa.scalar(source, pa.string()), n),
-        "line": line, "log_time": log_time, "format": pa.array(fmt, pa.string()),
-        "extra": extra, **cols,
+        "line": line, "format": pa.array(fmt, pa.string()),
+        "extra": extra, **cols, **_no_wrappers(n),
     }
+    _typed_times(arrays, log_time)
     return pa.Table.from_arrays([arrays[f.name].cast(f.type) for f in ITERATIONS],
                                 schema=ITERATIONS)
 
@@ -502,7 +550,9 @@ class Layout:
             "source": pa.repeat(pa.scalar(source, pa.string()), k_rows), "line": line,
             "log_time": log_time, "format": pa.repeat(pa.scalar(self.format), k_rows),
             "extra": pa.MapArray.from_arrays(offsets, keys, vals), **cols,
+            **_no_wrappers(k_rows),
         }
+        _typed_times(arrays, log_time)
         table = pa.Table.from_arrays([arrays[f.name].cast(f.type) for f in ITERATIONS],
                                      schema=ITERATIONS)
         if not good.all():

@@ -52,6 +52,37 @@ def recognised(path: str | os.PathLike) -> bool:
     return ext in TEXT_EXTENSIONS
 
 
+def head_after_nul_run(path: str | os.PathLike, head: bytes) -> bytes:
+    """The first bytes after a leading run of NUL bytes (``head`` itself when it has none).
+
+    ``logrotate copytruncate`` leaves a NUL-filled hole (as long as the old log) at the start
+    of a log still being written; the text after it is still a log, so the kind is judged on
+    that text. A file of NULs only gives ``b"\\0"`` (binary).
+    """
+    if not head.startswith(b"\0"):
+        return head
+    from forensics.ingest.sources import SNIFF_BYTES, open_binary
+
+    try:
+        with open_binary(path) as f:
+            while chunk := f.read(1 << 20):
+                rest = chunk.lstrip(b"\0")
+                if rest:
+                    return (rest + f.read(SNIFF_BYTES))[:SNIFF_BYTES]
+    except Exception:  # decompression errors: judged on the head as read
+        return head
+    return b"\0"
+
+
+def nul_padded_text(head: bytes) -> bool:
+    """Text with NUL runs in it (more copytruncate holes): read as a log when ``--kind log``
+    says so, although NULs otherwise mark a binary file."""
+    from forensics.ingest.sources import looks_binary
+
+    rest = head.replace(b"\0", b"")
+    return bool(rest) and not looks_binary(rest)
+
+
 def first_json_object(head_text: str) -> dict | None:
     """The first non-blank line parsed as a JSON object, or None (not JSON, or not an object)."""
     for line in head_text.splitlines():
@@ -59,7 +90,7 @@ def first_json_object(head_text: str) -> dict | None:
             continue
         try:
             value = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):   # nested too deep: the reader says where
             return None
         return value if isinstance(value, dict) else None
     return None
@@ -72,6 +103,7 @@ def detect_kind(head_text: str) -> str:
     - first non-blank line a JSON object: ``trace`` if it is an adp-trace run record (decided by
       the trace reader's ``is_trace``) or any trace record (``"kind": "frame"``, so the reader
       reports the missing run record), else ``stats``;
+    - a Docker json-file record (``{"log": ..., "stream": ..., "time": ...}``): ``log``;
     - anything else: ``log`` (log lines start with ``[MM/DD/...]`` or text, not ``[{``).
 
     Example:
@@ -91,6 +123,9 @@ def detect_kind(head_text: str) -> str:
         first = first_json_object(head_text)
         if first is not None and first.get("kind") in TRACE_RECORD_KINDS:
             return "trace"   # a trace without its run record: the trace reader says so
+        if text.startswith('{"log":') or (first is not None and isinstance(first.get("log"), str)
+                                          and ("stream" in first or "time" in first)):
+            return "log"     # Docker json-file: each record carries one log line
         # A first line that is not a complete JSON object (pretty-printed JSON Lines do not
         # exist) still reads best as stats: the stats reader names the bad line.
         return "stats"
@@ -103,7 +138,11 @@ def _is_trace(head_text: str) -> bool:
     except ImportError:  # pragma: no cover - the trace reader is part of the package
         first = first_json_object(head_text)
         return bool(first) and first.get("kind") == "run" and first.get("format") == "adp-trace"
-    return is_trace(head_text)
+    try:
+        return is_trace(head_text)
+    except RecursionError:   # a first line nested too deep is no run record
+        return False
 
 
-__all__ = ["KINDS", "TEXT_EXTENSIONS", "COMPRESSION_EXTENSIONS", "recognised", "detect_kind"]
+__all__ = ["KINDS", "TEXT_EXTENSIONS", "COMPRESSION_EXTENSIONS", "recognised", "detect_kind",
+           "head_after_nul_run", "nul_padded_text"]

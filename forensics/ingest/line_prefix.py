@@ -3,10 +3,14 @@
 A line as found in a post-mortem bundle is the executor's message wrapped, outside in, by:
 
 1. Markdown quoting ``> `` (logs pasted into issues);
-2. a collector timestamp followed by a tab (log shippers, ``kubectl``-style exports);
-3. a launcher prefix: ``0: `` (``srun --label``, task id) or ``[1,5]<stderr>:`` (``mpirun
-   --tag-output``: job 1, rank 5; no space follows the colon, so indentation survives);
-4. a logger prefix, one of
+2. a collector's time, one of: a timestamp between tabs (Loki/Grafana exports:
+   ``\t2025-12-04 22:23:18.869\t``), RFC 3339 then a space (``kubectl logs --timestamps``),
+   journald ``-o short-iso`` (``2025-12-04T22:23:18+0000 host unit[pid]: ``). Docker json-file
+   lines (``{"log": ..., "stream": ..., "time": ...}``) are unwrapped before (:func:`unwrap_docker`);
+3. a launcher prefix: ``0: `` (``srun --label``, task id), ``[1,5]<stderr>:`` (``mpirun
+   --tag-output``: job 1, rank 5; no space follows the colon, so indentation survives) or
+   ``node07: `` (pdsh; a host name with a digit in it);
+4. a logger prefix (possibly indented: a pasted code block reads as the unindented line), one of
 
    * TRT-LLM Python logger ``[MM/DD/YYYY-HH:MM:SS] [TRT-LLM] [RANK n] [I] `` -- ``[RANK n]``
      absent in single-process builds, ``[MPI_Rank n]`` in 2023 builds, and 2026 builds put
@@ -16,6 +20,9 @@ A line as found in a post-mortem bundle is the executor's message wrapped, outsi
    * Python ``logging`` default ``2025-06-28 17:32:17,461 - INFO - `` (the logger name stays in
      the body);
    * uvicorn ``ERROR:    `` (the disaggregated router, trtllm issue 5820).
+
+Numbers in a prefix are at most 9 digits (the rank columns are int32): a longer one is no
+prefix, so such a line is read as if it had none and its text stays verbatim.
 
 One RE2 pattern with every part optional is applied once per block with
 ``pyarrow.compute.extract_regex`` (no Python loop per line). Parts that are absent come back
@@ -33,21 +40,33 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 _TS_ISO = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+#: RFC 3339 as ``kubectl logs --timestamps`` prints it (``T``, a zone; nanoseconds).
+_TS_RFC3339 = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)"
+#: journald ``-o short-iso`` / ``short-iso-precise`` time (zone as ``+0000``).
+_TS_JOURNAL = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d{4})"
+#: A pdsh host label: a host name holding a digit (``node07``, ``gpu-a100-3``), so that an
+#: exception name (``RuntimeError: ``) or a uvicorn level is never read as one.
+_HOST = r"[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-9.-]*"
 
 #: The whole prefix grammar. Every group is named (RE2 ``extract_regex`` needs names).
 PREFIX_PATTERN = (
     r"^(?P<quote>(?:> ?)*)"
-    r"(?:(?P<ctime>" + _TS_ISO + r")\t)?"
-    r"(?: *(?P<srun>\d+): |\[\d+,(?P<mpi>\d+)\]<std(?:err|out)>:)?"
     r"(?:"
+    r"\t?(?P<ctime>" + _TS_ISO + r")\t"                   # tab-separated export (Loki/Grafana)
+    r"|(?P<jtime>" + _TS_JOURNAL + r") [\w.-]+ [^\s:\[]+(?:\[\d+\])?: "   # journald short-iso
+    r"|(?P<ktime>" + _TS_RFC3339 + r") "                # kubectl logs --timestamps
+    r")?"
+    r"(?:(?P<host>" + _HOST + r"): )?"
+    r"(?: *(?P<srun>\d{1,9}): |\[\d{1,9},(?P<mpi>\d{1,9})\]<std(?:err|out)>:)?"
+    r"(?:[ \t]*(?:"   # indented (a pasted code block): read as the unindented line
     # TRT-LLM Python logger
     r"(?:\[(?P<ltime>\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d)\] ?)?\[TRT-LLM\] ?"
-    r"(?:\[(?:RANK|MPI_Rank) (?P<prank>\d+)\] ?)?"
+    r"(?:\[(?:RANK|MPI_Rank) (?P<prank>\d{1,9})\] ?)?"
     r"\[(?P<psev>[FEWIVD])\] ?"
-    r"(?:\[_torch\] ?\[RANK (?P<trank>\d+)\] ?)?"
+    r"(?:\[_torch\] ?\[RANK (?P<trank>\d{1,9})\] ?)?"
     r"|"
     # TRT-LLM C++ logger
-    r"\[TensorRT-LLM\](?:\[(?:RANK|MPI_Rank) ?(?P<crank>\d+)\])?"
+    r"\[TensorRT-LLM\](?:\[(?:RANK|MPI_Rank) ?(?P<crank>\d{1,9})\])?"
     r"\[(?P<csev>ERROR|WARNING|INFO|DEBUG|VERBOSE|TRACE|INTERNAL_ERROR)\] ?"
     r"|"
     # glog
@@ -59,7 +78,7 @@ PREFIX_PATTERN = (
     r"|"
     # uvicorn
     r"(?P<usev>CRITICAL|ERROR|WARNING|INFO|DEBUG):\s+"
-    r")?"
+    r"))?"
 )
 
 
@@ -71,14 +90,15 @@ def _uncaptured(pattern: str) -> str:
 #: The same grammar without captures: RE2 runs it as a fast DFA (for matching and replacing).
 PREFIX_MATCH = _uncaptured(PREFIX_PATTERN)
 
-#: A body that is only a collector timestamp (the collector printed it on the line before).
-COLLECTOR_TIMESTAMP_LINE = r"^" + _TS_ISO + r"\s*$"
+#: A line that is only a collector timestamp (the collector printed it on the line before the
+#: line it dates; Loki/Grafana exports put it between tabs).
+COLLECTOR_TIMESTAMP_LINE = r"^(?:> ?)*\s*" + _TS_ISO + r"\s*$"
 
 #: The commonest prefix (TRT-LLM Python logger with ``[RANK n]``), tried first: a short pattern
 #: with no optional part costs RE2 a third of the full grammar. It must not be followed by
 #: ``[`` (a ``[_torch][RANK n]`` tag or a nested prefix goes to the full grammar).
 COMMON_PATTERN = (r"^\[(?P<ltime>\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d)\] \[TRT-LLM\] "
-                  r"\[RANK (?P<prank>\d+)\] \[(?P<psev>[FEWIVD])\] (?:[^\[]|$)")
+                  r"\[RANK (?P<prank>\d{1,9})\] \[(?P<psev>[FEWIVD])\] (?:[^\[]|$)")
 #: The same without captures (RE2 runs it as a DFA); its fields are then cut by offset.
 COMMON_MATCH = _uncaptured(COMMON_PATTERN)
 #: Byte offset of the rank's digits in a :data:`COMMON_PATTERN` line.
@@ -98,6 +118,11 @@ class Prefixes:
         logger_rank: rank from ``[RANK n]``/``[MPI_Rank n]``/``[_torch][RANK n]`` (int32 or null).
         severity: F E W I V D from any logger prefix, null without one.
         log_time: the logger prefix's time (else the collector's), verbatim, or null.
+        collector_time: the collector's time (tab export, kubectl, journald, Docker), verbatim,
+            or null.
+        collector: the wrappers recognised, ``+``-joined (``tab``, ``kubectl``, ``journald``,
+            ``docker``, ``srun``, ``mpirun``, ``pdsh``), or null.
+        host: the pdsh host label, or null.
         has_logger: a logger prefix was recognised (bool numpy array).
         is_cpp: the prefix was the C++ ``[TensorRT-LLM][LEVEL]`` one (bool numpy array).
         body_offset: byte offset of the body in the line where the commonest prefix was read
@@ -108,9 +133,44 @@ class Prefixes:
     logger_rank: pa.Array
     severity: pa.Array
     log_time: pa.Array
+    collector_time: pa.Array
+    collector: pa.Array
+    host: pa.Array
     has_logger: np.ndarray
     is_cpp: np.ndarray
     body_offset: np.ndarray
+
+
+#: Docker's json-file log driver writes each line as ``{"log": "...\\n", "stream": ..., "time": ...}``.
+DOCKER_START = '{"log":'
+
+
+def unwrap_docker(lines: pa.Array) -> tuple[pa.Array, pa.Array | None]:
+    """Lines of a Docker json-file log replaced by the line they carry (its ``log`` without
+    the newline), and their ``time`` (null for lines that are not such records); (lines,
+    None) when no line is one. A record that is not valid JSON stays as it is."""
+    import json
+
+    is_rec = pc.fill_null(pc.starts_with(lines, DOCKER_START), False).to_numpy(
+        zero_copy_only=False)
+    if not is_rec.any():
+        return lines, None
+    out = lines.to_pylist()
+    times: list[str | None] = [None] * len(out)
+    for i in np.flatnonzero(is_rec):
+        try:
+            rec = json.loads(out[i])
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(rec, dict) or not isinstance(rec.get("log"), str):
+            continue
+        log = rec["log"]
+        out[i] = log[:-1] if log.endswith("\n") else log
+        t = rec.get("time")
+        times[i] = t if isinstance(t, str) else ""
+    # a log line holding a newline of its own would break the one-row-per-line contract
+    out = [o.replace("\n", " ").replace("\r", "") if o is not None else o for o in out]
+    return pa.array(out, pa.string()), pa.array(times, pa.string())
 
 
 def _nonempty(a: pa.Array) -> pa.Array:
@@ -122,9 +182,20 @@ def _coalesce_str(*arrays: pa.Array) -> pa.Array:
     return pc.coalesce(*[_nonempty(a) for a in arrays])
 
 
+#: :data:`PREFIX_MATCH` without the kubectl/journald times. The three time alternatives share
+#: their start, which makes RE2 replace with its slower engines (2x the time per line); only
+#: lines that start with a date need them (:data:`DATED_LINE`).
+PREFIX_MATCH_UNDATED = _uncaptured(PREFIX_PATTERN.replace(
+    r"|(?P<jtime>" + _TS_JOURNAL + r") [\w.-]+ [^\s:\[]+(?:\[\d+\])?: "
+    r"|(?P<ktime>" + _TS_RFC3339 + r") ", ""))
+DATED_LINE = r"^(?:> ?)*\d{4}-\d\d-\d\dT"
+
+
 def bodies(lines: pa.Array) -> pa.Array:
     """The lines with every recognised wrapper removed."""
-    return pc.replace_substring_regex(lines, PREFIX_MATCH, "", max_replacements=1)
+    dated = pc.any(pc.match_substring_regex(lines, DATED_LINE)).as_py()
+    return pc.replace_substring_regex(lines, PREFIX_MATCH if dated else PREFIX_MATCH_UNDATED,
+                                      "", max_replacements=1)
 
 
 def spans(data: pa.Buffer, start: np.ndarray, end: np.ndarray) -> pa.Array:
@@ -191,9 +262,28 @@ def _derived(f: dict[str, pa.Array]) -> tuple[pa.Array, pa.Array, pa.Array, pa.A
     word = _coalesce_str(f["csev"], f["ysev"], f["usev"])
     word_letter = pc.take(_SEV_LETTERS, pc.index_in(word, value_set=_SEV_WORDS))
     severity = pc.coalesce(_nonempty(f["psev"]), _nonempty(f["gsev"]), word_letter)
-    log_time = _coalesce_str(f["ltime"], f["gtime"], f["ytime"], f["ctime"])
+    log_time = _coalesce_str(f["ltime"], f["gtime"], f["ytime"], f["ctime"], f["jtime"],
+                             f["ktime"])
     is_cpp = pc.fill_null(pc.not_equal(f["csev"], ""), False).to_numpy(zero_copy_only=False)
     return launcher, logger_rank, severity, log_time, is_cpp
+
+
+def _collectors(f: dict[str, pa.Array]) -> tuple[pa.Array, pa.Array, pa.Array] | None:
+    """(collector_time, collector names, pdsh host) from the full grammar's groups; None when
+    no line has any (the common case: nothing to compute)."""
+    if not any(pc.max(pc.binary_length(f[g])).as_py()
+               for g in ("ctime", "jtime", "ktime", "host", "srun", "mpi")):
+        return None
+    # (join's null_handling="skip" drops all-null rows in pyarrow 26: "+name" pieces instead)
+    names = [pc.if_else(pc.equal(f[g], ""), "", pa.scalar("+" + name))
+             for g, name in (("ctime", "tab"), ("jtime", "journald"), ("ktime", "kubectl"),
+                             ("host", "pdsh"), ("srun", "srun"), ("mpi", "mpirun"))]
+    joined = pc.utf8_ltrim(pc.binary_join_element_wise(*names, ""), characters="+")
+    return (_coalesce_str(f["ctime"], f["jtime"], f["ktime"]), _nonempty(joined),
+            _nonempty(f["host"]))
+
+
+_NULL_STR = pa.scalar(None, pa.string())
 
 
 def strip(lines: pa.Array) -> Prefixes:
@@ -212,13 +302,16 @@ def strip(lines: pa.Array) -> Prefixes:
     body_offset = np.full(n, -1, dtype=np.int64)
     body_offset[hit] = c_body
     if hit.all():
+        none = pa.nulls(n, pa.string())
         return Prefixes(launcher_rank=pa.nulls(n, pa.int32()), logger_rank=c_rank,
-                        severity=c_sev, log_time=c_time, has_logger=np.ones(n, dtype=bool),
+                        severity=c_sev, log_time=c_time, collector_time=none, collector=none,
+                        host=none, has_logger=np.ones(n, dtype=bool),
                         is_cpp=np.zeros(n, dtype=bool), body_offset=body_offset)
     miss = np.flatnonzero(~hit)
     full = pc.extract_regex(lines.take(pa.array(miss)), PREFIX_PATTERN)
     g = dict(zip([x.name for x in full.type], full.flatten()))
     m_launcher, m_rank, m_sev, m_time, m_cpp = _derived(g)
+    wrappers = _collectors(g)
     # line i -> its row in concat([common rows, other rows])
     order = np.empty(n, dtype=np.int64)
     n_hit = n - len(miss)
@@ -233,7 +326,13 @@ def strip(lines: pa.Array) -> Prefixes:
     severity = merge(c_sev, m_sev)
     is_cpp = np.zeros(n, dtype=bool)
     is_cpp[miss] = m_cpp
+    if wrappers is None:
+        m_ctime = m_coll = m_host = none = pa.nulls(n, pa.string())
+    else:
+        none = pa.nulls(n_hit, pa.string())
+        m_ctime, m_coll, m_host = (merge(none, w) for w in wrappers)
     return Prefixes(launcher_rank=launcher, logger_rank=merge(c_rank, m_rank),
                     severity=severity, log_time=merge(c_time, m_time),
+                    collector_time=m_ctime, collector=m_coll, host=m_host,
                     has_logger=pc.is_valid(severity).to_numpy(zero_copy_only=False),
                     is_cpp=is_cpp, body_offset=body_offset)

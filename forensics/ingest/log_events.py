@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from forensics.ingest import event_kinds
-from forensics.ingest.traceback_event import pieces
+from forensics.ingest import event_kinds, failure_messages
+from forensics.ingest.int_fields import fits
+from forensics.ingest.traceback_event import opens, pieces
 
 #: Lines worth a Python look: indented lines, traceback/exception shapes, banner dashes, C++
 #: frames and every known message. Matched against the prefix-stripped body.
@@ -21,7 +22,7 @@ CANDIDATE_PATTERN = (
     r"^[\w/.-]+\.py\s+\w+\s*$|^-{20,}\s*$|MPI_ABORT was invoked|"
     r"exceeds expected_num_active_requests|pad dummy|Skipped adding dummy requests|"
     r"KV cache transfer timeout|Disagg KV cache transfer error|Error in event loop|"
-    r"TensorRT-LLM version: |^\d+\s+0x[0-9a-fA-F]+\s"
+    r"TensorRT-LLM version: |^\d+\s+0x[0-9a-fA-F]+\s|" + failure_messages.CANDIDATE
 )
 
 _SINGLE: list[tuple[str, re.Pattern[str], str | None]] = [
@@ -61,25 +62,29 @@ def match_single(body: str) -> dict[str, Any] | None:
         if not m:
             continue
         g = m.groupdict()
-        row: dict[str, Any] = {"kind": kind, "message": body, "default_severity": default_sev}
+        row: dict[str, Any] = {"kind": kind, "message": body, "text": body,
+                               "default_severity": default_sev}
         for f in _INT_FIELDS:
-            if g.get(f) is not None:
+            if g.get(f) is not None and fits(g[f]):
                 row[f] = int(g[f])
         if kind == event_kinds.EVENT_LOOP_ERROR:
             row["message"] = g["text"]
         if kind == event_kinds.VERSION:
             row["version"] = g["version"]
-        if g.get("msg_rank") is not None:
+        if g.get("msg_rank") is not None and fits(g["msg_rank"], 32):
             row["msg_rank"] = int(g["msg_rank"])
         if kind in (event_kinds.KV_TRANSFER_TIMEOUT, event_kinds.ADP_DUMMY_ALLOC_FAILED):
             r = _REQUEST_ID.search(body)
-            if r:
+            if r and fits(r["id"]):
                 row["request_id"] = int(r["id"])
         it = _ITER.search(body)
-        if it:
+        if it and fits(it["iter"]):
             row["iter"] = int(it["iter"])
         return row
-    return None
+    typed = failure_messages.match(body)
+    if typed is not None:
+        typed["text"] = body
+    return typed
 
 
 class MpiAbortBanner:
@@ -87,9 +92,11 @@ class MpiAbortBanner:
 
     def __init__(self, line: int, body: str, rank: int | None, raw: str):
         self.lines = [line]
+        self.bodies = [body]
         self.raw_first = raw
         self.rank = rank
         self.abort_rank: int | None = None
+        self.saw_abort = False
         self.message = body
         self.opened_by = "dashes" if MPI_DASHES.match(body) else "abort"
         self._note(body)
@@ -98,7 +105,8 @@ class MpiAbortBanner:
     def _note(self, body: str) -> None:
         m = MPI_ABORT_LINE.match(body)
         if m:
-            self.abort_rank = int(m["rank"])
+            self.saw_abort = True
+            self.abort_rank = int(m["rank"]) if fits(m["rank"], 32) else None
             self.message = body
 
     def accepts(self, body: str, has_logger: bool) -> bool:
@@ -111,6 +119,7 @@ class MpiAbortBanner:
 
     def add(self, line: int, body: str) -> None:
         self.lines.append(line)
+        self.bodies.append(body)
         self._note(body)
         if MPI_DASHES.match(body) and len(self.lines) > 1:
             self.done = True
@@ -118,12 +127,39 @@ class MpiAbortBanner:
     @property
     def is_fragment(self) -> bool:
         """A dashes line not followed by the abort text is not a banner."""
-        return self.abort_rank is None
+        return not self.saw_abort
 
     def events(self) -> list[dict[str, Any]]:
         rank = self.rank if self.rank is not None else self.abort_rank
         return pieces({"rank": rank, "severity": "F", "message": self.message},
-                      self.lines, event_kinds.MPI_ABORT)
+                      self.lines, event_kinds.MPI_ABORT, self.bodies)
+
+
+class Wrapped:
+    """A logger line and the lines it wrapped onto: a message holding newlines (a C++
+    ``TLLM_THROW`` text, a wrapped warning) prints its later lines with no prefix. A following
+    line of the same stream continues it when it is indented, not blank, carries no prefix
+    and starts nothing else (a traceback, a C++ frame)."""
+
+    def __init__(self, row: dict[str, Any], body: str, raw: str):
+        self.row = row
+        self.lines = [row["line"]]
+        self.bodies = [body]
+        self.raw_first = raw
+        self.done = False
+        self.is_fragment = False
+
+    def accepts(self, body: str, has_logger: bool = False) -> bool:
+        return (not has_logger and body[:1].isspace() and not body.isspace()
+                and opens(body) is None and CPP_FRAME.match(body) is None)
+
+    def add(self, line: int, body: str) -> None:
+        self.lines.append(line)
+        self.bodies.append(body)
+
+    def events(self) -> list[dict[str, Any]]:
+        base = {k: v for k, v in self.row.items() if k not in ("line", "line_end", "text")}
+        return pieces(base, self.lines, self.row["kind"], self.bodies)
 
 
 class CppBacktrace:
@@ -131,6 +167,7 @@ class CppBacktrace:
 
     def __init__(self, line: int, body: str, rank: int | None, raw: str):
         self.lines = [line]
+        self.bodies = [body]
         self.raw_first = raw
         self.rank = rank
         self.first = body
@@ -143,8 +180,9 @@ class CppBacktrace:
 
     def add(self, line: int, body: str) -> None:
         self.lines.append(line)
+        self.bodies.append(body)
         self.last = body
 
     def events(self) -> list[dict[str, Any]]:
         return pieces({"rank": self.rank, "severity": "E", "message": self.first},
-                      self.lines, event_kinds.CPP_BACKTRACE)
+                      self.lines, event_kinds.CPP_BACKTRACE, self.bodies)

@@ -588,7 +588,8 @@ class _Builder:
         it = rec.get("iter")
         row = {n: None for n in EVENTS.names}
         row.update(source=self.source, line=line, line_end=line, kind=NOTE_EVENT_KIND, message=msg,
-                   rank=rank if _is_int(rank) else None, iter=it if _is_int(it) else None)
+                   text=text.strip() if text is not None else json.dumps(rec, sort_keys=True),
+                   rank=rank if _is_int(rank, 32) else None, iter=it if _is_int(it) else None)
         for n in EVENTS.names:
             e[n].append(row[n])
 

@@ -1,4 +1,5 @@
-"""What a dataset holds, on one screen: ranks, iteration ranges, rows, events, formats, runs.
+"""What a dataset holds, on one screen: ranks, iteration ranges, rows, events, formats, runs,
+frames per traceback and the collector formats the logs came wrapped in.
 
 :func:`summarize` reads only the columns it needs (a dataset from a 1 GB log stays cheap to
 summarise); :func:`render_text` formats the result for a terminal, ``to_dict`` for ``--json``.
@@ -65,6 +66,10 @@ class DatasetSummary:
         events_by_kind: event kind -> rows, most frequent first (ties by name).
         formats: iteration line format (V1..V5) -> rows, by format name.
         runs: one entry per trace run, by run key.
+        frames_per_traceback: frames kept -> traceback events with that many (table
+            ``traceback_frames``), by frame count.
+        collector_formats: log wrapper (``kubectl``, ``docker``, ``tab``, ``journald``,
+            ``srun``, ``mpirun``, ``pdsh``) -> iteration and event rows it wrapped, by name.
     """
 
     path: str
@@ -78,6 +83,8 @@ class DatasetSummary:
     events_by_kind: Mapping[str, int]
     formats: Mapping[str, int]
     runs: tuple[RunSummary, ...] = field(default=())
+    frames_per_traceback: Mapping[int, int] = field(default_factory=dict)
+    collector_formats: Mapping[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``--json``)."""
@@ -90,6 +97,8 @@ class DatasetSummary:
         d["ranks"] = list(self.ranks)
         d["refused"] = list(self.refused)
         d["runs"] = [asdict(r) for r in self.runs]
+        d["frames_per_traceback"] = {str(k): v for k, v in self.frames_per_traceback.items()}
+        d["collector_formats"] = dict(self.collector_formats)
         return d
 
 
@@ -151,6 +160,14 @@ def summarize(dataset: Dataset | str | os.PathLike) -> DatasetSummary:
                 iter_min=mm["min"].as_py() if mm else None,
                 iter_max=mm["max"].as_py() if mm else None))
 
+    frames_per_traceback = _frames_per_traceback(ds, rows)
+    collector_formats: Counter[str] = Counter()
+    for t in ("iterations", "events"):
+        if rows[t]:
+            for name, n in _counts(ds.arrow(t, columns=["collector"]).column("collector")).items():
+                for part in name.split("+"):
+                    collector_formats[part] += n
+
     inputs = tuple((str(i.get("name")), str(i.get("kind")), int(i.get("size", 0)))
                    for i in meta.get("inputs", []))
     refused = tuple(f"{r.get('name')}: {r.get('reason')}" for r in meta.get("refused", []))
@@ -158,7 +175,25 @@ def summarize(dataset: Dataset | str | os.PathLike) -> DatasetSummary:
         path=str(ds.path), schema_version=str(meta.get("schema_version")),
         tool_version=meta.get("tool_version"), inputs=inputs, refused=refused, rows=rows,
         ranks=tuple(sorted(ranks)), iter_ranges=iter_ranges, events_by_kind=events_by_kind,
-        formats=formats, runs=tuple(runs))
+        formats=formats, runs=tuple(runs), frames_per_traceback=frames_per_traceback,
+        collector_formats=dict(sorted(collector_formats.items())))
+
+
+def _frames_per_traceback(ds: Dataset, rows: Mapping[str, int]) -> dict[int, int]:
+    """Frame count -> traceback events (kinds traceback, adp_assert) with that many frames."""
+    if not rows.get("events"):
+        return {}
+    ev = ds.arrow("events", columns=["source", "line", "kind"])
+    ev = ev.filter(pc.is_in(ev.column("kind"), pa.array(["traceback", "adp_assert"])))
+    if ev.num_rows == 0:
+        return {}
+    per: Counter[tuple[str, int]] = Counter()
+    if rows.get("traceback_frames"):
+        fr = ds.arrow("traceback_frames", columns=["source", "line"])
+        per.update(zip(fr.column("source").to_pylist(), fr.column("line").to_pylist()))
+    hist = Counter(per.get(key, 0) for key in zip(ev.column("source").to_pylist(),
+                                                  ev.column("line").to_pylist()))
+    return dict(sorted(hist.items()))
 
 
 def compact_ranks(ranks: tuple[int, ...] | list[int]) -> str:
@@ -222,6 +257,12 @@ def render_text(s: DatasetSummary) -> str:
             out.append(f"  {k:<{kw}} {n:>8}")
     if s.formats:
         out.append("iteration line formats: " + ", ".join(f"{f} {n}" for f, n in s.formats.items()))
+    if s.frames_per_traceback:
+        out.append("frames per traceback: " + ", ".join(
+            f"{k} ({n} traceback{'' if n == 1 else 's'})" for k, n in s.frames_per_traceback.items()))
+    if s.collector_formats:
+        out.append("collector formats: " + ", ".join(
+            f"{k} {n}" for k, n in s.collector_formats.items()))
     for r in s.runs:
         span = f"iter {r.iter_min}..{r.iter_max}" if r.iter_min is not None else "no frames"
         out.append(f"run {r.run}: build {r.build}, tp {r.tp_size}, {r.frames} frames "

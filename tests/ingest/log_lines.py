@@ -8,6 +8,7 @@ Nothing here imports the parser: expectations come from the documented formats o
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import random
 from typing import Any
 
@@ -20,6 +21,8 @@ _CPP_LEVEL = {"F": "INTERNAL_ERROR", "E": "ERROR", "W": "WARNING", "I": "INFO", 
               "D": "DEBUG"}
 _PY_LEVEL = {"F": "CRITICAL", "E": "ERROR", "W": "WARNING", "I": "INFO", "D": "DEBUG"}
 LOG_TIME = "11/30/2026-12:00:01"
+#: ``LOG_TIME`` read as the logger's local clock (schema 2.0: log times are timestamps).
+LOG_TIME_VALUE = datetime.datetime(2026, 11, 30, 12, 0, 1)
 
 
 @dataclasses.dataclass
@@ -59,7 +62,7 @@ def iteration_body(version: str, *, it: int, global_rank: int, rank: int, nsched
                            "currank_requests": cur, "total_requests": total,
                            "num_ctx_requests": ctx_req, "num_ctx_tokens": ctx_tok,
                            "num_generation_tokens": gen_tok, "format": version,
-                           "timestamp": "2026-11-30 12:00:01"}
+                           "timestamp": datetime.datetime(2026, 11, 30, 12, 0, 1)}
     if version == "V1":
         parts = [head, cr, f"elapsed_time = {elapsed_s}s", ts, st]
         exp.update(elapsed_time_s=elapsed_s, num_scheduled_requests=None)
@@ -101,27 +104,29 @@ def logger_prefix(style: str, *, rank: int | None, severity: str = "I") -> tuple
     """A logger prefix and the (rank, severity, log_time) it states."""
     if style == "rank":
         return f"[{LOG_TIME}] [TRT-LLM] [RANK {rank}] [{severity}] ", \
-            {"rank": rank, "severity": severity, "log_time": LOG_TIME}
+            {"rank": rank, "severity": severity, "log_time": LOG_TIME_VALUE}
     if style == "norank":
         return f"[{LOG_TIME}] [TRT-LLM] [{severity}] ", \
-            {"rank": None, "severity": severity, "log_time": LOG_TIME}
+            {"rank": None, "severity": severity, "log_time": LOG_TIME_VALUE}
     if style == "mpi_rank":     # 2023 builds
         return f"[{LOG_TIME}] [TRT-LLM] [MPI_Rank {rank}] [{severity}] ", \
-            {"rank": rank, "severity": severity, "log_time": LOG_TIME}
+            {"rank": rank, "severity": severity, "log_time": LOG_TIME_VALUE}
     if style == "torch_rank":   # 2026 builds
         return f"[{LOG_TIME}] [TRT-LLM] [{severity}] [_torch][RANK {rank}] ", \
-            {"rank": rank, "severity": severity, "log_time": LOG_TIME}
+            {"rank": rank, "severity": severity, "log_time": LOG_TIME_VALUE}
     if style == "cpp":
         return f"[TensorRT-LLM][{_CPP_LEVEL[severity]}] ", \
             {"rank": None, "severity": severity, "log_time": None}
     if style == "glog":
         sev = severity if severity in "IWEF" else "I"
         return f"{sev}1130 12:00:01.123456 4242 py_executor.cc:12] ", \
-            {"rank": None, "severity": sev, "log_time": "1130 12:00:01.123456"}
+            {"rank": None, "severity": sev, "log_time": None,   # no year: kept as text
+             "log_time_text": "1130 12:00:01.123456"}
     if style == "pylogging":
         sev = severity if severity in _PY_LEVEL else "I"
         return f"2026-11-30 12:00:01,461 - {_PY_LEVEL[sev]} - ", \
-            {"rank": None, "severity": sev, "log_time": "2026-11-30 12:00:01,461"}
+            {"rank": None, "severity": sev,
+             "log_time": datetime.datetime(2026, 11, 30, 12, 0, 1, 461000)}
     if style == "none":
         return "", {"rank": None, "severity": None, "log_time": None}
     raise ValueError(style)
@@ -289,7 +294,7 @@ def cpp_backtrace(n: int = 4) -> Piece:
 
 def collector_timestamp() -> Piece:
     return Piece(["2026-11-30T12:00:01.000001Z"], "collector_timestamp",
-                 {"log_time": "2026-11-30T12:00:01.000001Z"})
+                 {"log_time": None, "log_time_text": "2026-11-30T12:00:01.000001Z"})
 
 
 # ----------------------------------------------------------------- whole logs

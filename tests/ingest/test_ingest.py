@@ -135,7 +135,7 @@ def test_ingest_directory_every_kind(inputs: Path, tmp_path: Path):
     assert set(ds.unparsed["text"]) == {"some line nobody understands"}
     assert report.summary.ranks == (0, 1)
     meta = json.loads((report.path / "_meta.json").read_text())
-    assert meta["schema_version"] == "1.1" and meta["tool_version"] == forensics.__version__
+    assert meta["schema_version"] == "2.0" and meta["tool_version"] == forensics.__version__
     for fp in meta["inputs"]:
         assert set(fp) == {"name", "size", "sha256", "kind"}
         assert fp["size"] == Path(fp["name"]).stat().st_size and len(fp["sha256"]) == 64

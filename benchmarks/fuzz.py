@@ -1,0 +1,78 @@
+"""Long fuzz runs of the executor-log reader (the suite runs a bounded one: tests/ingest/test_fuzz.py).
+
+Each input is a mutated log built by ``tests/ingest/fuzz_lines.py`` (every documented line
+variant, the issue-13 log-stack shapes, the shared real samples when ``../shared`` is present),
+parsed with a random block size and thread count; checked: no exception, every line accounted
+for exactly once; every ``--load-every``-th input is also ingested and loaded with
+``forensics.load`` (every table to pandas). Failing inputs are saved under ``--out``.
+
+Usage: ``nice python benchmarks/fuzz.py --minutes 10``; prints the inputs and lines tried and
+the failures found (exit status 1 if any).
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))   # the repository: tests.ingest.fuzz_lines
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--minutes", type=float, default=10.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--load-every", type=int, default=10)
+    ap.add_argument("--out", type=Path, default=Path("fuzz-failures"))
+    args = ap.parse_args()
+
+    import forensics
+    from forensics.dataset.schema import TABLES
+    from tests.ingest import fuzz_lines
+    from tests.ingest.test_line_accounting import SHARED, assert_accounted
+
+    samples = fuzz_lines.sample_lines(SHARED)
+    rng = random.Random(args.seed)
+    stop = time.monotonic() + args.minutes * 60
+    inputs = lines = loads = 0
+    failures: list[str] = []
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "fuzz.log"
+        while time.monotonic() < stop:
+            seed = rng.randrange(2**32)
+            r = random.Random(seed)
+            data = fuzz_lines.fuzz_log(r, samples if r.random() < 0.5 else (),
+                                       n_lines=r.randrange(1, 80))
+            path.write_bytes(data)
+            n = fuzz_lines.n_lines(data)
+            try:
+                assert_accounted(path, n, block_bytes=r.choice([61, 997, 1 << 20]),
+                                 threads=r.choice([1, 2]), max_line_bytes=4096)
+                if inputs % args.load_every == 0:
+                    forensics.ingest([path], Path(d) / "ds", kind="log")
+                    ds = forensics.load(Path(d) / "ds")
+                    for t in TABLES:
+                        getattr(ds, t)
+                    loads += 1
+            except Exception:  # noqa: BLE001 - a fuzz finding, saved with its input
+                args.out.mkdir(parents=True, exist_ok=True)
+                (args.out / f"{seed}.log").write_bytes(data)
+                (args.out / f"{seed}.txt").write_text(traceback.format_exc())
+                failures.append(f"seed {seed}: {traceback.format_exc().splitlines()[-1]}")
+            inputs += 1
+            lines += n
+    print(f"{inputs} inputs ({lines} lines, {loads} ingested and loaded) in {args.minutes} min; "
+          f"{len(failures)} failure(s)" + (f", saved under {args.out}" if failures else ""))
+    for f in failures[:20]:
+        print(" ", f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
