@@ -73,7 +73,7 @@ def test_summary_numbers(dataset):
         ("r1", "prefix-2026", 4, 3, 2, 4, 5), ("r2", None, 2, 0, 0, None, None)]
     assert s.inputs == (("a.log", "log", 1500), ("s.json", "stats", 20))
     assert s.refused == ("b.bin: binary file",)
-    assert (s.schema_version, s.tool_version) == ("1.1", "9.9")
+    assert (s.schema_version, s.tool_version) == ("2.0", "9.9")
 
 
 def test_summary_by_path_and_json_round_trip(dataset):

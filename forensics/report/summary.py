@@ -12,7 +12,6 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from forensics.dataset.schema import TABLES
 from forensics.dataset.store import Dataset
@@ -94,8 +93,7 @@ class DatasetSummary:
 
 
 def _rows(ds: Dataset, table: str) -> int:
-    file = ds.path / f"{table}.parquet"
-    return pq.ParquetFile(file).metadata.num_rows if file.is_file() else 0
+    return ds.num_rows(table)
 
 
 def _counts(column: pa.ChunkedArray) -> dict[str, int]:
