@@ -40,7 +40,7 @@ from forensics.dataset.store import META_FILE, Dataset, DatasetWriter
 from forensics.errors import DatasetError, InputError, TraceFormatError
 from forensics.ingest.kinds import KINDS, detect_kind, recognised
 from forensics.ingest.meta import InputFingerprint, fingerprint, identities
-from forensics.ingest.sources import display_name, head_bytes, looks_binary
+from forensics.ingest.sources import display_name, head_bytes, looks_binary, recording_reads
 
 if TYPE_CHECKING:
     from forensics.report.summary import DatasetSummary
@@ -248,6 +248,13 @@ def _write_file(writer: DatasetWriter, cand: _Candidate, kind: str, traces: _Tra
         raise InputError(f"unknown input kind {kind!r}", path=cand.name)
 
 
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
 def _progress_bar(total: int, n_files: int, quiet: bool):
     """``advance(n_bytes)`` context: a bar on stderr for large inputs when it is a terminal."""
     from forensics.ingest.progress import ingest_progress
@@ -305,13 +312,19 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
                          hint="recognised names end in .log .txt .out .err .json .jsonl "
                               "(optionally .gz/.zst); name a file explicitly to read it anyway")
 
-    fingerprints = [fingerprint(c.path, c.name, k) for c, k in plan]
-    total = sum(fp.size for fp in fingerprints)
+    total = sum(_size(c.path) for c, _ in plan)
     traces = _TraceRuns()
-    with DatasetWriter(out) as writer, _progress_bar(total, len(plan), quiet) as advance:
+    fingerprints: list[InputFingerprint] = []
+    with DatasetWriter(out) as writer, _progress_bar(total, len(plan), quiet) as advance, \
+            recording_reads() as reads:
         for cand, k in plan:
             logger.info("ingesting %s as %s", cand.name, k)
             _write_file(writer, cand, k, traces, advance)
+            # The bytes the reader actually read, hashed as it read them (a file still
+            # growing, or a read stopped by a corrupt block, is described as read).
+            digest = reads.get(os.fspath(cand.path))
+            fingerprints.append(fingerprint(cand.path, cand.name, k) if digest is None else
+                                InputFingerprint(cand.name, digest.size, digest.sha256, k))
         meta = {
             "tool": "adp-forensics",
             "tool_version": __version__,

@@ -35,6 +35,9 @@ kind                        lines     what it is (numbers it carries)
 ``input_truncated``         single    a .gz/.zst input ended early; severity E; its ``line`` is
                                       one past the last line read (no such line exists), the
                                       message names the byte offsets
+``input_corrupt``           single    a .gz/.zst input has a corrupt block (or unreadable bytes
+                                      after its last member); as ``input_truncated``, the
+                                      message names the compressed byte offset
 ==========================  ========  ======================================================
 
 Lines no kind claims go to ``unparsed`` verbatim.
@@ -57,10 +60,11 @@ CPP_LOG = "cpp_log"
 LOG = "log"
 COLLECTOR_TIMESTAMP = "collector_timestamp"
 INPUT_TRUNCATED = "input_truncated"
+INPUT_CORRUPT = "input_corrupt"
 
 #: Every kind, for validation and summaries.
 ALL = (ADP_ASSERT, ADP_SURPLUS_TOLERATED, ADP_DUMMY_ALLOC_FAILED, ADP_DUMMY_SKIPPED,
        KV_TRANSFER_TIMEOUT, KV_TRANSFER_ERROR, EVENT_LOOP_ERROR, MPI_ABORT, VERSION, TRACEBACK,
-       CONTINUED, CPP_BACKTRACE, CPP_LOG, LOG, COLLECTOR_TIMESTAMP, INPUT_TRUNCATED)
+       CONTINUED, CPP_BACKTRACE, CPP_LOG, LOG, COLLECTOR_TIMESTAMP, INPUT_TRUNCATED, INPUT_CORRUPT)
 #: Kinds whose rows may span several lines.
 MULTI_LINE = (ADP_ASSERT, MPI_ABORT, TRACEBACK, CONTINUED, CPP_BACKTRACE)
