@@ -22,6 +22,7 @@ and no dataset is written (a half-read trace would mislead a replay).
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
@@ -40,7 +41,13 @@ from forensics.dataset.store import META_FILE, Dataset, DatasetWriter
 from forensics.errors import DatasetError, InputError, TraceFormatError
 from forensics.ingest.kinds import KINDS, detect_kind, recognised
 from forensics.ingest.meta import InputFingerprint, fingerprint, identities
-from forensics.ingest.sources import display_name, head_bytes, looks_binary, recording_reads
+from forensics.ingest.sources import (
+    display_name,
+    head_bytes,
+    looks_binary,
+    name_bytes_hex,
+    recording_reads,
+)
 
 if TYPE_CHECKING:
     from forensics.report.summary import DatasetSummary
@@ -129,7 +136,14 @@ def discover(inputs: Iterable[PathLike], *, exclude: PathLike | None = None
                                               "forensics.load or `forensics summary`)"))
         elif path.is_dir():
             found = False
-            for root, dirs, names in os.walk(path):
+
+            def unreadable(e: OSError) -> None:
+                # An entry the walk cannot list is refused and reported; the walk goes on.
+                where = e.filename if e.filename is not None else inp
+                refused.append(RefusedInput(display_name(where),
+                                            f"cannot list directory: {e.strerror or e}"))
+
+            for root, dirs, names in os.walk(path, onerror=unreadable):
                 root_path = Path(root)
                 dirs[:] = sorted(d for d in dirs if not d.startswith(".")
                                  and not (root_path / d / META_FILE).is_file()
@@ -151,6 +165,15 @@ def discover(inputs: Iterable[PathLike], *, exclude: PathLike | None = None
         else:
             refused.append(RefusedInput(name, "no such file or directory"))
     return files, refused, skipped
+
+
+def _check_readable(cand: _Candidate) -> None:
+    """Refuse a file that cannot be opened (permissions, a vanished entry) before reading."""
+    try:
+        with open(cand.path, "rb") as f:
+            f.read(1)
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror or e}", path=cand.name) from None
 
 
 def classify(path: PathLike, *, kind: str | None = None) -> str:
@@ -302,6 +325,7 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
     plan: list[tuple[_Candidate, str]] = []
     for cand in candidates:
         try:
+            _check_readable(cand)
             plan.append((cand, classify(cand.path, kind=kind)))
         except InputError as e:
             refused.append(RefusedInput(cand.name, e.message))
@@ -323,8 +347,9 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
             # The bytes the reader actually read, hashed as it read them (a file still
             # growing, or a read stopped by a corrupt block, is described as read).
             digest = reads.get(os.fspath(cand.path))
-            fingerprints.append(fingerprint(cand.path, cand.name, k) if digest is None else
-                                InputFingerprint(cand.name, digest.size, digest.sha256, k))
+            fp = (fingerprint(cand.path, cand.name, k) if digest is None else
+                  InputFingerprint(cand.name, digest.size, digest.sha256, k))
+            fingerprints.append(dataclasses.replace(fp, name_hex=name_bytes_hex(cand.path)))
         meta = {
             "tool": "adp-forensics",
             "tool_version": __version__,

@@ -28,15 +28,20 @@ class InputFingerprint:
             unless it grew while read or its reading stopped at a corrupt block.
         sha256: hex digest of those bytes.
         kind: ``log``, ``stats`` or ``trace``.
+        name_hex: hex of the path's bytes, only for a name that is not UTF-8.
     """
 
     name: str
     size: int
     sha256: str
     kind: str
+    name_hex: str | None = None  # the name's exact bytes when it is not UTF-8 (``name`` escapes them)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if d["name_hex"] is None:
+            del d["name_hex"]
+        return d
 
     @property
     def identity(self) -> tuple[str, int, str]:

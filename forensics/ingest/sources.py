@@ -256,9 +256,29 @@ def looks_binary(head: bytes) -> bool:
 
 
 def display_name(path: str | os.PathLike) -> str:
-    """The name a source is recorded under: the path as given, normalised."""
-    return os.path.normpath(str(path))
+    """The name a source is recorded under: the path as given, normalised.
+
+    A name with bytes that are not UTF-8 (Python keeps them as surrogate escapes, which no
+    Parquet string or terminal can hold) shows them as ``\\xNN``; :func:`name_bytes_hex`
+    records the exact bytes."""
+    name = os.path.normpath(os.fsdecode(os.fspath(path)))
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(name).decode("utf-8", "backslashreplace")
+    return name
+
+
+def name_bytes_hex(path: str | os.PathLike) -> str | None:
+    """The exact bytes of a path's name, in hex, when :func:`display_name` had to escape them
+    (None for a UTF-8 name)."""
+    raw = os.fsencode(os.path.normpath(os.fsdecode(os.fspath(path))))
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.hex()
+    return None
 
 
 __all__ = ["DecompressionError", "ReadDigest", "recording_reads", "open_raw", "compression_of", "open_binary", "decompressed_chunks", "head_bytes", "looks_binary",
-           "display_name"]
+           "display_name", "name_bytes_hex"]
