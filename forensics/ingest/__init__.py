@@ -317,6 +317,8 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
     if not inputs:
         raise InputError("no input given", hint="forensics ingest LOG_OR_DIR... -o DATASET")
     out = Path(output)
+    from forensics.output_dir import refuse_input_as_output
+    refuse_input_as_output(out, inputs)
     if out.exists() and not (out / META_FILE).is_file() and (not out.is_dir() or any(out.iterdir())):
         raise DatasetError("exists and is not a dataset; refusing to replace it", path=str(out),
                            hint="choose a new output directory (a dataset is replaced atomically)")
