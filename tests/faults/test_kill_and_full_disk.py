@@ -23,10 +23,10 @@ SMALL = REPO / "traces" / "samples" / "healthy" / "trace.jsonl"
 
 @pytest.fixture(scope="module")
 def big(tmp_path_factory) -> Path:
-    """About 16 MB of log, stats and trace: an ingest of a few seconds."""
+    """About 8 MB of log, stats and trace: an ingest of a few seconds."""
     from forensics.simulate import simulate
     d = tmp_path_factory.mktemp("big")
-    simulate("healthy", out_dir=d, iters=3000)
+    simulate("healthy", out_dir=d, iters=1500)
     (d / "trace.expect.toml").unlink()
     return d
 
@@ -62,7 +62,7 @@ def test_sigkill_at_random_moments(tmp_path, big):
     for _ in range(4):
         p = subprocess.Popen([sys.executable, "-m", "forensics", "ingest", str(big), "-o", str(out),
                               "-q"], env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.3, 3.0))
+        time.sleep(rng.uniform(0.3, 2.2))
         p.send_signal(signal.SIGKILL)
         p.wait()
         assert _complete(out) in (OLD, NEW)
@@ -126,7 +126,7 @@ def tiny_tmpfs(tmp_path):
     mnt.mkdir()
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=384k", "tmpfs", str(mnt)],
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)],
                        capture_output=True, text=True)
     if r.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
