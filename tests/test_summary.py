@@ -85,7 +85,7 @@ def test_summary_by_path_and_json_round_trip(dataset):
 
 def test_render_text(dataset):
     lines = render_text(summarize(dataset)).splitlines()
-    assert lines[0] == f"dataset {dataset} (schema 1.1, adp-forensics 9.9)"
+    assert lines[0] == f"dataset {dataset} (schema 2.0, adp-forensics 9.9)"
     assert lines[1] == "inputs: 2 (log 1, stats 1)"
     assert lines[2] == "  a.log   log    1.5 kB"
     assert lines[3] == "  s.json  stats  20 B"

@@ -48,6 +48,9 @@ SCHEMA_VERSION = "2.0"
 #: Table names in a fixed order.
 TABLES = ("iterations", "events", "stats", "runs", "frames", "requests", "unparsed", "states")
 
+#: Tables of constant reference data (not read from the inputs; summaries leave them out).
+REFERENCE_TABLES = ("states",)
+
 #: Tables written one file per value of this column (the trace tables, by run).
 PARTITION_BY: dict[str, str] = {"runs": "run", "frames": "run", "requests": "run"}
 

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from forensics.dataset.schema import TABLES
+from forensics.dataset.schema import REFERENCE_TABLES, TABLES
 from forensics.dataset.store import Dataset
 
 #: Tables whose ``iter`` ranges are reported; their ``iter`` means differ (the log's is one more
@@ -113,7 +113,7 @@ def summarize(dataset: Dataset | str | os.PathLike) -> DatasetSummary:
     """
     ds = dataset if isinstance(dataset, Dataset) else Dataset(dataset)
     meta = ds.meta
-    rows = {t: _rows(ds, t) for t in TABLES}
+    rows = {t: _rows(ds, t) for t in TABLES if t not in REFERENCE_TABLES}
 
     ranks: set[int] = set()
     for t in RANK_TABLES:
@@ -212,7 +212,8 @@ def render_text(s: DatasetSummary) -> str:
             out.append(f"iter range ({t}): {lo}..{hi}")
     out.append("rows:")
     for t in TABLES:
-        out.append(f"  {t:<10} {s.rows.get(t, 0):>10}")
+        if t not in REFERENCE_TABLES:
+            out.append(f"  {t:<10} {s.rows.get(t, 0):>10}")
     if s.events_by_kind:
         out.append("events by kind:")
         kw = max(len(k) for k in s.events_by_kind)
