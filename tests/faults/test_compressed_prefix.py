@@ -102,6 +102,15 @@ def _check_event(events: list[dict], kind: str | None, offset: int, n_lines: int
         assert re.search(rf"\bbyte {offset}\b", events[0]["message"]), events[0]["message"]
 
 
+def damaged_file(tmp_path, lines: list[bytes], case, stem: str) -> tuple:
+    """Write the damaged compressed file: (path, readable prefix, event kind, offset, damage)."""
+    how, where, byte, comp, members = case
+    data = damage(compress(b"\n".join(lines) + b"\n", comp, members), how, where, byte)
+    p = tmp_path / (stem + (".gz" if comp == "gzip" else ".zst"))
+    p.write_bytes(data)
+    return (p, *readable_prefix(data, comp), how)
+
+
 LOG_LINES = [f"plain line {i:05d} of a log nobody parses, with some words".encode()
              for i in range(4000)]
 
@@ -109,11 +118,7 @@ LOG_LINES = [f"plain line {i:05d} of a log nobody parses, with some words".encod
 @SETTINGS
 @given(DAMAGE)
 def test_logs_keep_the_readable_prefix(tmp_path, case):
-    how, where, byte, comp, members = case
-    data = damage(compress(b"\n".join(LOG_LINES) + b"\n", comp, members), how, where, byte)
-    p = tmp_path / ("x.log.gz" if comp == "gzip" else "x.log.zst")
-    p.write_bytes(data)
-    prefix, kind, offset = readable_prefix(data, comp)
+    p, prefix, kind, offset, how = damaged_file(tmp_path, LOG_LINES, case, "x.log")
     batches = list(parse_executor_log(p, "x", threads=1))
     unparsed = pa.concat_tables([b.unparsed for b in batches]).to_pylist()
     events = pa.concat_tables([b.events for b in batches])
@@ -135,11 +140,7 @@ STATS_LINES = [json.dumps({"iter": i, "numActiveRequests": i % 7, "iterLatencyMS
 @SETTINGS
 @given(DAMAGE)
 def test_stats_keep_the_readable_prefix(tmp_path, case):
-    how, where, byte, comp, members = case
-    data = damage(compress(b"\n".join(STATS_LINES) + b"\n", comp, members), how, where, byte)
-    p = tmp_path / ("s.jsonl.gz" if comp == "gzip" else "s.jsonl.zst")
-    p.write_bytes(data)
-    prefix, kind, offset = readable_prefix(data, comp)
+    p, prefix, kind, offset, how = damaged_file(tmp_path, STATS_LINES, case, "s.jsonl")
     batches = list(read_stats(p, "s"))
     iters = [r for b in batches for r in b.stats.column("iter").to_pylist()]
     n_pristine = _pristine_lines(prefix, STATS_LINES)
@@ -151,6 +152,8 @@ def test_stats_keep_the_readable_prefix(tmp_path, case):
         assert [e["kind"] for e in stops] == [kind]
         if kind == "input_corrupt":
             assert re.search(rf"\bbyte {offset}\b", stops[0]["message"])
+    else:
+        assert stops == []
 
 
 RUN = {"kind": "run", "format": "adp-trace", "version": 1, "tp_size": 1, "pp_size": 1,
@@ -165,11 +168,7 @@ TRACE_LINES = [json.dumps(RUN).encode()] + [
 @SETTINGS
 @given(DAMAGE)
 def test_traces_keep_the_readable_prefix(tmp_path, case):
-    how, where, byte, comp, members = case
-    data = damage(compress(b"\n".join(TRACE_LINES) + b"\n", comp, members), how, where, byte)
-    p = tmp_path / ("t.jsonl.gz" if comp == "gzip" else "t.jsonl.zst")
-    p.write_bytes(data)
-    prefix, kind, offset = readable_prefix(data, comp)
+    p, prefix, kind, offset, how = damaged_file(tmp_path, TRACE_LINES, case, "t.jsonl")
     n_pristine = _pristine_lines(prefix, TRACE_LINES)
     try:
         batches = list(iter_trace(p, "t"))
