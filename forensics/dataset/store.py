@@ -14,6 +14,7 @@ The layout (one directory per table, trace tables one file per run) is described
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import ctypes.util
@@ -51,6 +52,9 @@ META_FILE = "_meta.json"
 
 #: Buffered bytes of one table's rows that force a write before ``ROW_GROUP_ROWS`` rows.
 ROW_GROUP_BYTES = 64 << 20
+
+#: Parquet files a writer keeps open at once (each run has three).
+MAX_OPEN_FILES = 48
 
 #: Major versions of the layout this module reads.
 READABLE_MAJORS = ("1", "2")
@@ -248,8 +252,12 @@ class DatasetWriter:
         self.wait = wait
         self._tmp: Path | None = None
         self._lock: WriteLock | None = None
-        self._files: dict[tuple[str, str | None], _TableFile] = {}
-        self._parts: dict[Any, str] = {}  # partition value -> file stem, in first-seen order
+        self._open: collections.OrderedDict[tuple[str, str | None], _TableFile] = \
+            collections.OrderedDict()          # least recently written first
+        self._done: list[_TableFile] = []      # closed files
+        self._made: dict[tuple[str, str | None], int] = {}   # files made per (table, part)
+        self._parts: dict[Any, str] = {}       # partition value -> file stem, first-seen order
+        self._partitions: dict[str, Any] = {}  # file stem -> partition value
         self.rows: dict[str, int] = {t: 0 for t in TABLES}
 
     def __enter__(self) -> "DatasetWriter":
@@ -271,17 +279,30 @@ class DatasetWriter:
         return self
 
     def _file(self, table: str, part: Any) -> _TableFile:
+        """The open file of (table, partition value); at most ``MAX_OPEN_FILES`` stay open (a
+        campaign of many runs), so a partition written again after its file was closed gets a
+        further file (``run-00003-1.parquet``)."""
         key = (table, None if part is None else str(part))
-        f = self._files.get(key)
-        if f is None:
-            assert self._tmp is not None
-            if part is None:
-                stem = "part-00000"
-            else:
-                stem = self._parts.setdefault(part, f"run-{len(self._parts):05d}")
-            d = self._tmp / table
-            d.mkdir(exist_ok=True)
-            f = self._files[key] = _TableFile(d / f"{stem}.parquet", table)
+        f = self._open.get(key)
+        if f is not None:
+            self._open.move_to_end(key)
+            return f
+        assert self._tmp is not None
+        n = self._made.get(key, 0)
+        self._made[key] = n + 1
+        if part is None:
+            stem = f"part-{n:05d}"
+        else:
+            base = self._parts.setdefault(part, f"run-{len(self._parts):05d}")
+            stem = base if n == 0 else f"{base}-{n}"
+            self._partitions[stem] = part
+        d = self._tmp / table
+        d.mkdir(exist_ok=True)
+        f = self._open[key] = _TableFile(d / f"{stem}.parquet", table)
+        while len(self._open) > MAX_OPEN_FILES:
+            _, oldest = self._open.popitem(last=False)
+            oldest.close()
+            self._done.append(oldest)
         return f
 
     def write(self, table: str, data: pa.Table | pa.RecordBatch) -> None:
@@ -312,17 +333,18 @@ class DatasetWriter:
         """Close every table, write ``_meta.json`` and swap the dataset into place."""
         assert self._tmp is not None
         try:
-            self._write_states()
+            self.write("states", states_table())
             for name in TABLES:
-                if not any(t == name for t, _ in self._files):
-                    self._file(name, None)
-            for f in self._files.values():
+                if not any(t == name for t, _ in self._made):
+                    self._file(name, None)   # an empty file: every table has its schema
+            while self._open:
+                _, f = self._open.popitem(last=False)
                 f.close()
-            files = {name: sorted(p for (t, _), f in self._files.items() if t == name
-                                  for p in [f.path.name]) for name in TABLES}
-            partitions = {stem: value for value, stem in self._parts.items()}
+                self._done.append(f)
+            files = {name: sorted(f.path.name for f in self._done if f.table == name)
+                     for name in TABLES}
             full = {"schema_version": SCHEMA_VERSION, **meta, "rows": dict(self.rows),
-                    "files": files, "partitions": partitions}
+                    "files": files, "partitions": dict(self._partitions)}
             meta_tmp = self._tmp / META_FILE
             with open(meta_tmp, "w", encoding="utf-8") as fh:
                 fh.write(json.dumps(full, indent=2, sort_keys=True) + "\n")
@@ -333,11 +355,6 @@ class DatasetWriter:
             raise _fault(e, self.path) from None
         self._tmp = None
         return self.path
-
-    def _write_states(self) -> None:
-        self.rows["states"] = 0
-        self._files = {k: v for k, v in self._files.items() if k[0] != "states"}
-        self.write("states", states_table())
 
     def _swap(self) -> None:
         assert self._tmp is not None
@@ -357,9 +374,9 @@ class DatasetWriter:
         shutil.rmtree(old, ignore_errors=True)
 
     def abort(self) -> None:
-        for f in self._files.values():
+        for f in self._open.values():
             f.abort()
-        self._files.clear()
+        self._open.clear()
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None

@@ -217,3 +217,33 @@ def test_unknown_major_version_is_a_clear_message(tmp_path):
     (tmp_path / "ds" / "_meta.json").write_text(json.dumps(dict(meta, schema_version="3.0")))
     with pytest.raises(DatasetError, match="schema version '3.0' is not supported"):
         forensics.load(tmp_path / "ds")
+
+
+def test_many_runs_keep_few_files_open(tmp_path, monkeypatch):
+    """Runs interleaved beyond the open-file limit: a run written again gets a further file,
+    and every reader still sees all its rows."""
+    import forensics.dataset.store as store
+    from replay.frames import RunFrames
+    monkeypatch.setattr(store, "MAX_OPEN_FILES", 3)
+    run = {"kind": "run", "format": "adp-trace", "version": 1, "tp_size": 2, "pp_size": 1,
+           "max_batch_size": 4, "max_num_active_requests": 4, "disaggregated": False,
+           "overlap_scheduler": False, "build": "prefix-2026"}
+
+    def trace(name, run_id, rank):
+        lines = [dict(run, run_id=run_id, rank=rank)] + [
+            {"kind": "frame", "iter": i, "rank": rank,
+             "requests": [{"id": 10 * rank + i, "state": "GENERATION_IN_PROGRESS"}]}
+            for i in range(5)]
+        p = tmp_path / name
+        p.write_text("".join(json.dumps(x) + "\n" for x in lines))
+        return p
+
+    files = [trace("a0.jsonl", "A", 0), trace("b0.jsonl", "B", 0), trace("b1.jsonl", "B", 1),
+             trace("c0.jsonl", "C", 0), trace("c1.jsonl", "C", 1), trace("a1.jsonl", "A", 1)]
+    forensics.ingest(files, tmp_path / "ds")
+    ds = forensics.load(tmp_path / "ds")
+    assert [f.name for f in ds.files("frames", run="A")] == ["run-00000.parquet",
+                                                            "run-00000-1.parquet"]
+    assert len(ds.frames) == 30 and pd.read_parquet(tmp_path / "ds" / "frames").shape[0] == 30
+    frames = RunFrames.from_dataset(ds, "A")
+    assert frames.num_ranks == 2 and len(pd.read_parquet(tmp_path / "ds" / "requests")) == 30
