@@ -134,3 +134,29 @@ def test_subprocess_broken_pipe(tmp_path):
     err = p.stderr.read().decode()
     assert p.wait(timeout=60) == 2, err
     _no_traceback(err)
+
+
+def test_a_bug_is_exit_4_with_its_traceback_never_1(tmp_path, monkeypatch):
+    import forensics.ingest as ingest_mod
+
+    def bug(*a, **k):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(ingest_mod, "_write_file", bug)
+    res = CliRunner().invoke(cli, ["ingest", str(NVBUG / "executor.log"), "-o", str(tmp_path / "d")])
+    assert res.exit_code == 4
+    assert "internal error" in res.output
+
+
+def test_missing_git_is_a_policy_error_naming_git(monkeypatch, tmp_path):
+    import subprocess as sp
+
+    from replay import trtllm_source
+
+    def no_git(*a, **k):
+        raise FileNotFoundError(2, "No such file or directory", "git")
+
+    monkeypatch.setattr(sp, "run", no_git)
+    with pytest.raises(Exception, match="git is not installed") as err:  # the policy error
+        trtllm_source.run_git(tmp_path, "rev-parse", "HEAD")
+    assert getattr(err.value, "exit_code", None) == 2 and err.value.hint
