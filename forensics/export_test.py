@@ -87,7 +87,7 @@ def choose_target(records: list[dict], results: dict[str, Outcome]) -> tuple[Opt
 
 def export_test(frames_or_records: Any, policies: Optional[Sequence[Any]] = None,
                 out_path: str | os.PathLike = "test_trace.py", *, minimize_first: bool = False,
-                source: str = "") -> ExportResult:
+                source: str = "", force: bool = False) -> ExportResult:
     """Write a standalone pytest file replaying a trace under policies with its verdicts pinned.
 
     Args:
@@ -96,10 +96,14 @@ def export_test(frames_or_records: Any, policies: Optional[Sequence[Any]] = None
         out_path: the ``test_*.py`` file to write.
         minimize_first: shrink the trace first (``forensics.minimize``).
         source: where the trace came from, for the file's docstring.
+        force: replace ``out_path`` if it exists (refused otherwise).
 
     Returns:
         :class:`ExportResult`.
     """
+    from forensics.output_dir import atomic_path, refuse_existing
+
+    refuse_existing([out_path], force=force)
     records = _records_of(frames_or_records)
     names = _policy_names(policies)
     before = TraceSize.of(records)
@@ -118,9 +122,8 @@ def export_test(frames_or_records: Any, policies: Optional[Sequence[Any]] = None
     path = Path(out_path)
     text = render_test(records, expectations, source=source, before=before, after=after,
                        minimized_for=minimized_for, filename=path.name)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
     return ExportResult(path=path, records=records, expectations=expectations, before=before,
                         after=after, minimized_for=minimized_for)
 

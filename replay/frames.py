@@ -163,16 +163,18 @@ class RunFrames:
         compact arrays of the real requests (about 25 bytes a request instead of a whole table;
         figures in benchmarks/trace_ingest.py).
         """
-        path = getattr(ds, "path", None)
-        files = (Path(path) / "frames.parquet", Path(path) / "requests.parquet") if path else ()
-        if not files or not all(f.is_file() for f in files):
-            return cls.from_tables(ds.arrow("runs"), ds.arrow("frames"), ds.arrow("requests"), run=run)
+        files_of = getattr(ds, "files", None)
         run, source, config, several = _run_config(ds.arrow("runs"), run)
-        only = run if several else None
-        frames = pq.read_table(files[0], schema=FRAMES,
+        frame_files = files_of("frames", run=run) if files_of else []
+        request_files = files_of("requests", run=run) if files_of else []
+        if len(frame_files) != 1 or len(request_files) != 1:
+            return cls.from_tables(ds.arrow("runs"), ds.arrow("frames"), ds.arrow("requests"), run=run)
+        # Layout 2.0 has one file per run; a 1.x dataset's single file is filtered by run.
+        only = run if several and len(files_of("frames")) == 1 else None
+        frames = pq.read_table(frame_files[0], schema=FRAMES,
                                columns=[c for c in FRAMES.names if c not in ("run", "source")],
-                               filters=[("run", "==", run)] if several else None)
-        return cls._build(run, source, config, frames, _read_real_requests(files[1], only))
+                               filters=[("run", "==", run)] if only else None)
+        return cls._build(run, source, config, frames, _read_real_requests(request_files[0], only))
 
     @classmethod
     def from_tables(cls, runs, frames, requests, run: str | None = None) -> RunFrames:

@@ -67,7 +67,7 @@ def test_compressed_traces_are_streamed(tmp_path, compress):
 BAD = [
     ("missing run record", [F0], 1, "missing run record"),
     ("format", [dict(RUN, format="other")], 1, "unsupported format"),
-    ("version", [dict(RUN, version=3)], 1, "unsupported version"),
+    ("version", [dict(RUN, version=2)], 1, "unsupported version"),
     ("run field", [{k: v for k, v in RUN.items() if k != "tp_size"}], 1, "missing required field 'tp_size'"),
     ("frame field", [RUN, {"kind": "frame", "iter": 1, "requests": []}], 2, "missing required field 'rank'"),
     ("request field", [RUN, dict(F0, requests=[{"id": 1}])], 2, "missing required field 'state'"),
@@ -118,21 +118,26 @@ def test_postpadded_is_read_and_null_when_absent(tmp_path):
 
 
 def test_a_schema_1_0_dataset_without_postpadded_still_loads(tmp_path):
-    """Schema 1.1 only appended ``frames.postpadded``: a 1.0 dataset reads with it null."""
+    """Schema 1.1 only appended ``frames.postpadded``: a 1.0 dataset (the 1.x layout, one
+    ``TABLE.parquet`` file per table) reads with it null."""
     import pyarrow.parquet as pq
 
     import forensics
     from forensics.dataset.schema import SCHEMA_VERSION
     forensics.ingest([write(tmp_path, [RUN, F0])], tmp_path / "ds")
-    ds_dir = tmp_path / "ds"
-    meta = json.loads((ds_dir / "_meta.json").read_text())
-    assert meta["schema_version"] == SCHEMA_VERSION == "2.0"
-    old = pq.read_table(ds_dir / "frames.parquet").drop_columns(["postpadded"])
-    pq.write_table(old, ds_dir / "frames.parquet")
-    # (a 1.x dataset is refused since 2.0; the missing column still reads as null)
+    new = forensics.load(tmp_path / "ds")
+    assert new.meta["schema_version"] == SCHEMA_VERSION == "2.0"
+    ds_dir = tmp_path / "old"
+    ds_dir.mkdir()
+    for t in ("iterations", "events", "stats", "runs", "frames", "requests", "unparsed"):
+        table = new.arrow(t)
+        pq.write_table(table.drop_columns(["postpadded"]) if t == "frames" else table,
+                       ds_dir / f"{t}.parquet")
+    (ds_dir / "_meta.json").write_text(json.dumps(dict(new.meta, schema_version="1.0")))
     ds = forensics.load(ds_dir)
     assert ds.arrow("frames").schema.equals(FRAMES)
     assert ds.frames["postpadded"].isna().all() and ds.frames["padded"].tolist() == [False]
+    assert ds.requests.equals(new.requests) and len(ds.states) == len(new.states) > 0
 
 
 # ------------------------------------------------------------------ streaming in batches

@@ -1,7 +1,8 @@
 """The ``forensics`` command line: a thin click layer over the library.
 
-Each command lives in its own module below and calls one library function; typed library errors
-become messages with exit code 2 (bad input).
+Each command lives in its own module below and calls one library function. Errors follow one
+contract, applied here for every command (:mod:`forensics.cli.errors`): typed library errors and
+faults of the environment are messages with exit code 2, never a traceback unless ``--debug``.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import importlib
 import click
 
 from forensics import __version__
+from forensics.cli.errors import invoke_with_contract
 
 #: Command modules, each defining ``command`` (a click command) to register.
 COMMAND_MODULES = (
@@ -27,9 +29,20 @@ COMMAND_MODULES = (
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class ForensicsGroup(click.Group):
+    """The command group: every subcommand runs under the error contract."""
+
+    def invoke(self, ctx: click.Context):
+        return invoke_with_contract(super().invoke, ctx)
+
+
+@click.group(cls=ForensicsGroup,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, "--version", prog_name="forensics")
-def cli() -> None:
+@click.option("--debug", is_flag=True, envvar="FORENSICS_DEBUG",
+              help="Show the traceback of a failure (also FORENSICS_DEBUG=1).")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
     """Crash forensics and replay for TensorRT-LLM's attention-DP executor.
 
     \b
@@ -42,7 +55,13 @@ def cli() -> None:
       forensics replay crash.ds --policy trtllm:~/TensorRT-LLM@v1.2.0
     Make more evidence next time:
       forensics record install   # then ADP_FORENSICS_TRACE_DIR=DIR trtllm-serve ...
+
+    \b
+    Exit codes: 0 success (postmortem: no leak or crash), 1 postmortem: a leak or crash
+    explained, 2 bad input or a fault of the environment (permissions, full or read-only
+    disk, interrupt), 3 postmortem: a logged crash not explained, 4 a bug of the tool.
     """
+    ctx.meta["forensics.debug"] = debug
 
 
 for _name in COMMAND_MODULES:

@@ -1,11 +1,29 @@
-"""Turning library errors into click errors with the right exit code."""
+"""The error contract of every command, in one place.
+
+- a typed library error (:class:`~forensics.errors.ForensicsError`: bad input, bad dataset,
+  unresolvable policy) is a message naming file and line, exit code 2;
+- a fault of the environment (permission, full or read-only disk, missing program, interrupt,
+  broken pipe: :class:`~forensics.errors.EnvironmentFault`, or a raw ``OSError`` that escaped the
+  library) is a message with the path and a hint, exit code 2, never a traceback;
+- anything else is a bug of the tool: exit code 4 with the traceback.
+
+Exit code 1 keeps its one meaning (``postmortem``: a leak or crash explained); it is never the
+code of a failure. ``--debug`` (or ``FORENSICS_DEBUG=1``) prints the traceback of every failure.
+"""
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
+import sys
+import traceback
 
 import click
 
-from forensics.errors import ForensicsError
+from forensics.errors import EnvironmentFault, ForensicsError
+
+#: Exit code of a bug in the tool (an exception nobody typed).
+INTERNAL_ERROR = 4
 
 
 class BadInput(click.ClickException):
@@ -20,4 +38,76 @@ def library_errors():
     try:
         yield
     except ForensicsError as e:
+        if debug_enabled():
+            traceback.print_exc()
         raise BadInput(str(e)) from None
+
+
+def debug_enabled() -> bool:
+    """``--debug`` was given or ``FORENSICS_DEBUG`` is set to something other than 0/empty."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.find_root().meta.get("forensics.debug"):
+        return True
+    return os.environ.get("FORENSICS_DEBUG", "") not in ("", "0")
+
+
+def output_of(ctx: click.Context | None) -> str | None:
+    """The ``-o`` value of the command being run, for faults that name no path."""
+    while ctx is not None:
+        for key in ("output", "out_dir", "out"):
+            value = ctx.params.get(key)
+            if isinstance(value, (str, os.PathLike)):
+                return str(value)
+        ctx = ctx.parent
+    return None
+
+
+def as_fault(exc: BaseException, ctx: click.Context | None = None) -> EnvironmentFault | None:
+    """The environment fault an exception stands for, or None when it is not one."""
+    if isinstance(exc, EnvironmentFault):
+        return exc
+    if isinstance(exc, KeyboardInterrupt):
+        return EnvironmentFault("interrupted", hint="the command was stopped (Ctrl-C or SIGINT); "
+                                "outputs are written atomically, so nothing half-written remains")
+    if isinstance(exc, BrokenPipeError) or (isinstance(exc, OSError) and exc.errno == errno.EPIPE):
+        return EnvironmentFault("output closed early (broken pipe)", errno=errno.EPIPE,
+                                hint="the program reading the output stopped first")
+    if isinstance(exc, OSError):
+        return EnvironmentFault.from_os_error(exc, path=output_of(ctx))
+    return None
+
+
+def _quiet_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so the interpreter's final flush is quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def invoke_with_contract(invoke, ctx: click.Context):
+    """Run ``invoke(ctx)`` (a click group's invoke) under the error contract."""
+    try:
+        return invoke(ctx)
+    except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+        raise
+    except ForensicsError as e:
+        if debug_enabled():
+            traceback.print_exc()
+        raise BadInput(str(e)) from None
+    except (KeyboardInterrupt, OSError, EOFError) as e:
+        fault = as_fault(e, ctx) if not isinstance(e, EOFError) else None
+        if fault is None:  # EOFError: a truncated stream that escaped the readers (click says "Aborted!")
+            fault = EnvironmentFault(f"unexpected end of input: {e or 'truncated stream'}",
+                                     path=output_of(ctx), hint="an input is truncated")
+        if debug_enabled():
+            traceback.print_exc()
+        if fault.errno == errno.EPIPE:
+            _quiet_stdout()
+        raise BadInput(str(fault)) from None
+    except Exception:
+        traceback.print_exc()
+        click.echo("forensics: internal error (a bug of the tool; the traceback above says where)",
+                   err=True)
+        raise click.exceptions.Exit(INTERNAL_ERROR) from None

@@ -14,7 +14,9 @@ from forensics.cli.errors import library_errors
               help="A policy whose verdicts to pin (repeatable; default: the whole catalogue).")
 @click.option("--minimize/--no-minimize", "minimize_first", default=True, show_default=True,
               help="Shrink the trace first (keeps the failing policy failing, a passing one passing).")
-def command(input_path: str, output: str, policies: tuple[str, ...], minimize_first: bool) -> None:
+@click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
+def command(input_path: str, output: str, policies: tuple[str, ...], minimize_first: bool,
+            force: bool) -> None:
     """Write a trace as a standalone pytest regression test.
 
     The test file holds INPUT's frames inline and asserts each policy's verdicts.
@@ -28,7 +30,7 @@ def command(input_path: str, output: str, policies: tuple[str, ...], minimize_fi
 
     with library_errors():
         result = export_test(input_path, list(policies) or None, output,
-                             minimize_first=minimize_first, source=input_path)
+                             minimize_first=minimize_first, source=input_path, force=force)
     if result.minimized_for is not None:
         click.echo(f"minimized: {result.before.describe()} -> {result.after.describe()}")
     for e in result.expectations:

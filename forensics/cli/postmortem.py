@@ -70,7 +70,10 @@ def _render(console, r) -> None:
 @click.option("--policy", "policies", multiple=True, metavar="NAME",
               help="Replay only this policy (repeatable; default: the whole catalogue).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
-def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], quiet: bool) -> None:
+@click.option("--force", is_flag=True,
+              help="Write into a non-empty directory that holds no report of this tool.")
+def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], quiet: bool,
+            force: bool) -> None:
     """Explain a crashed fleet from its logs; write a report.
 
     INPUT is any mix of executor logs, iteration-stats JSON and request-state traces (files or
@@ -93,6 +96,6 @@ def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], qu
     show = not quiet and sys.stderr.isatty()
     with library_errors(), _progress(err, show) as progress:
         result = postmortem(list(inputs), out_dir, policies=list(policies) or None,
-                            progress=progress)
+                            progress=progress, force=force)
     _render(out, result)
     raise click.exceptions.Exit(result.exit_status)

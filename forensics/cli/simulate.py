@@ -44,12 +44,13 @@ def _scenario_help() -> str:
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Directory to write into.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@click.option("--force", is_flag=True, help="Replace files of the same names in the directory.")
 def command(scenario, policy, ranks, iters, seed, cap, log_format, log_ranks, launcher, prefix_style,
-            compress, out_dir, as_json) -> None:
+            compress, out_dir, as_json, force) -> None:
     with library_errors():
         res = simulate(scenario, out_dir=out_dir, policy=policy, ranks=ranks, iters=iters, seed=seed,
                        cap=cap, log_format=log_format, log_ranks=log_ranks, launcher=launcher, prefix_style=prefix_style,
-                       compression=compress)
+                       compression=compress, force=force)
     s = res.summary
     if as_json:
         click.echo(json.dumps(res.to_json(), indent=2))

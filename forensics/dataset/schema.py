@@ -1,20 +1,35 @@
 """The Parquet layout of a dataset: one pyarrow schema per table, written down once.
 
-This layout is a public contract. Changing a column (name, type or meaning) bumps
-``SCHEMA_VERSION``; ``forensics.load`` refuses a dataset of another major version.
+This layout is a public contract. Changing a column (name, type or meaning) or the directory
+layout bumps ``SCHEMA_VERSION``; ``forensics.load`` reads this major version and, for old
+datasets, the 1.x layout (one ``TABLE.parquet`` file per table).
 
-A dataset is a directory::
+A dataset is a directory with one subdirectory per table, so that any engine reads a table by
+path without mixing tables (``pd.read_parquet("DS/iterations")``,
+``pyarrow.dataset.dataset("DS/events")``, duckdb ``'DS/stats/*.parquet'``,
+``polars.scan_parquet("DS/frames/*.parquet")``, ``dask.dataframe.read_parquet("DS/requests")``)::
 
     DATASET/
-      _meta.json          schema version, tool version, inputs (name, size, sha256, kind)
-      iterations.parquet  one row per executor iteration log line
-      events.parquet      one row per typed event (single or multi-line)
-      stats.parquet       one row per IterationStats dict
-      runs.parquet        one row per request-state trace run record
-      frames.parquet      one row per (run, iter, rank) frame
-      requests.parquet    one row per request per frame
-      unparsed.parquet    every input line no parser claimed, verbatim
-      traceback_frames.parquet  every frame of every traceback event
+      _meta.json     schema version, tool version, inputs (name, bytes read, their sha256, kind),
+                     rows per table, ``files``: every Parquet file of each table, and for the
+                     trace tables which run each file holds
+      iterations/    part-00000.parquet: one row per executor iteration log line
+      events/        part-00000.parquet: one row per typed event (single or multi-line)
+      stats/         part-00000.parquet: one row per IterationStats dict
+      runs/          run-00000.parquet, run-00001.parquet, ...: one row per trace run record
+      frames/        run-NNNNN.parquet: one row per (run, iter, rank) frame
+      requests/      run-NNNNN.parquet: one row per request per frame
+      unparsed/      part-00000.parquet: every input line no parser claimed, verbatim
+      traceback_frames/  part-00000.parquet: every frame of every traceback event
+      states/        part-00000.parquet: request-state names, ``state`` -> ``name``
+                     (join ``requests.state`` on it; the names of ``LlmRequestState``)
+
+The trace tables (``PARTITION_BY``) are partitioned by run: one file per run, numbered in the
+order runs first appear, the ``run`` column inside every file (no ``run=`` directory names: an
+engine's partition inference would retype run ids). Every table has at least one file (empty
+when the table is), so an engine always finds its schema. Row groups hold up to
+``ROW_GROUP_ROWS`` rows however many inputs were read. Every file's Parquet key-value metadata
+holds ``forensics.table`` and ``forensics.schema_version``.
 
 Line accounting (text inputs): every line of a text input is either the ``line`` of exactly one
 row of ``iterations``, ``events``, ``stats``, ``runs``, ``frames`` or ``unparsed``, or lies inside
@@ -30,7 +45,10 @@ import pyarrow as pa
 from replay.frame_schema import FRAMES
 
 #: "1.1" added ``frames.postpadded`` (at the end; a 1.0 dataset loads with it null).
-#: "2.0" (log lines, issue 13): ``events.text`` (the event's lines as printed, after the
+#: "2.0" one directory per table, trace tables one file per run, row groups of up to
+#:       ROW_GROUP_ROWS rows, table name and schema version in each file's key-value metadata,
+#:       the ``states`` table (1.x datasets are still read).
+#:       Log lines: ``events.text`` (the event's lines as printed, after the
 #: prefixes), new event kinds (``long_line``, ``nul_bytes`` notes outside the line accounting),
 #: ``collector``/``collector_time``/``host`` on iterations and events, ``executor_*`` and
 #: ``exception_chain`` on events, table ``traceback_frames`` (every frame of a traceback),
@@ -41,7 +59,20 @@ SCHEMA_VERSION = "2.0"
 
 #: Table names in a fixed order.
 TABLES = ("iterations", "events", "stats", "runs", "frames", "requests", "unparsed",
-          "traceback_frames")
+          "traceback_frames", "states")
+
+#: Tables of constant reference data (not read from the inputs; summaries leave them out).
+REFERENCE_TABLES = ("states",)
+
+#: Tables written one file per value of this column (the trace tables, by run).
+PARTITION_BY: dict[str, str] = {"runs": "run", "frames": "run", "requests": "run"}
+
+#: Rows per Parquet row group (at most; the last of a file holds the rest).
+ROW_GROUP_ROWS = 1 << 17
+
+#: Key-value metadata keys of every Parquet file of a dataset.
+META_TABLE_KEY = b"forensics.table"
+META_VERSION_KEY = b"forensics.schema_version"
 
 #: What a log line's wrappers said (iterations and events of text logs; null elsewhere).
 WRAPPER_FIELDS = [
@@ -199,6 +230,11 @@ UNPARSED = pa.schema([
     pa.field("text", pa.string(), nullable=False),         # verbatim (invalid UTF-8 replaced)
 ])
 
+STATES = pa.schema([
+    pa.field("state", pa.int16(), nullable=False),         # LlmRequestState int value
+    pa.field("name", pa.string(), nullable=False),         # its name (GENERATION_IN_PROGRESS, ...)
+])
+
 SCHEMAS: dict[str, pa.Schema] = {
     "iterations": ITERATIONS,
     "events": EVENTS,
@@ -208,7 +244,17 @@ SCHEMAS: dict[str, pa.Schema] = {
     "requests": REQUESTS,
     "unparsed": UNPARSED,
     "traceback_frames": TRACEBACK_FRAMES,
+    "states": STATES,
 }
+
+
+def states_table() -> pa.Table:
+    """The ``states`` table: every ``LlmRequestState`` value and its name."""
+    from replay.states import RequestState
+
+    members = sorted(RequestState, key=int)
+    return pa.table({"state": pa.array([int(m) for m in members], pa.int16()),
+                     "name": pa.array([m.name for m in members], pa.string())}, schema=STATES)
 
 
 def empty_table(name: str) -> pa.Table:

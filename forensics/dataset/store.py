@@ -1,48 +1,309 @@
-"""Writing and loading datasets: streamed Parquet writes that appear atomically.
+"""Writing and loading datasets: streamed Parquet writes swapped in atomically.
 
-A writer fills a hidden temporary directory beside the target and renames it into place only
-when every table is closed, so an interrupted ingest leaves no partial dataset behind.
+A writer takes an advisory lock beside the target (``.NAME.lock``, ``fcntl.flock``: a second
+writer fails at once with a clear message, or waits ``wait`` seconds), removes what dead writers
+left (``.NAME.tmp-*`` directories), fills a new hidden temporary directory beside the target and,
+once every table is closed, swaps it in with one ``renameat2(RENAME_EXCHANGE)`` (Linux): at every
+instant ``NAME`` is the complete old dataset or the complete new one. Where the exchange is not
+available (another OS, a file system without it) the old dataset is first renamed to
+``.NAME.old-PID`` and the new one renamed into place; a kill between the two renames leaves the
+old dataset there, and the next writer, or :func:`load`, puts it back.
+
+The layout (one directory per table, trace tables one file per run) is described in
+:mod:`forensics.dataset.schema`.
 """
 from __future__ import annotations
 
+import collections
+import contextlib
+import ctypes
+import ctypes.util
+import errno
 import json
+import logging
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
-from forensics.dataset.schema import SCHEMA_VERSION, SCHEMAS, TABLES
-from forensics.errors import DatasetError
+from forensics.dataset.schema import (
+    META_TABLE_KEY,
+    META_VERSION_KEY,
+    PARTITION_BY,
+    ROW_GROUP_ROWS,
+    SCHEMA_VERSION,
+    SCHEMAS,
+    TABLES,
+    states_table,
+)
+from forensics.errors import DatasetError, EnvironmentFault
+
+logger = logging.getLogger(__name__)
 
 META_FILE = "_meta.json"
+
+#: Buffered bytes of one table's rows that force a write before ``ROW_GROUP_ROWS`` rows.
+ROW_GROUP_BYTES = 64 << 20
+
+#: Parquet files a writer keeps open at once (each run has three).
+MAX_OPEN_FILES = 48
+
+#: Major versions of the layout this module reads.
+READABLE_MAJORS = ("1", "2")
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _libc_renameat2():
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_renameat2 = _libc_renameat2()
+
+
+def exchange(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Swap two paths atomically (``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
+    if _renameat2 is None:
+        return False
+    rc = _renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    if rc == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), os.fsdecode(b))
+
+
+def _fault(e: OSError, path: Path) -> EnvironmentFault:
+    return EnvironmentFault.from_os_error(e, path=str(path))
+
+
+class WriteLock:
+    """An advisory exclusive lock on ``.NAME.lock`` beside a dataset (no-op without fcntl)."""
+
+    def __init__(self, target: Path, wait: float = 0.0):
+        self.target = target
+        self.file = target.with_name(f".{target.name}.lock")
+        self.wait = wait
+        self._fd: int | None = None
+
+    def acquire(self) -> "WriteLock":
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX
+            return self
+        deadline = time.monotonic() + self.wait
+        while True:
+            fd = os.open(self.file, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+                os.close(fd)
+                if time.monotonic() >= deadline:
+                    raise DatasetError(
+                        "another writer is writing this dataset"
+                        + (f" (pid {holder})" if holder else ""), path=str(self.target),
+                        hint="wait for it to finish, or write to another -o") from None
+                time.sleep(0.05)
+                continue
+            # The holder unlinks the file on release: a lock taken on a file no longer at
+            # the path is not the lock; take it again on the current file.
+            try:
+                same = os.fstat(fd).st_ino == os.stat(self.file).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.file)  # before unlocking: a waiter then retries on a new file
+            os.close(self._fd)  # closing drops the flock
+            self._fd = None
+
+
+def _leftovers(target: Path) -> tuple[list[Path], list[Path]]:
+    """Temporary directories of earlier writers beside ``target``: (tmp-*, old-*)."""
+    parent = target.parent
+    if not parent.is_dir():
+        return [], []
+    tmp, old = [], []
+    prefix = f".{target.name}."
+    for entry in os.scandir(parent):
+        if not entry.name.startswith(prefix):
+            continue
+        rest = entry.name[len(prefix):]
+        if rest.startswith("tmp-"):
+            tmp.append(parent / entry.name)
+        elif rest.startswith("old-"):
+            old.append(parent / entry.name)
+    return tmp, old
+
+
+def _recover(target: Path) -> None:
+    """Under the lock: put back a dataset stranded by a fallback swap killed between its two
+    renames, and remove the temporaries of dead writers."""
+    tmp, old = _leftovers(target)
+    if not os.path.lexists(target) and old:
+        keep = max(old, key=lambda p: p.stat().st_mtime)
+        if (keep / META_FILE).is_file():
+            os.rename(keep, target)
+            logger.warning("%s: restored the dataset an interrupted write left at %s", target, keep)
+            old.remove(keep)
+    for p in tmp + old:
+        shutil.rmtree(p, ignore_errors=True)
+        logger.info("removed %s (left by an interrupted write)", p)
+
+
+class _TableFile:
+    """One Parquet file of a table: rows buffered into row groups of ``ROW_GROUP_ROWS``."""
+
+    def __init__(self, path: Path, table: str):
+        self.path = path
+        self.table = table
+        self.schema = _file_schema(table)
+        self.writer: pq.ParquetWriter | None = None
+        self.buffer: list[pa.Table] = []
+        self.rows = 0
+        self.bytes = 0
+
+    def add(self, data: pa.Table) -> None:
+        self.buffer.append(data)
+        self.rows += data.num_rows
+        self.bytes += data.nbytes
+        if self.rows >= ROW_GROUP_ROWS or self.bytes >= ROW_GROUP_BYTES:
+            self.flush(final=False)
+
+    def flush(self, final: bool) -> None:
+        if not self.buffer:
+            return
+        data = pa.concat_tables(self.buffer).replace_schema_metadata(self.schema.metadata)
+        self.buffer.clear()
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.path, self.schema, compression="zstd")
+        whole = (data.num_rows // ROW_GROUP_ROWS) * ROW_GROUP_ROWS
+        if final or self.bytes >= ROW_GROUP_BYTES:
+            whole = data.num_rows
+        if whole:
+            self.writer.write_table(data.slice(0, whole), row_group_size=ROW_GROUP_ROWS)
+        rest = data.slice(whole)
+        self.buffer = [rest] if rest.num_rows else []
+        self.rows = rest.num_rows
+        self.bytes = rest.nbytes if rest.num_rows else 0
+
+    def close(self) -> None:
+        self.flush(final=True)
+        if self.writer is None:
+            pq.write_table(self.schema.empty_table(), self.path, compression="zstd")
+        else:
+            self.writer.close()
+            self.writer = None
+
+    def abort(self) -> None:
+        if self.writer is not None:
+            with contextlib.suppress(Exception):
+                self.writer.close()
+            self.writer = None
+        self.buffer.clear()
+
+
+def _file_schema(table: str) -> pa.Schema:
+    return SCHEMAS[table].with_metadata({META_TABLE_KEY: table.encode(),
+                                         META_VERSION_KEY: SCHEMA_VERSION.encode()})
 
 
 class DatasetWriter:
     """Stream record batches of each table into a new dataset directory.
 
-    Use as a context manager; on an exception nothing appears at ``path``.
+    Use as a context manager; on an exception (or a kill) nothing changes at ``path``.
+
+    Args:
+        path: the dataset directory (replaced atomically when it holds a dataset).
+        overwrite: replace an existing dataset (else :class:`DatasetError`).
+        wait: seconds to wait for another writer's lock before failing.
     """
 
-    def __init__(self, path: str | os.PathLike, *, overwrite: bool = True):
+    def __init__(self, path: str | os.PathLike, *, overwrite: bool = True, wait: float = 0.0):
         self.path = Path(path)
         self.overwrite = overwrite
+        self.wait = wait
         self._tmp: Path | None = None
-        self._writers: dict[str, pq.ParquetWriter] = {}
+        self._lock: WriteLock | None = None
+        self._open: collections.OrderedDict[tuple[str, str | None], _TableFile] = \
+            collections.OrderedDict()          # least recently written first
+        self._done: list[_TableFile] = []      # closed files
+        self._made: dict[tuple[str, str | None], int] = {}   # files made per (table, part)
+        self._parts: dict[Any, str] = {}       # partition value -> file stem, first-seen order
+        self._partitions: dict[str, Any] = {}  # file stem -> partition value
         self.rows: dict[str, int] = {t: 0 for t in TABLES}
 
     def __enter__(self) -> "DatasetWriter":
-        if self.path.exists() and not self.overwrite:
-            raise DatasetError("dataset already exists", path=str(self.path))
-        parent = self.path.resolve().parent
-        parent.mkdir(parents=True, exist_ok=True)
-        self._tmp = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.tmp-", dir=parent))
+        try:
+            parent = Path(os.path.abspath(self.path)).parent
+            parent.mkdir(parents=True, exist_ok=True)
+            self._lock = WriteLock(parent / self.path.name, self.wait).acquire()
+            _recover(parent / self.path.name)
+            if os.path.lexists(self.path) and not self.overwrite:
+                raise DatasetError("dataset already exists", path=str(self.path))
+            self._tmp = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.tmp-{os.getpid()}-",
+                                              dir=parent))
+        except OSError as e:
+            self._release()
+            raise _fault(e, self.path) from None
+        except BaseException:
+            self._release()
+            raise
         return self
+
+    def _file(self, table: str, part: Any) -> _TableFile:
+        """The open file of (table, partition value); at most ``MAX_OPEN_FILES`` stay open (a
+        campaign of many runs), so a partition written again after its file was closed gets a
+        further file (``run-00003-1.parquet``)."""
+        key = (table, None if part is None else str(part))
+        f = self._open.get(key)
+        if f is not None:
+            self._open.move_to_end(key)
+            return f
+        assert self._tmp is not None
+        n = self._made.get(key, 0)
+        self._made[key] = n + 1
+        if part is None:
+            stem = f"part-{n:05d}"
+        else:
+            base = self._parts.setdefault(part, f"run-{len(self._parts):05d}")
+            stem = base if n == 0 else f"{base}-{n}"
+            self._partitions[stem] = part
+        d = self._tmp / table
+        d.mkdir(exist_ok=True)
+        f = self._open[key] = _TableFile(d / f"{stem}.parquet", table)
+        while len(self._open) > MAX_OPEN_FILES:
+            _, oldest = self._open.popitem(last=False)
+            oldest.close()
+            self._done.append(oldest)
+        return f
 
     def write(self, table: str, data: pa.Table | pa.RecordBatch) -> None:
         """Append rows (must already have the table's schema, columns in order)."""
@@ -53,61 +314,99 @@ class DatasetWriter:
             data = pa.Table.from_batches([data])
         if not data.schema.equals(schema):
             data = data.select(schema.names).cast(schema)
-        w = self._writers.get(table)
-        if w is None:
-            assert self._tmp is not None
-            w = pq.ParquetWriter(self._tmp / f"{table}.parquet", schema, compression="zstd")
-            self._writers[table] = w
-        w.write_table(data)
+        try:
+            column = PARTITION_BY.get(table)
+            if column is None:
+                self._file(table, None).add(data)
+            else:
+                values = pc.unique(data.column(column)).to_pylist()
+                if len(values) == 1:
+                    self._file(table, values[0]).add(data)
+                else:
+                    for v in values:
+                        self._file(table, v).add(data.filter(pc.equal(data.column(column), v)))
+        except OSError as e:
+            raise _fault(e, self.path) from None
         self.rows[table] += data.num_rows
 
     def finish(self, meta: dict[str, Any]) -> Path:
-        """Close every table, write ``_meta.json`` and move the dataset into place."""
+        """Close every table, write ``_meta.json`` and swap the dataset into place."""
         assert self._tmp is not None
-        for name in TABLES:
-            if name in self._writers:
-                self._writers.pop(name).close()
-            else:
-                pq.write_table(SCHEMAS[name].empty_table(), self._tmp / f"{name}.parquet",
-                               compression="zstd")
-        full = {"schema_version": SCHEMA_VERSION, **meta, "rows": dict(self.rows)}
-        (self._tmp / META_FILE).write_text(json.dumps(full, indent=2, sort_keys=True) + "\n")
-        if self.path.exists():
-            backup = self.path.with_name(f".{self.path.name}.old-{os.getpid()}")
-            os.replace(self.path, backup)
-            os.replace(self._tmp, self.path)
-            shutil.rmtree(backup, ignore_errors=True)
-        else:
-            os.replace(self._tmp, self.path)
+        try:
+            self.write("states", states_table())
+            for name in TABLES:
+                if not any(t == name for t, _ in self._made):
+                    self._file(name, None)   # an empty file: every table has its schema
+            while self._open:
+                _, f = self._open.popitem(last=False)
+                f.close()
+                self._done.append(f)
+            files = {name: sorted(f.path.name for f in self._done if f.table == name)
+                     for name in TABLES}
+            full = {"schema_version": SCHEMA_VERSION, **meta, "rows": dict(self.rows),
+                    "files": files, "partitions": dict(self._partitions)}
+            meta_tmp = self._tmp / META_FILE
+            with open(meta_tmp, "w", encoding="utf-8") as fh:
+                fh.write(json.dumps(full, indent=2, sort_keys=True) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            self._swap()
+        except OSError as e:
+            raise _fault(e, self.path) from None
         self._tmp = None
         return self.path
 
+    def _swap(self) -> None:
+        assert self._tmp is not None
+        target = self.path
+        if not os.path.lexists(target):
+            os.rename(self._tmp, target)
+            return
+        if not (target / META_FILE).is_file() and not (target.is_dir() and not any(target.iterdir())):
+            raise DatasetError("exists and is not a dataset; refusing to replace it",
+                               path=str(target), hint="choose a new output directory")
+        if exchange(self._tmp, target):
+            shutil.rmtree(self._tmp, ignore_errors=True)  # now the old dataset
+            return
+        old = target.with_name(f".{target.name}.old-{os.getpid()}")
+        os.rename(target, old)
+        os.rename(self._tmp, target)
+        shutil.rmtree(old, ignore_errors=True)
+
     def abort(self) -> None:
-        for w in self._writers.values():
-            try:
-                w.close()
-            except Exception:  # pragma: no cover - best effort cleanup
-                pass
-        self._writers.clear()
+        for f in self._open.values():
+            f.abort()
+        self._open.clear()
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
 
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
     def __exit__(self, exc_type, exc, tb) -> None:
-        if self._tmp is not None:
-            self.abort()
+        try:
+            if self._tmp is not None:
+                self.abort()
+        finally:
+            self._release()
 
 
 class Dataset:
     """A loaded dataset: one pandas DataFrame attribute per table, read on first access.
 
     Attributes: ``iterations``, ``events``, ``stats``, ``runs``, ``frames``, ``requests``,
-    ``unparsed`` (see ``forensics.dataset.schema`` for the columns) and ``meta`` (``_meta.json``).
+    ``unparsed``, ``states`` (see ``forensics.dataset.schema`` for the columns) and ``meta``
+    (``_meta.json``). Datasets of the 1.x layout (one ``TABLE.parquet`` per table) are read too.
     """
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         meta_path = self.path / META_FILE
+        if not os.path.lexists(self.path):
+            _recover_unlocked(self.path)
         if not self.path.is_dir() or not meta_path.is_file():
             raise DatasetError("not a dataset (no _meta.json)", path=str(self.path),
                                hint="create one with `forensics ingest INPUT... -o DATASET`")
@@ -116,21 +415,48 @@ class Dataset:
         except json.JSONDecodeError as e:
             raise DatasetError(f"_meta.json is not valid JSON: {e}", path=str(meta_path)) from None
         version = str(self.meta.get("schema_version", ""))
-        if version.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
+        self.major = version.split(".")[0]
+        if self.major not in READABLE_MAJORS:
             raise DatasetError(f"schema version {version!r} is not supported (this tool reads "
-                               f"{SCHEMA_VERSION})", path=str(self.path),
+                               f"{SCHEMA_VERSION} and 1.x)", path=str(self.path),
                                hint="re-ingest the inputs with this version of the tool")
         self._cache: dict[str, pd.DataFrame] = {}
 
-    def arrow(self, table: str, columns: list[str] | None = None) -> pa.Table:
-        """The table (or only ``columns`` of it) as a pyarrow Table, typed even when empty."""
+    def files(self, table: str, run: str | None = None) -> list[Path]:
+        """The Parquet files of ``table`` (only the one of ``run`` for a trace table, when
+        given and the dataset has one file per run); empty when the table has none."""
         if table not in SCHEMAS:
             raise DatasetError(f"no table {table!r}; tables: {', '.join(TABLES)}", path=str(self.path))
-        file = self.path / f"{table}.parquet"
-        if not file.is_file():
-            empty = SCHEMAS[table].empty_table()
+        if self.major == "1":
+            f = self.path / f"{table}.parquet"
+            return [f] if f.is_file() else []
+        names = self.meta.get("files", {}).get(table)
+        if run is not None and table in PARTITION_BY:
+            stems = [s for s, v in self.meta.get("partitions", {}).items() if str(v) == str(run)]
+            return [self.path / table / f"{s}.parquet" for s in stems
+                    if (self.path / table / f"{s}.parquet").is_file()]
+        if names is None:
+            d = self.path / table
+            return sorted(d.glob("*.parquet")) if d.is_dir() else []
+        return [self.path / table / n for n in names]
+
+    def arrow(self, table: str, columns: list[str] | None = None,
+              filter: pc.Expression | None = None) -> pa.Table:
+        """The table (or only ``columns`` of it, rows matching ``filter``) as a pyarrow Table,
+        typed even when empty."""
+        files = self.files(table)
+        if not files:
+            if table == "states":
+                empty = states_table()
+            else:
+                empty = SCHEMAS[table].empty_table()
             return empty.select(columns) if columns is not None else empty
-        return pq.read_table(file, schema=SCHEMAS[table], columns=columns)
+        data = pads.dataset([str(f) for f in files], schema=SCHEMAS[table], format="parquet")
+        return data.to_table(columns=columns, filter=filter)
+
+    def num_rows(self, table: str) -> int:
+        """Rows of ``table``, from the Parquet footers (no data read)."""
+        return sum(pq.ParquetFile(f).metadata.num_rows for f in self.files(table))
 
     def traced_runs(self) -> list[str]:
         """Runs that have at least one frame, in run-record order: the runs a replay can use.
@@ -161,6 +487,25 @@ class Dataset:
     def __repr__(self) -> str:
         rows = self.meta.get("rows", {})
         return f"Dataset({str(self.path)!r}, " + ", ".join(f"{t}={rows.get(t, '?')}" for t in TABLES) + ")"
+
+
+def _recover_unlocked(path: Path) -> None:
+    """A reader finding no dataset where an interrupted fallback swap left one: restore it
+    when no writer holds the lock."""
+    _, old = _leftovers(Path(os.path.abspath(path)))
+    if not old:
+        return
+    lock = WriteLock(Path(os.path.abspath(path)))
+    try:
+        lock.acquire()
+    except (DatasetError, OSError):
+        return
+    try:
+        _recover(Path(os.path.abspath(path)))
+    except OSError:
+        pass
+    finally:
+        lock.release()
 
 
 def to_pandas(table: pa.Table) -> pd.DataFrame:

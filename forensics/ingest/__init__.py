@@ -22,6 +22,7 @@ and no dataset is written (a half-read trace would mislead a replay).
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
@@ -41,7 +42,13 @@ from forensics.errors import DatasetError, InputError, TraceFormatError
 from forensics.ingest.kinds import (KINDS, detect_kind, head_after_nul_run, nul_padded_text,
                                     recognised)
 from forensics.ingest.meta import InputFingerprint, fingerprint, identities
-from forensics.ingest.sources import display_name, head_bytes, looks_binary
+from forensics.ingest.sources import (
+    display_name,
+    head_bytes,
+    looks_binary,
+    name_bytes_hex,
+    recording_reads,
+)
 
 if TYPE_CHECKING:
     from forensics.report.summary import DatasetSummary
@@ -130,7 +137,14 @@ def discover(inputs: Iterable[PathLike], *, exclude: PathLike | None = None
                                               "forensics.load or `forensics summary`)"))
         elif path.is_dir():
             found = False
-            for root, dirs, names in os.walk(path):
+
+            def unreadable(e: OSError) -> None:
+                # An entry the walk cannot list is refused and reported; the walk goes on.
+                where = e.filename if e.filename is not None else inp
+                refused.append(RefusedInput(display_name(where),
+                                            f"cannot list directory: {e.strerror or e}"))
+
+            for root, dirs, names in os.walk(path, onerror=unreadable):
                 root_path = Path(root)
                 dirs[:] = sorted(d for d in dirs if not d.startswith(".")
                                  and not (root_path / d / META_FILE).is_file()
@@ -152,6 +166,15 @@ def discover(inputs: Iterable[PathLike], *, exclude: PathLike | None = None
         else:
             refused.append(RefusedInput(name, "no such file or directory"))
     return files, refused, skipped
+
+
+def _check_readable(cand: _Candidate) -> None:
+    """Refuse a file that cannot be opened (permissions, a vanished entry) before reading."""
+    try:
+        with open(cand.path, "rb") as f:
+            f.read(1)
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror or e}", path=cand.name) from None
 
 
 def classify(path: PathLike, *, kind: str | None = None) -> str:
@@ -250,6 +273,13 @@ def _write_file(writer: DatasetWriter, cand: _Candidate, kind: str, traces: _Tra
         raise InputError(f"unknown input kind {kind!r}", path=cand.name)
 
 
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
 def _progress_bar(total: int, n_files: int, quiet: bool):
     """``advance(n_bytes)`` context: a bar on stderr for large inputs when it is a terminal."""
     from forensics.ingest.progress import ingest_progress
@@ -289,6 +319,8 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
     if not inputs:
         raise InputError("no input given", hint="forensics ingest LOG_OR_DIR... -o DATASET")
     out = Path(output)
+    from forensics.output_dir import refuse_input_as_output
+    refuse_input_as_output(out, inputs)
     if out.exists() and not (out / META_FILE).is_file() and (not out.is_dir() or any(out.iterdir())):
         raise DatasetError("exists and is not a dataset; refusing to replace it", path=str(out),
                            hint="choose a new output directory (a dataset is replaced atomically)")
@@ -297,6 +329,7 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
     plan: list[tuple[_Candidate, str]] = []
     for cand in candidates:
         try:
+            _check_readable(cand)
             plan.append((cand, classify(cand.path, kind=kind)))
         except InputError as e:
             refused.append(RefusedInput(cand.name, e.message))
@@ -307,13 +340,20 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
                          hint="recognised names end in .log .txt .out .err .json .jsonl "
                               "(optionally .gz/.zst); name a file explicitly to read it anyway")
 
-    fingerprints = [fingerprint(c.path, c.name, k) for c, k in plan]
-    total = sum(fp.size for fp in fingerprints)
+    total = sum(_size(c.path) for c, _ in plan)
     traces = _TraceRuns()
-    with DatasetWriter(out) as writer, _progress_bar(total, len(plan), quiet) as advance:
+    fingerprints: list[InputFingerprint] = []
+    with DatasetWriter(out) as writer, _progress_bar(total, len(plan), quiet) as advance, \
+            recording_reads() as reads:
         for cand, k in plan:
             logger.info("ingesting %s as %s", cand.name, k)
             _write_file(writer, cand, k, traces, advance)
+            # The bytes the reader actually read, hashed as it read them (a file still
+            # growing, or a read stopped by a corrupt block, is described as read).
+            digest = reads.get(os.fspath(cand.path))
+            fp = (fingerprint(cand.path, cand.name, k) if digest is None else
+                  InputFingerprint(cand.name, digest.size, digest.sha256, k))
+            fingerprints.append(dataclasses.replace(fp, name_hex=name_bytes_hex(cand.path)))
         meta = {
             "tool": "adp-forensics",
             "tool_version": __version__,

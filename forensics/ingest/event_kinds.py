@@ -50,6 +50,9 @@ kind                        lines     what it is (numbers it carries)
 ``input_truncated``         single    a .gz/.zst input ended early; severity E; its ``line`` is
                                       one past the last line read (no such line exists), the
                                       message names the byte offsets
+``input_corrupt``           single    a .gz/.zst input has a corrupt block (or unreadable bytes
+                                      after its last member); as ``input_truncated``, the
+                                      message names the compressed byte offset
 ==========================  ========  ======================================================
 
 Lines no kind claims go to ``unparsed`` verbatim.
@@ -78,12 +81,13 @@ CUDA_OOM = "cuda_oom"
 DIST_TIMEOUT = "dist_timeout"
 LONG_LINE = "long_line"
 NUL_BYTES = "nul_bytes"
+INPUT_CORRUPT = "input_corrupt"
 
 #: Every kind, for validation and summaries.
 ALL = (ADP_ASSERT, ADP_SURPLUS_TOLERATED, ADP_DUMMY_ALLOC_FAILED, ADP_DUMMY_SKIPPED,
        KV_TRANSFER_TIMEOUT, KV_TRANSFER_ERROR, EVENT_LOOP_ERROR, MPI_ABORT, VERSION, TRACEBACK,
        CONTINUED, CPP_BACKTRACE, CPP_LOG, LOG, COLLECTOR_TIMESTAMP, INPUT_TRUNCATED, LONG_LINE,
-       NUL_BYTES, CUDA_DEVICE_ASSERT, NCCL_TIMEOUT, CUDA_OOM, DIST_TIMEOUT)
+       NUL_BYTES, CUDA_DEVICE_ASSERT, NCCL_TIMEOUT, CUDA_OOM, DIST_TIMEOUT, INPUT_CORRUPT)
 #: Kinds that mark a place and claim no line of the input (outside the line accounting):
 #: ``input_truncated`` sits one past the last line, ``nul_bytes`` notes a line another row
 #: claims.

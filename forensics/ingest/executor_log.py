@@ -96,7 +96,7 @@ def _decompressed(path: str | os.PathLike, read_bytes: int = READ_BYTES
     """Yield (decompressed bytes, compressed bytes consumed, error or None) of ``path``
     (:func:`sources.decompressed_chunks`: offsets for progress, truncation detected)."""
     comp = sources.compression_of(path)
-    with open(path, "rb") as raw:
+    with sources.open_raw(path) as raw:
         yield from sources.decompressed_chunks(raw, comp, read_bytes)
 
 
@@ -177,7 +177,7 @@ def _plain_blocks(path: str | os.PathLike, block_bytes: int, max_line: int = MAX
     carry = bytearray()
     carry_nl = -1          # index of the carry's last newline, -1 if it has none
     consumed = 0
-    with open(path, "rb") as raw:
+    with sources.open_raw(path) as raw:
         while True:
             c = len(carry)
             want = max(1, -(-(block_bytes - c) // step)) * step   # reads until a cut can happen
@@ -788,7 +788,7 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
     if error is not None:
         log.warning("%s: %s", source, error)
         rows.append({"line": next_line, "line_end": next_line, "severity": "E",
-                     "kind": event_kinds.INPUT_TRUNCATED,
+                     "kind": getattr(error, "kind", event_kinds.INPUT_TRUNCATED),
                      "message": f"{error}; kept {next_line - 1} lines, the rest is lost"})
     frames = scanner.take_frames()
     if rows or extra or frames.num_rows:

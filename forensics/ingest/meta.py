@@ -1,7 +1,8 @@
 """Input fingerprints: what a dataset was made from, recorded in ``_meta.json``.
 
-A fingerprint is the input's name as given (normalised), its on-disk size and sha256, and the
-kind it was read as. No wall-clock time is recorded anywhere, so ingesting the same inputs twice
+A fingerprint is the input's name as given (normalised), the size and sha256 of the on-disk bytes
+the ingest read (hashed while reading, ``sources.recording_reads``: a file still growing is
+described as read), and the kind it was read as. No wall-clock time is recorded anywhere, so ingesting the same inputs twice
 gives identical tables and an identical ``_meta.json``; the fingerprints also let
 ``as_dataset`` reuse a cached dataset when its inputs are unchanged.
 """
@@ -23,18 +24,24 @@ class InputFingerprint:
 
     Attributes:
         name: the path as given, normalised (also the ``source`` column of its rows).
-        size: bytes on disk (compressed size for ``.gz``/``.zst``).
-        sha256: hex digest of the bytes on disk.
+        size: on-disk bytes read (compressed bytes for ``.gz``/``.zst``); the whole file
+            unless it grew while read or its reading stopped at a corrupt block.
+        sha256: hex digest of those bytes.
         kind: ``log``, ``stats`` or ``trace``.
+        name_hex: hex of the path's bytes, only for a name that is not UTF-8.
     """
 
     name: str
     size: int
     sha256: str
     kind: str
+    name_hex: str | None = None  # the name's exact bytes when it is not UTF-8 (``name`` escapes them)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if d["name_hex"] is None:
+            del d["name_hex"]
+        return d
 
     @property
     def identity(self) -> tuple[str, int, str]:

@@ -51,7 +51,7 @@ import pyarrow as pa
 from forensics.dataset.schema import EVENTS, STATS, UNPARSED
 from forensics.errors import InputError, StatsFormatError
 from forensics.ingest.event_kinds import INPUT_TRUNCATED
-from forensics.ingest.sources import compression_of, decompressed_chunks
+from forensics.ingest.sources import compression_of, decompressed_chunks, open_raw
 
 logger = logging.getLogger(__name__)
 
@@ -194,9 +194,9 @@ class _Rows:
         self.unparsed["line"].append(line)
         self.unparsed["text"].append(text[:-1] if text.endswith("\r") else text)
 
-    def add_event(self, line: int, line_end: int, message: str) -> None:
+    def add_event(self, line: int, line_end: int, message: str, kind: str = TRUNCATED_KIND) -> None:
         self.events.append({"source": self.source, "line": line, "line_end": line_end,
-                            "severity": "E", "kind": TRUNCATED_KIND, "message": message})
+                            "severity": "E", "kind": kind, "message": message})
 
     def size(self) -> int:
         return len(self.stats["line"]) + len(self.unparsed["line"]) + len(self.events)
@@ -280,7 +280,7 @@ def read_stats(path: str | os.PathLike, source: str, *,
     """
     comp = compression_of(path)
     try:
-        raw = open(path, "rb")
+        raw = open_raw(path)
     except OSError as e:
         raise InputError(f"cannot read: {e.strerror}", path=source) from None
     with raw:
@@ -464,7 +464,8 @@ def _parse(text: _Text, rows: _Rows, source: str, *, array_allowed: bool = True,
         reason = (f"decompression stopped: {text.truncated}" if text.truncated is not None
                   else "the file ends inside a JSON object or array")
         where = last_line + 1   # one past the last line read, as for truncated logs
-        rows.add_event(where, where, f"truncated stats input: {reason}; complete objects kept")
+        rows.add_event(where, where, f"truncated stats input: {reason}; complete objects kept",
+                       getattr(text.truncated, "kind", TRUNCATED_KIND))
         logger.warning("%s:%d: %s", source, where, reason)
     if rows.size():
         yield rows.flush()

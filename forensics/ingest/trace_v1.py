@@ -22,7 +22,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import json
 import os
 import re
@@ -35,7 +34,7 @@ import pyarrow as pa
 
 from forensics.dataset.schema import EVENTS, FRAMES, REQUESTS, RUNS, UNPARSED
 from forensics.errors import TraceFormatError
-from forensics.ingest.sources import compression_of
+from forensics.ingest.sources import compression_of, decompressed_chunks, open_raw
 from forensics.ingest.trace_fast import BLOCK_BYTES, FrameColumns, fast_frames
 from replay.states import (CURRENT_NUMBERING, RequestState, UnknownStateError, numbering_decoder,
                            parse_state)
@@ -158,7 +157,8 @@ def iter_trace(path: str | os.PathLike, source: str | None = None, *,
     builder = _Builder(src, str(path))
     max_requests = batch_frames * _REQUESTS_PER_FRAME_CAP
     lineno = 1
-    for block in _blocks(path, progress):
+    stop: dict[str, Any] = {}
+    for block in _blocks(path, progress, stop):
         # Lines up to the run record one by one; then the block vectorised when it is plain
         # frame lines (trace_fast), else line by line (exact errors naming file and line).
         while block and not builder.first_record_seen:
@@ -194,6 +194,9 @@ def iter_trace(path: str | os.PathLike, source: str | None = None, *,
             lineno += 1
             if builder.n_frames >= batch_frames or builder.n_requests >= max_requests:
                 yield builder.flush()
+    if "error" in stop:
+        yield builder.stopped(stop["error"], stop.get("tail"), lineno)
+        return
     yield builder.finish()
 
 
@@ -213,13 +216,20 @@ def _decode(line: bytes) -> str:
     return line.rstrip(b"\n").rstrip(b"\r").decode("utf-8", errors="replace")
 
 
-def _blocks(path: str | os.PathLike, progress: Callable[[int], None] | None) -> Iterator[bytes]:
+def _blocks(path: str | os.PathLike, progress: Callable[[int], None] | None,
+            stop: dict[str, Any] | None = None) -> Iterator[bytes]:
     """The decompressed bytes of ``path`` in blocks of whole lines (about ``BLOCK_BYTES``, each
-    ending in a newline), the last block being the tail after the last newline, if any."""
+    ending in a newline), the last block being the tail after the last newline, if any.
+
+    When decompression stops early, ``stop["error"]`` is the
+    :class:`~forensics.ingest.sources.DecompressionError` and the cut line after the last newline
+    is not yielded but left in ``stop["tail"]`` (it is kept verbatim, never parsed as a record).
+    """
+    stop = {} if stop is None else stop
     buf = b""
     parts: list[bytes] = []
     size = 0
-    for chunk in _chunks(path, progress):
+    for chunk in _chunks(path, progress, stop):
         parts.append(chunk)
         size += len(chunk)
         if size < BLOCK_BYTES:
@@ -239,32 +249,32 @@ def _blocks(path: str | os.PathLike, progress: Callable[[int], None] | None) -> 
         if cut:
             yield buf[:cut]
         if buf[cut:]:
-            yield buf[cut:]
+            if "error" in stop:
+                stop["tail"] = buf[cut:]
+            else:
+                yield buf[cut:]
 
 
-def _chunks(path: str | os.PathLike, progress: Callable[[int], None] | None) -> Iterator[bytes]:
-    """The decompressed bytes of ``path`` in chunks; ``progress`` gets the on-disk bytes."""
+def _chunks(path: str | os.PathLike, progress: Callable[[int], None] | None,
+            stop: dict[str, Any]) -> Iterator[bytes]:
+    """The decompressed bytes of ``path`` in chunks; ``progress`` gets the on-disk bytes.
+    Everything decompressed before a corrupt block or a cut is yielded; the error goes to
+    ``stop["error"]``."""
     comp = compression_of(path)
     size = os.path.getsize(path)
     reported = 0
-    with open(path, "rb") as raw:
-        if comp == "gzip":
-            f: Any = gzip.GzipFile(fileobj=raw, mode="rb")
-        elif comp == "zstd":
-            import zstandard
-            f = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
-        else:
-            f = raw
-        while True:
-            chunk = f.read(_READ_BYTES)
-            if progress is not None:
-                pos = min(raw.tell(), size)
-                if pos > reported:
-                    progress(pos - reported)
-                    reported = pos
-            if not chunk:
+    with open_raw(path) as raw:
+        for chunk, consumed, err in decompressed_chunks(raw, comp, _READ_BYTES):
+            if progress is not None and consumed:
+                step = min(consumed, max(size - reported, 0))
+                if step:
+                    progress(step)
+                    reported += step
+            if chunk:
+                yield chunk
+            if err is not None:
+                stop["error"] = err
                 break
-            yield chunk
     if progress is not None and size > reported:
         progress(size - reported)
 
@@ -631,6 +641,23 @@ class _Builder:
         self.runs = {n: [] for n in RUNS.names}
         self._new_batch()
         return out
+
+    def stopped(self, error: Any, tail: bytes | None, line: int) -> TraceTables:
+        """The last batch of a trace whose decompression stopped: the cut last line kept
+        verbatim in ``unparsed``, and an ``input_corrupt``/``input_truncated`` event one past
+        the last line read (as for logs and stats)."""
+        if tail:
+            self._unparsed(_decode(tail), line)
+            line += 1
+        if self.run is None:
+            raise self.error(f"{error}, before a complete run record", line)
+        row = {n: None for n in EVENTS.names}
+        row.update(source=self.source, line=line, line_end=line, severity="E",
+                   kind=getattr(error, "kind", "input_truncated"),
+                   message=f"{error}; kept {line - 1} lines, the rest is lost")
+        for n in EVENTS.names:
+            self.events[n].append(row[n])
+        return self.finish()
 
     def finish(self) -> TraceTables:
         """The last batch; checks that the file had a run record."""

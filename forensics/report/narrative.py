@@ -199,17 +199,14 @@ def build_document(*, summary, run, config, verdicts, signatures, log_crash, log
 def _requests_at(ds: Any, run: str, it: int) -> pd.DataFrame:
     """The recorded requests of one run at one iteration, read with a Parquet filter when the
     dataset is on disk (the whole table of a fleet-hour run is tens of millions of rows)."""
-    path = getattr(ds, "path", None)
-    file = path / "requests.parquet" if path is not None else None
-    if file is None or not file.is_file():
+    if not hasattr(ds, "files"):
         req = ds.requests
         return req[(req["run"] == run) & (req["iter"] == it)] if len(req) else req
-    import pyarrow.parquet as pq
+    import pyarrow.compute as pc
 
-    from forensics.dataset.schema import REQUESTS
     from forensics.dataset.store import to_pandas
-    return to_pandas(pq.read_table(file, schema=REQUESTS,
-                                   filters=[("run", "==", run), ("iter", "==", int(it))]))
+    return to_pandas(ds.arrow("requests", filter=(pc.field("run") == run)
+                              & (pc.field("iter") == int(it))))
 
 
 __all__ = ["build_document", "figure_blocks"]

@@ -135,15 +135,18 @@ def _noop(_: str) -> None:
 def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir: str | os.PathLike,
                *, policies: Optional[Sequence[str]] = None,
                cache_dir: Optional[str | os.PathLike] = None,
-               progress: Optional[Progress] = None) -> PostmortemResult:
+               progress: Optional[Progress] = None, force: bool = False) -> PostmortemResult:
     """Run the whole post-mortem and write the report.
 
     Args:
         inputs: logs, stats, traces (files or directories) or one dataset directory.
-        out_dir: the report directory (created; files in it are replaced).
+        out_dir: the report directory (created). A rerun replaces the previous report and
+            removes its files this run does not write; a non-empty directory without a report
+            of this tool is refused unless ``force``; an input is never an output.
         policies: policy specs to replay (default: the whole catalogue).
         cache_dir: where to cache the ingested dataset (default ``OUT_DIR/.dataset``).
         progress: called with a short message at the start of each long step.
+        force: write into a non-empty directory that holds no report of this tool.
 
     Returns:
         :class:`PostmortemResult`.
@@ -166,7 +169,10 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
     inputs = list(inputs)
     out = Path(out_dir)
     pols = resolve_policies(list(policies) if policies else None)
-    out.mkdir(parents=True, exist_ok=True)
+    from forensics.output_dir import ReportDir, refuse_input_as_output
+    refuse_input_as_output(out, inputs)
+    report_dir = ReportDir(out, force=force, keep=[DATASET_DIR], ours_if=["findings.json"],
+                           legacy_files=["report.md", "report.html", "findings.json", "*.png"]).open()
     say("ingesting inputs")
     inputs = _outside(inputs, out)
     ds = as_dataset(inputs, cache_dir=cache_dir if cache_dir is not None else out / DATASET_DIR)
@@ -214,15 +220,12 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
                          logs_only=lo, chain_policy=chain_policy, chain=chain,
                          next_step=next_step, status=status, reason=reason, figures=figs,
                          results=primary)
-    written = []
-    for fig in figs:
-        p = out / fig.name
-        _write_bytes(p, fig.png)
-        written.append(p)
-    md, html_path, fj = out / "report.md", out / "report.html", out / "findings.json"
-    _write_bytes(md, render_markdown(doc).encode())
-    _write_bytes(html_path, render_html(doc).encode())
-    _write_bytes(fj, (json.dumps(findings, indent=2, default=_json_default) + "\n").encode())
+    written = [report_dir.write(fig.name, fig.png) for fig in figs]
+    md = report_dir.write("report.md", render_markdown(doc).encode())
+    html_path = report_dir.write("report.html", render_html(doc).encode())
+    fj = report_dir.write("findings.json",
+                          (json.dumps(findings, indent=2, default=_json_default) + "\n").encode())
+    report_dir.finish()
     return PostmortemResult(
         out_dir=out, report_md=md, report_html=html_path, findings_json=fj,
         figures=tuple(written), run=runs[0] if runs else None, verdicts=verdicts,
@@ -232,13 +235,6 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
 
 
 # --- pieces ---------------------------------------------------------------------------------------
-
-def _write_bytes(path: Path, data: bytes) -> None:
-    """Write atomically (a reader never sees half a report)."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
 
 def _outside(inputs: list, out: Path) -> list:
     """The inputs with the report directory left out.

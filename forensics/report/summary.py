@@ -13,9 +13,8 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from forensics.dataset.schema import TABLES
+from forensics.dataset.schema import REFERENCE_TABLES, TABLES
 from forensics.dataset.store import Dataset
 
 #: Tables whose ``iter`` ranges are reported; their ``iter`` means differ (the log's is one more
@@ -103,8 +102,7 @@ class DatasetSummary:
 
 
 def _rows(ds: Dataset, table: str) -> int:
-    file = ds.path / f"{table}.parquet"
-    return pq.ParquetFile(file).metadata.num_rows if file.is_file() else 0
+    return ds.num_rows(table)
 
 
 def _counts(column: pa.ChunkedArray) -> dict[str, int]:
@@ -124,7 +122,7 @@ def summarize(dataset: Dataset | str | os.PathLike) -> DatasetSummary:
     """
     ds = dataset if isinstance(dataset, Dataset) else Dataset(dataset)
     meta = ds.meta
-    rows = {t: _rows(ds, t) for t in TABLES}
+    rows = {t: _rows(ds, t) for t in TABLES if t not in REFERENCE_TABLES}
 
     ranks: set[int] = set()
     for t in RANK_TABLES:
@@ -249,7 +247,8 @@ def render_text(s: DatasetSummary) -> str:
             out.append(f"iter range ({t}): {lo}..{hi}")
     out.append("rows:")
     for t in TABLES:
-        out.append(f"  {t:<10} {s.rows.get(t, 0):>10}")
+        if t not in REFERENCE_TABLES:
+            out.append(f"  {t:<10} {s.rows.get(t, 0):>10}")
     if s.events_by_kind:
         out.append("events by kind:")
         kw = max(len(k) for k in s.events_by_kind)

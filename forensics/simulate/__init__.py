@@ -141,12 +141,13 @@ def simulate(scenario_or_workload: str | Scenario | Workload, *, out_dir: str | 
              log_ranks: str | Iterable[int] = "all", launcher: str | None = None,
              prefix_style: str = "rank", write: Iterable[str] = ("log", "stats", "trace"),
              compression: str | None = None, state_names: bool = True,
-             version: str | None = None) -> SimulationResult:
+             version: str | None = None, force: bool = False) -> SimulationResult:
     """Simulate a scenario (or a bare workload) under a policy and write its artefacts.
 
     Args:
         scenario_or_workload: a scenario name, a :class:`Scenario` or a :class:`Workload`.
-        out_dir: directory to write into (created).
+        out_dir: directory to write into (created); files of the same names already there are
+            refused unless ``force``.
         policy: catalogue name or Policy; default: the scenario's (``fix-16161`` for a workload).
         ranks: override the number of attention-DP ranks.
         iters: loop bodies to run (default: the scenario's).
@@ -204,29 +205,34 @@ def simulate(scenario_or_workload: str | Scenario | Workload, *, out_dir: str | 
     if compression not in (None, "gz", "zst"):
         raise ConfigError(f"unknown compression {compression!r}", hint="use gz or zst")
     suffix = "" if compression is None else "." + compression
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ConfigError("the output exists and is not a directory", path=str(out))
-    out.mkdir(parents=True, exist_ok=True)
+    from forensics.output_dir import atomic_path, make_dir, refuse_existing
+
+    out = make_dir(out_dir)
     config = workload.run_config(build=pol.name)
     name = sc.name if sc else "workload"
     files: dict[str, Path] = {}
+    targets = {"log": LOG_NAME + suffix, "stats": STATS_NAME + suffix, "trace": TRACE_NAME + suffix}
+    expect_name = TRACE_NAME.rsplit(".", 1)[0] + ".expect.toml"
+    refuse_existing([out / targets[k] for k in ("log", "stats", "trace") if k in wanted]
+                    + ([out / expect_name] if "trace" in wanted else []), force=force)
+    # Each file is written beside its target and renamed into place at the end: an interrupted
+    # or failed run leaves the directory as it was.
     with contextlib.ExitStack() as stack:
+        def place(key: str) -> Path:
+            files[key] = out / targets[key]
+            return stack.enter_context(atomic_path(files[key]))
         sinks = []
         if "log" in wanted:
-            files["log"] = out / (LOG_NAME + suffix)
-            f = stack.enter_context(_open(files["log"], compression))
+            f = stack.enter_context(_open(place("log"), compression))
             sinks.append(LogWriter(f, ranks=workload.ranks, overlap=workload.overlap,
                                    log_format=log_format, log_ranks=log_ranks, launcher=launcher,
                                    prefix_style=prefix_style, version=version))
         if "stats" in wanted:
-            files["stats"] = out / (STATS_NAME + suffix)
-            f = stack.enter_context(_open(files["stats"], compression))
+            f = stack.enter_context(_open(place("stats"), compression))
             sinks.append(StatsWriter(f, ranks=workload.ranks,
                                      max_num_active_requests=workload.effective_cap))
         if "trace" in wanted:
-            files["trace"] = out / (TRACE_NAME + suffix)
-            f = stack.enter_context(_open(files["trace"], compression))
+            f = stack.enter_context(_open(place("trace"), compression))
             rec = run_record(config, build=pol.name, run_id=f"sim-{name}-{pol.name}-{the_seed}",
                              extra={"simulator": {"scenario": name, "seed": the_seed,
                                                   "iters": n_iters,
@@ -237,8 +243,9 @@ def simulate(scenario_or_workload: str | Scenario | Workload, *, out_dir: str | 
         for s in sinks:
             s.close()
     if "trace" in wanted:
-        files["expect"] = out / (TRACE_NAME.rsplit(".", 1)[0] + ".expect.toml")
-        files["expect"].write_text(_expect_toml(pol.name, name, the_seed, summary), encoding="utf-8")
+        files["expect"] = out / expect_name
+        with atomic_path(files["expect"]) as tmp:
+            tmp.write_text(_expect_toml(pol.name, name, the_seed, summary), encoding="utf-8")
     return SimulationResult(scenario=sc.name if sc else None, policy=pol.name, seed=the_seed,
                             workload=workload, files=files, summary=summary)
 

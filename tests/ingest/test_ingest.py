@@ -68,7 +68,7 @@ def inputs(tmp_path: Path) -> Path:
 
 
 def read_tables(path: Path) -> dict:
-    return {t: pq.read_table(path / f"{t}.parquet") for t in TABLES}
+    return {t: pq.read_table(path / t) for t in TABLES}  # a table by path: its directory
 
 
 # --- discovery and kinds ---------------------------------------------------------------------
@@ -184,8 +184,12 @@ def test_nothing_to_ingest_is_an_error_and_writes_nothing(tmp_path: Path):
 
 
 def test_output_that_is_not_a_dataset_is_never_replaced(inputs: Path, tmp_path: Path):
-    with pytest.raises(DatasetError, match="exists and is not a dataset"):
+    from forensics.output_dir import OutputError
+    with pytest.raises(OutputError, match="the output is also an input"):
         ingest([inputs / "logs"], inputs / "logs")
+    assert (inputs / "logs" / "rank0.log").is_file()
+    with pytest.raises(DatasetError, match="exists and is not a dataset"):
+        ingest([inputs / "iteration_stats.json"], inputs / "logs")
     assert (inputs / "logs" / "rank0.log").is_file()
     (tmp_path / "empty").mkdir()
     assert ingest([inputs / "logs"], tmp_path / "empty").rows["iterations"] == 10

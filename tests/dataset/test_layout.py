@@ -1,0 +1,249 @@
+"""Dataset layout 2.0: every table read by path with other engines gives forensics.load's rows;
+one file per run for trace tables; row groups independent of the number of inputs; table name
+and schema version in every file; the ``states`` table; the write lock and leftovers."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+import pytest
+
+import forensics
+from forensics.dataset.schema import PARTITION_BY, SCHEMA_VERSION, SCHEMAS, TABLES
+from forensics.dataset.store import DatasetWriter
+from forensics.errors import DatasetError
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = REPO / "traces" / "samples"
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory) -> Path:
+    """Logs, stats and traces of two runs, and a line nobody parses."""
+    d = tmp_path_factory.mktemp("layout")
+    extra = d / "odd.log"
+    extra.write_text("a line nobody understands\n")
+    out = d / "ds"
+    forensics.ingest([SAMPLES / "nvbug-6438685", SAMPLES / "healthy" / "trace.jsonl", extra], out)
+    return out
+
+
+def _scalar_columns(table: str) -> list[str]:
+    return [f.name for f in SCHEMAS[table] if not pa.types.is_map(f.type)]
+
+
+def _canonical(df: pd.DataFrame, table: str) -> list[tuple]:
+    """Rows as sorted tuples of the scalar columns, nulls as None, numbers as Python numbers."""
+    cols = _scalar_columns(table)
+    df = df[cols]
+    rows = []
+    for rec in df.itertuples(index=False, name=None):
+        rows.append(tuple(None if (v is None or (not isinstance(v, str) and pd.isna(v)))
+                          else (v.item() if hasattr(v, "item") else v) for v in rec))
+    return sorted(rows, key=repr)
+
+
+def test_one_directory_per_table_and_one_file_per_run(two_runs):
+    ds = forensics.load(two_runs)
+    assert ds.meta["schema_version"] == SCHEMA_VERSION == "2.0"
+    assert sorted(p.name for p in two_runs.iterdir() if p.is_dir()) == sorted(TABLES)
+    assert not list(two_runs.glob("*.parquet"))  # no table mixes with another under one glob
+    runs = ds.traced_runs()
+    assert len(runs) == 2
+    for table in PARTITION_BY:
+        files = sorted(p.name for p in (two_runs / table).iterdir())
+        assert files == ["run-00000.parquet", "run-00001.parquet"]
+        for f in files:  # each file holds one run, the one _meta.json names
+            run = ds.meta["partitions"][f.removesuffix(".parquet")]
+            assert set(pq.read_table(two_runs / table / f).column("run").to_pylist()) == {run}
+    for run in runs:
+        assert [p.name for p in ds.files("requests", run=run)] != []
+
+
+def test_every_file_names_its_table_and_schema_version(two_runs):
+    for table in TABLES:
+        for f in (two_runs / table).glob("*.parquet"):
+            kv = pq.read_metadata(f).metadata
+            assert kv[b"forensics.table"] == table.encode()
+            assert kv[b"forensics.schema_version"] == SCHEMA_VERSION.encode()
+
+
+def test_states_table_names_request_states(two_runs):
+    ds = forensics.load(two_runs)
+    names = dict(zip(ds.states["state"], ds.states["name"]))
+    assert names[0] == "UNKNOWN"
+    from replay.states import RequestState
+    assert names[int(RequestState.GENERATION_IN_PROGRESS)] == "GENERATION_IN_PROGRESS"
+    joined = ds.requests.merge(ds.states, on="state", how="left")
+    assert len(joined) == len(ds.requests) > 0 and joined["name"].notna().all()
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_pandas_and_pyarrow_by_path(two_runs, table):
+    want = forensics.load(two_runs).table(table)
+    assert len(want) > 0
+    by_pandas = pd.read_parquet(two_runs / table)
+    by_arrow = pads.dataset(two_runs / table, format="parquet").to_table()
+    assert len(by_pandas) == by_arrow.num_rows == len(want)
+    assert list(by_pandas.columns) == SCHEMAS[table].names
+    assert _canonical(by_pandas, table) == _canonical(want, table)
+    assert _canonical(by_arrow.to_pandas(), table) == _canonical(want, table)
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_duckdb_by_path(two_runs, table):
+    duckdb = pytest.importorskip("duckdb")
+    want = forensics.load(two_runs).table(table)
+    cols = ", ".join(f'"{c}"' for c in _scalar_columns(table))
+    got = duckdb.sql(f"SELECT {cols} FROM '{two_runs / table}/*.parquet'").df()
+    assert _canonical(got, table) == _canonical(want, table)
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_polars_by_path(two_runs, table):
+    pl = pytest.importorskip("polars")
+    want = forensics.load(two_runs).table(table)
+    got = pl.scan_parquet(str(two_runs / table / "*.parquet")).select(_scalar_columns(table)).collect()
+    assert _canonical(got.to_pandas(), table) == _canonical(want, table)
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_dask_by_path(two_runs, table):
+    dd = pytest.importorskip("dask.dataframe")
+    want = forensics.load(two_runs).table(table)
+    got = dd.read_parquet(str(two_runs / table), columns=_scalar_columns(table)).compute()
+    assert _canonical(got, table) == _canonical(want, table)
+
+
+def test_many_small_inputs_make_few_row_groups(tmp_path):
+    """300 one-line logs: one row group per table, not one per input."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    line = ("[TRT-LLM] [RANK {r}] [I] iter = {i}, global_rank = {r}, rank = {r}, "
+            "currank_total_requests = 1/1, host_step_time = 1.0ms, prev_device_step_time = 1.0ms, "
+            "timestamp = 2026-01-01 00:00:00, num_scheduled_requests: 1, states = "
+            "{{'num_ctx_requests': 0, 'num_ctx_tokens': 0, 'num_generation_tokens': 1}}\n")
+    for i in range(300):
+        (logs / f"r{i:03d}.log").write_text(line.format(r=i % 8, i=i))
+    forensics.ingest([logs], tmp_path / "ds")
+    ds = forensics.load(tmp_path / "ds")
+    assert len(ds.iterations) == 300
+    for table in ("iterations",):
+        files = list((tmp_path / "ds" / table).glob("*.parquet"))
+        assert len(files) == 1 and pq.ParquetFile(files[0]).num_row_groups == 1
+
+
+def test_row_groups_are_bounded(tmp_path, monkeypatch):
+    import forensics.dataset.store as store
+    monkeypatch.setattr(store, "ROW_GROUP_ROWS", 1000)
+    schema = SCHEMAS["unparsed"]
+    with DatasetWriter(tmp_path / "ds") as w:
+        for k in range(25):  # 25 batches of 170 rows: 4,250 rows
+            w.write("unparsed", pa.table({"source": ["x"] * 170, "line": list(range(k * 170, (k + 1) * 170)),
+                                          "text": ["t"] * 170}, schema=schema))
+        w.finish({})
+    pf = pq.ParquetFile(tmp_path / "ds" / "unparsed" / "part-00000.parquet")
+    sizes = [pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)]
+    assert sizes == [1000, 1000, 1000, 1000, 250]
+    assert pq.read_table(tmp_path / "ds" / "unparsed").column("line").to_pylist() == list(range(4250))
+
+
+def test_second_writer_fails_with_a_clear_message(tmp_path):
+    with DatasetWriter(tmp_path / "ds") as first:
+        with pytest.raises(DatasetError, match="another writer is writing this dataset"):
+            with DatasetWriter(tmp_path / "ds"):
+                pass
+        first.finish({})
+    with DatasetWriter(tmp_path / "ds") as again:  # the lock is free again
+        again.finish({})
+    assert [p.name for p in tmp_path.iterdir()] == ["ds"]
+
+
+def test_second_writer_waits_when_asked(tmp_path):
+    import threading
+    import time
+
+    first = DatasetWriter(tmp_path / "ds").__enter__()
+    done = []
+
+    def second():
+        with DatasetWriter(tmp_path / "ds", wait=10) as w:
+            w.finish({"who": "second"})
+        done.append(time.monotonic())
+
+    t = threading.Thread(target=second)
+    t.start()
+    time.sleep(0.3)
+    assert not done
+    first.finish({"who": "first"})
+    first.__exit__(None, None, None)
+    t.join(10)
+    assert done and forensics.load(tmp_path / "ds").meta["who"] == "second"
+
+
+def test_leftovers_of_dead_writers_are_removed_on_the_next_write(tmp_path):
+    forensics.ingest([SAMPLES / "healthy" / "trace.jsonl"], tmp_path / "ds")
+    stale = tmp_path / ".ds.tmp-999999-abc"
+    (stale / "frames").mkdir(parents=True)
+    (tmp_path / ".ds.lock").write_text("999999")   # a killed writer's lock file
+    forensics.ingest([SAMPLES / "healthy" / "trace.jsonl"], tmp_path / "ds")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
+
+
+def test_a_dataset_stranded_by_an_interrupted_fallback_swap_is_restored(tmp_path):
+    forensics.ingest([SAMPLES / "healthy" / "trace.jsonl"], tmp_path / "ds")
+    os.rename(tmp_path / "ds", tmp_path / ".ds.old-999999")   # killed between the two renames
+    ds = forensics.load(tmp_path / "ds")
+    assert len(ds.frames) > 0 and (tmp_path / "ds" / "_meta.json").is_file()
+
+
+def test_fallback_swap_without_exchange(tmp_path, monkeypatch):
+    import forensics.dataset.store as store
+    monkeypatch.setattr(store, "exchange", lambda a, b: False)
+    forensics.ingest([SAMPLES / "healthy" / "trace.jsonl"], tmp_path / "ds")
+    forensics.ingest([SAMPLES / "nvbug-6438685" / "trace.jsonl"], tmp_path / "ds")
+    assert forensics.load(tmp_path / "ds").traced_runs()[0].startswith("sim-nvbug")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
+
+
+def test_unknown_major_version_is_a_clear_message(tmp_path):
+    forensics.ingest([SAMPLES / "healthy" / "trace.jsonl"], tmp_path / "ds")
+    meta = json.loads((tmp_path / "ds" / "_meta.json").read_text())
+    (tmp_path / "ds" / "_meta.json").write_text(json.dumps(dict(meta, schema_version="3.0")))
+    with pytest.raises(DatasetError, match="schema version '3.0' is not supported"):
+        forensics.load(tmp_path / "ds")
+
+
+def test_many_runs_keep_few_files_open(tmp_path, monkeypatch):
+    """Runs interleaved beyond the open-file limit: a run written again gets a further file,
+    and every reader still sees all its rows."""
+    import forensics.dataset.store as store
+    from replay.frames import RunFrames
+    monkeypatch.setattr(store, "MAX_OPEN_FILES", 3)
+    run = {"kind": "run", "format": "adp-trace", "version": 1, "tp_size": 2, "pp_size": 1,
+           "max_batch_size": 4, "max_num_active_requests": 4, "disaggregated": False,
+           "overlap_scheduler": False, "build": "prefix-2026"}
+
+    def trace(name, run_id, rank):
+        lines = [dict(run, run_id=run_id, rank=rank)] + [
+            {"kind": "frame", "iter": i, "rank": rank,
+             "requests": [{"id": 10 * rank + i, "state": "GENERATION_IN_PROGRESS"}]}
+            for i in range(5)]
+        p = tmp_path / name
+        p.write_text("".join(json.dumps(x) + "\n" for x in lines))
+        return p
+
+    files = [trace("a0.jsonl", "A", 0), trace("b0.jsonl", "B", 0), trace("b1.jsonl", "B", 1),
+             trace("c0.jsonl", "C", 0), trace("c1.jsonl", "C", 1), trace("a1.jsonl", "A", 1)]
+    forensics.ingest(files, tmp_path / "ds")
+    ds = forensics.load(tmp_path / "ds")
+    assert [f.name for f in ds.files("frames", run="A")] == ["run-00000.parquet",
+                                                            "run-00000-1.parquet"]
+    assert len(ds.frames) == 30 and pd.read_parquet(tmp_path / "ds" / "frames").shape[0] == 30
+    frames = RunFrames.from_dataset(ds, "A")
+    assert frames.num_ranks == 2 and len(pd.read_parquet(tmp_path / "ds" / "requests")) == 30
