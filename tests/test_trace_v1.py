@@ -67,7 +67,7 @@ def test_compressed_traces_are_streamed(tmp_path, compress):
 BAD = [
     ("missing run record", [F0], 1, "missing run record"),
     ("format", [dict(RUN, format="other")], 1, "unsupported format"),
-    ("version", [dict(RUN, version=2)], 1, "unsupported version"),
+    ("version", [dict(RUN, version=3)], 1, "unsupported version"),
     ("run field", [{k: v for k, v in RUN.items() if k != "tp_size"}], 1, "missing required field 'tp_size'"),
     ("frame field", [RUN, {"kind": "frame", "iter": 1, "requests": []}], 2, "missing required field 'rank'"),
     ("request field", [RUN, dict(F0, requests=[{"id": 1}])], 2, "missing required field 'state'"),
