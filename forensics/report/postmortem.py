@@ -451,11 +451,17 @@ def _next_step(status: int, verdicts: Sequence[PolicyVerdict], log_crash: Option
     if status == EXIT_UNEXPLAINED:
         return ("Check the run record (tp_size, max_batch_size, cap, disaggregated, overlap) against "
                 "the deployment, then compare decisions with `forensics replay DATASET --policy NAME`.")
+    # Only a version that shipped can be moved to (Policy.merged: #16161 was never merged).
+    shipped = [v for v in clean if v.policy not in results or results[v.policy].policy.merged]
     if status == EXIT_EXPLAINED and clean:
-        fix = clean[0]
+        fix = (shipped or clean)[0]
         prs = ""
         if fix.policy in results:
             prs = ", ".join(results[fix.policy].policy.prs[:2])
+        if not shipped:
+            return (f"No shipped version in the catalogue survives this run; {fix.policy} "
+                    f"({fix.title}{'; PR ' + prs if prs else ''}) would, but it was never merged: "
+                    "try it as a candidate with `forensics replay DATASET --policy py:FILE.py:FUNCTION`.")
         return (f"Move to a build with {fix.policy} ({fix.title}{'; PR ' + prs if prs else ''}): it "
                 "replays this run without a leak or a crash.")
     if status == EXIT_EXPLAINED and verdicts:

@@ -46,7 +46,8 @@ def test_findings_match_the_hand_worked_crash(crash_inputs, tmp_path):
     assert f["exit_status"] == 1 and r.exit_status == 1
     assert f["chain"]["policy"] == "prefix-2026"
     assert "rank 1" in f["chain"]["lines"][0] and "GENERATION_TO_COMPLETE" in f["chain"]["lines"][0]
-    assert "fix-16161" in r.next_step
+    # the first clean version that shipped (fix-16161 is clean but was never merged)
+    assert "sched-aware-16921" in r.next_step and "fix-16161" not in r.next_step
     assert f["dataset"]["rows"]["frames"] == 6
     kinds = [e["kind"] for e in f["crash_events"]]
     assert kinds == ["event-loop-error", "entry-assert"]
