@@ -122,15 +122,21 @@ class Dataset:
                                hint="re-ingest the inputs with this version of the tool")
         self._cache: dict[str, pd.DataFrame] = {}
 
-    def arrow(self, table: str, columns: list[str] | None = None) -> pa.Table:
-        """The table (or only ``columns`` of it) as a pyarrow Table, typed even when empty."""
+    def arrow(self, table: str, columns: list[str] | None = None,
+              filters: list[tuple] | None = None) -> pa.Table:
+        """The table (or only ``columns`` of it) as a pyarrow Table, typed even when empty.
+
+        ``filters``: ``[(column, op, value), ...]`` ANDed (``pyarrow.parquet`` filters); row
+        groups whose statistics exclude them are not read, so a windowed reader (an iteration
+        range of a fleet-hour run, ``replay.frames.FrameWindows``) reads only its part.
+        """
         if table not in SCHEMAS:
             raise DatasetError(f"no table {table!r}; tables: {', '.join(TABLES)}", path=str(self.path))
         file = self.path / f"{table}.parquet"
         if not file.is_file():
             empty = SCHEMAS[table].empty_table()
             return empty.select(columns) if columns is not None else empty
-        return pq.read_table(file, schema=SCHEMAS[table], columns=columns)
+        return pq.read_table(file, schema=SCHEMAS[table], columns=columns, filters=filters or None)
 
     def traced_runs(self) -> list[str]:
         """Runs that have at least one frame, in run-record order: the runs a replay can use.
