@@ -313,8 +313,7 @@ class ReplayResult:
         """This result with the decisions of some iterations only (the same leaks, crash, skips
         and ledger): what a figure or a chain of a few iterations needs from a long run."""
         wanted = sorted({int(x) for x in iters})
-        dec = self.read_decisions([("iter", "in", wanted)]) if wanted else self.read_decisions(
-            [("iter", "<", 0), ("iter", ">", 0)])
+        dec = self.read_decisions([("iter", "in", wanted)])
         return ReplayResult(self.policy, self.config, self.run, dec,
                             self._files.get("ledger", self._tables["ledger"]),
                             self.leaks, self.crash, self.skipped_iters, self.first_divergence,

@@ -124,3 +124,41 @@ def test_windows_cover_the_run_once(tmp_path):
     assert (pd.Series([v for p in parts for v in p.new_real.ravel()]).to_numpy()
             == whole.new_real.ravel()).all()
     assert windows.dropped_iters == whole.dropped_iters
+
+
+@pytest.mark.parametrize("source", ["nvbug-6438685", "healthy", "sim:nvbug-6438685:legacy-2025",
+                                    "sim:healthy:fix-16161"])
+def test_figures_from_files_equal_figures_from_memory(source, tmp_path):
+    """The post-mortem draws its figures from a few iterations read back from the files; the
+    PNGs are byte for byte those drawn from every decision in memory (simulated runs are long
+    enough to be drawn in windows)."""
+    from forensics.report.logs_only import logs_only_findings
+    from forensics.report.narrative import figure_blocks
+    from forensics.report.postmortem import _verdict, figure_views, story_policy
+    if source.startswith("sim:"):
+        from forensics.simulate import simulate
+        _, scenario, policy = source.split(":")
+        simulate(scenario, out_dir=tmp_path / "sim", policy=policy, iters=1200, write=("trace",))
+        inp = tmp_path / "sim"
+    else:
+        inp = SAMPLES / source
+        if not inp.is_dir():
+            pytest.skip("no samples")
+    ds = as_dataset([inp], cache_dir=tmp_path / "ds")
+    pols = _policies()
+    whole = run_all(RunFrames.from_dataset(ds), pols)
+    windows = FrameWindows(ds, size=64)
+    streamed = replay_windows(windows, pols, tmp_path / "w")
+    cfg = windows.config
+    verdicts = tuple(_verdict(n, r, None, cfg.build) for n, r in whole.items())
+    assert verdicts == tuple(_verdict(n, r, None, cfg.build) for n, r in streamed.items())
+    lo = logs_only_findings(ds.iterations, ds.events, tp_size=cfg.tp_size, has_traces=True)
+    chain = story_policy(verdicts)
+    a = figure_blocks(ds, windows.run, whole, chain, verdicts, lo, cfg)
+    views = figure_views(streamed)
+    if source.startswith("sim:"):   # drawn from a part of the decisions only
+        assert any(len(v.decisions) < len(whole[n].decisions) / 2 for n, v in views.items())
+    b = figure_blocks(ds, windows.run, views, chain, verdicts, lo, cfg)
+    assert [f.name for f in a] == [f.name for f in b] and len(a) >= 2
+    for fa, fb in zip(a, b):
+        assert fa.png == fb.png, fa.name
