@@ -362,9 +362,7 @@ class FrameWindows:
         self.run, self.source, self.config, several = _run_config(ds.arrow("runs"), run)
         self._run_filter = [("run", "==", self.run)] if several else []
         R = self.config.tp_size
-        col = ds.arrow("frames", columns=["iter"], filters=self._run_filter or None).column("iter")
-        all_iters, per_iter = np.unique(_np(col, np.int64), return_counts=True)
-        del col
+        all_iters, per_iter = _frames_per_iteration(ds, self.run if several else None)
         self.iters = all_iters[per_iter == R]
         self.dropped_iters = tuple(int(x) for x in all_iters[per_iter != R])
         self.size = int(size) if size else max(1, WINDOW_FRAMES // max(R, 1))
@@ -411,6 +409,21 @@ class FrameWindows:
         del req
         return RunFrames._build(self.run, self.source, self.config, frames, parts,
                                 first_iter=self._first_iter, seen=seen)
+
+
+def _frames_per_iteration(ds: Any, run: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """Every frame iteration of the run and its number of frames, a row group at a time."""
+    vals, counts = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    batches = ds.batches("frames", ["iter"] + (["run"] if run is not None else [])) \
+        if hasattr(ds, "batches") else ds.arrow("frames", columns=["iter", "run"]).to_batches()
+    for b in batches:
+        if run is not None:
+            b = b.filter(pc.equal(b.column("run"), run))
+        v, c = np.unique(_np(b.column("iter"), np.int64), return_counts=True)
+        vals.append(v)
+        counts.append(c)
+    u, inv = np.unique(np.concatenate(vals), return_inverse=True)
+    return u, np.bincount(inv, weights=np.concatenate(counts), minlength=u.size).astype(np.int64)
 
 
 class _SeenBefore:

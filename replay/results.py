@@ -172,7 +172,9 @@ class StoredTable:
     def batches(self, columns: list[str]):
         """The file's rows in record batches of ``columns`` (a scan in bounded memory)."""
         import pyarrow.parquet as pq
-        yield from pq.ParquetFile(self.path).iter_batches(columns=columns)
+        pf = pq.ParquetFile(self.path)
+        for i in range(pf.num_row_groups):   # a row group at a time (iter_batches reads ahead)
+            yield from pf.read_row_group(i, columns=columns).to_batches()
 
 
 class TableWriter:

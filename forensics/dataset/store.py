@@ -138,6 +138,19 @@ class Dataset:
             return empty.select(columns) if columns is not None else empty
         return pq.read_table(file, schema=SCHEMAS[table], columns=columns, filters=filters or None)
 
+    def batches(self, table: str, columns: list[str] | None = None):
+        """The table (or ``columns`` of it) as pyarrow RecordBatches, a row group at a time: a
+        scan of a long recording's tables in bounded memory (``ParquetFile.iter_batches`` reads
+        ahead, holding far more than one batch)."""
+        if table not in SCHEMAS:
+            raise DatasetError(f"no table {table!r}; tables: {', '.join(TABLES)}", path=str(self.path))
+        file = self.path / f"{table}.parquet"
+        if not file.is_file():
+            return
+        pf = pq.ParquetFile(file)
+        for i in range(pf.num_row_groups):
+            yield from pf.read_row_group(i, columns=columns).to_batches()
+
     def traced_runs(self) -> list[str]:
         """Runs that have at least one frame, in run-record order: the runs a replay can use.
 
