@@ -418,7 +418,9 @@ class StreamReplay:
         crash_row = walk(frames, self.policy, self.config, st, self._carry)
         rows = _rows(frames, st, crash_row)
         self._dec.write(rows.decisions)
-        self._skipped.extend(fleet_skips(rows.decisions))
+        # fleet_skips(rows.decisions) from the arrays: can_queue is fleet-wide, NA at the stop
+        skip = (~rows.o["can_queue"]).any(axis=1) & ~rows.stopped
+        self._skipped.extend(int(x) for x in frames.iters[:rows.n][skip])
         if self._div is None:
             self._div = _first_divergence(frames, rows.o, rows.n, rows.stopped, rows.crashed_row)
         self._ledger.feed(frames, rows, self._led)
@@ -488,11 +490,12 @@ class _LedgerStream:
             else:
                 still.append(d)
         plain = has_rm & (skips == 0)                        # created and removed here, no skip
-        out.write(_ledger_frame(seq[plain], cr[plain], iters[ci[plain]], origin[plain], role[plain],
-                                [int(iters[a]) for a in rm_row[plain]],
-                                [REMOVAL_PATH_NAMES[int(removed[a, b])]
-                                 for a, b in zip(rm_row[plain], cr[plain])],
-                                skips[plain], np.zeros(int(plain.sum()), bool)))
+        if plain.any():
+            out.write(_ledger_frame(seq[plain], cr[plain], iters[ci[plain]], origin[plain], role[plain],
+                                    [int(iters[a]) for a in rm_row[plain]],
+                                    [REMOVAL_PATH_NAMES[int(removed[a, b])]
+                                     for a, b in zip(rm_row[plain], cr[plain])],
+                                    skips[plain], np.zeros(int(plain.sum()), bool)))
         self._close(done, out)
         self.open = still
 

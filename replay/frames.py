@@ -355,9 +355,12 @@ class FrameWindows:
         iters: every replayed iteration (every rank has a frame).
         dropped_iters: iterations some rank has no frame for.
         size: iterations (with a frame) per window.
+
+    ``starts``: the iterations where windows begin, instead of every ``size`` iterations.
     """
 
-    def __init__(self, ds: Any, run: str | None = None, size: int | None = None):
+    def __init__(self, ds: Any, run: str | None = None, size: int | None = None,
+                 starts: Iterable[int] | None = None):
         self._ds = ds
         self.run, self.source, self.config, several = _run_config(ds.arrow("runs"), run)
         self._run_filter = [("run", "==", self.run)] if several else []
@@ -369,8 +372,10 @@ class FrameWindows:
         if self.size < 1:
             raise ValueError("window size must be at least one iteration")
         self._first_iter = int(all_iters[0]) if all_iters.size else 0
-        #: Start of each window (the first one also takes anything before it).
-        self._starts = all_iters[::self.size]
+        #: Start of each window (the first one also takes anything before it); ``starts``
+        #: chooses them (tests put edges at a crash or inside a leak).
+        self._starts = all_iters[::self.size] if starts is None else np.unique(
+            np.r_[all_iters[:1], np.asarray(list(starts), np.int64)])
 
     @property
     def num_ranks(self) -> int:
@@ -456,11 +461,10 @@ class _SeenBefore:
                 hit = known[at] == ids
                 out[rows[hit]] = self.first[r][at[hit]]
             new_ids, j = np.unique(ids[~hit], return_index=True)
-            if new_ids.size:
-                merged = np.concatenate([known, new_ids])
-                firsts = np.concatenate([self.first[r], out[rows[~hit]][j]])
-                o = np.argsort(merged, kind="stable")
-                self.ids[r], self.first[r] = merged[o], firsts[o]
+            if new_ids.size:   # sorted merge: one copy, no sort of what is already known
+                at = np.searchsorted(known, new_ids)
+                self.ids[r] = np.insert(known, at, new_ids)
+                self.first[r] = np.insert(self.first[r], at, out[rows[~hit]][j])
         return out.astype(first.dtype) if first.dtype != out.dtype and \
             out.max() <= np.iinfo(first.dtype).max and out.min() >= np.iinfo(first.dtype).min else out
 

@@ -190,12 +190,27 @@ class TableWriter:
         self._empty = empty
         self._writer = None
         self._schema = None
+        self._buffer: list[pd.DataFrame] = []
+        self._buffered = 0
+
+    #: Rows gathered before a row group is written (small windows share one).
+    ROWS_PER_GROUP = 1 << 16
 
     def write(self, df: pd.DataFrame) -> None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
         if not len(df):
             return
+        self._buffer.append(df)
+        self._buffered += len(df)
+        if self._buffered >= self.ROWS_PER_GROUP:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        if not self._buffer:
+            return
+        df = self._buffer[0] if len(self._buffer) == 1 else pd.concat(self._buffer, ignore_index=True)
+        self._buffer, self._buffered = [], 0
         if self._writer is None:
             self.dtypes = dict(df.dtypes)
             self._schema = pa.Table.from_pandas(df, preserve_index=False).schema
@@ -205,6 +220,7 @@ class TableWriter:
     def close(self) -> StoredTable:
         import pyarrow as pa
         import pyarrow.parquet as pq
+        self._flush()
         if self._writer is None:
             pq.write_table(pa.Table.from_pandas(self._empty, preserve_index=False), self._tmp)
         else:

@@ -42,16 +42,19 @@ def assert_same(whole: dict, streamed: dict) -> None:
         assert a.warnings() == b.warnings(), name
 
 
-def _edges(whole: dict, windows: FrameWindows) -> list[int]:
-    """Window sizes that put an edge right before and right after each crash row, and at
-    each leak's creation row."""
-    all_iters = sorted(set(windows.iters) | set(windows.dropped_iters))
-    sizes = set()
-    for r in whole.values():
-        for it in ([r.crash.iter] if r.crash else []) + [lk.iter_created for lk in r.leaks[:3]]:
-            k = all_iters.index(int(it))
-            sizes.update(s for s in (k, k + 1) if s >= 1)
-    return sorted(sizes)
+def _edges(whole: dict) -> list[int]:
+    """Window starts right at and right after every crash and at and after the creation of
+    each policy's first leaked dummy (edges mid-leak, at the crash)."""
+    its = {int(r.crash.iter) for r in whole.values() if r.crash}
+    its |= {int(r.leaks[0].iter_created) for r in whole.values() if r.leaks}
+    return sorted(its | {i + 1 for i in its})
+
+
+def _layouts(ds, whole: dict, size: int) -> list[FrameWindows]:
+    out = [FrameWindows(ds, size=size)]
+    if _edges(whole):
+        out.append(FrameWindows(ds, starts=_edges(whole)))
+    return out
 
 
 @pytest.mark.skipif(not SAMPLE_DIRS, reason="no samples")
@@ -61,12 +64,9 @@ def test_streamed_equals_whole_on_samples(sample, tmp_path):
     pols = _policies()
     whole = run_all(RunFrames.from_dataset(ds), pols)
     assert any(not r.ok for r in whole.values()) or sample.name == "healthy"
-    n = len(FrameWindows(ds).iters)
-    sizes = {2} | {s for s in _edges(whole, FrameWindows(ds)) if s < n}
-    for size in sorted(sizes):
-        windows = FrameWindows(ds, size=size)
+    for k, windows in enumerate(_layouts(ds, whole, 9)):
         assert len(windows) > 1
-        assert_same(whole, replay_windows(windows, pols, tmp_path / f"w{size}"))
+        assert_same(whole, replay_windows(windows, pols, tmp_path / f"w{k}"))
 
 
 @pytest.mark.parametrize("scenario,policy", [("nvbug-6438685", "legacy-2025"),
@@ -82,9 +82,8 @@ def test_streamed_equals_whole_on_simulated_runs(scenario, policy, tmp_path):
     assert sum(len(r.leaks) for r in whole.values()) > 0
     long_lived = [lk for r in whole.values() for lk in r.leaks]
     assert long_lived
-    n = len(FrameWindows(ds).iters)
-    for size in sorted({5} | {s for s in _edges(whole, FrameWindows(ds)) if s < n}):
-        assert_same(whole, replay_windows(FrameWindows(ds, size=size), pols, tmp_path / f"w{size}"))
+    for k, windows in enumerate(_layouts(ds, whole, 23)):
+        assert_same(whole, replay_windows(windows, pols, tmp_path / f"w{k}"))
 
 
 def test_hooked_policy_streams_like_whole(tmp_path):
