@@ -1,29 +1,42 @@
-"""End-to-end ``forensics postmortem`` on a simulated fleet-hour run, and the stats reader's speed.
+"""End-to-end ``forensics postmortem`` on simulated fleet-hour runs: wall, CPU and peak RSS.
 
-Simulates ``fleet-1h`` (32 ranks by default, rank 0 logging, zstd-compressed as the scenario's
-docs say) at ``--iters`` iterations, then, each in a fresh subprocess:
+For each size (``RANKSxITERS``, default 32x20000, 32x100000 and 64x100000) the script simulates
+``fleet-1h`` (rank 0 logging, zstd-compressed as the scenario's docs say) into the work
+directory, then times whole processes, each a fresh interpreter with no cached dataset (ingest
+included), in paired interleaved rounds:
 
-1. ``forensics postmortem DIR -o REPORT -q`` as a user runs it (interpreter start-up included):
-   wall seconds and peak RSS;
-2. the IterationStats reader (``forensics.ingest.stats_json.read_stats``) over ``stats.jsonl.zst``;
-3. the baseline: the straightforward per-object loop (``json.loads`` per line, ``stats_row``,
-   a ``pyarrow`` table per 8192 rows) over the same file.
+- ``streamed``: ``forensics postmortem DIR -o REPORT -q`` as a user runs it: the replay reads
+  the run in iteration windows (``replay.frames.FrameWindows``) and keeps decisions and ledgers
+  in Parquet files, so memory should stay flat in the number of iterations;
+- ``one window`` (the baseline): the same post-mortem with one window holding the whole run
+  (``postmortem(..., window=10**9)``), which is what the straightforward in-memory code does:
+  every frame of the run as arrays, every policy's decisions as a DataFrame. Skipped above
+  ``--baseline-up-to`` frames (its memory grows with the run: 64x100000 would need ~8 GB);
+- with ``--baseline-tree PATH``, also ``forensics postmortem`` of another checkout (for
+  example the code before streaming), run with ``PYTHONPATH=PATH``.
 
-2 and 3 print MB/s of decompressed JSON and their ratio, measured in the same run.
+Medians over ``--rounds`` are printed per size, with the ratio of the baseline's to the
+streamed run's peak RSS and CPU time, and the RSS of each size against the first size's (the
+goal: flat in iterations). CPU seconds are more robust than wall seconds on a shared machine.
 
-Peak RSS is ``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss`` read by a small proxy process
-whose only child is the measured worker, so the simulator and earlier steps never count.
+Peak RSS and CPU are ``resource.getrusage(RUSAGE_CHILDREN)`` read by a small proxy process whose
+only child is the measured worker, so the simulator never counts. The generated files are
+deleted after each size (a 64x100000 run is ~100 MB compressed, its dataset a few hundred MB).
+
+``--stats-reader`` also times the IterationStats reader against the per-object ``json.loads``
+loop on the first size's ``stats.jsonl.zst`` (MB/s of decompressed JSON, and the ratio).
 
 Usage (from the repo root or from ``benchmarks/``):
-    python benchmarks/postmortem.py                    # 32 ranks x 20,000 iterations, a few minutes
-    python benchmarks/postmortem.py --iters 100000     # the full fleet hour: ~3 GB trace, ~4 GB RSS
-    python benchmarks/postmortem.py --iters 2000 --ranks 8 --workdir /tmp/pm-bench   # keep files
+    python benchmarks/postmortem.py                                   # ~10 minutes on 2 cores
+    python benchmarks/postmortem.py --sizes 8x2000 --rounds 3         # a quick look
+    python benchmarks/postmortem.py --baseline-tree /path/to/old/checkout --workdir /tmp/pm
 """
 from __future__ import annotations
 
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,9 +54,16 @@ wall = time.perf_counter() - t
 if out.returncode not in (0, 1):   # postmortem: 0 clean, 1 leak or crash explained
     sys.stderr.write(out.stdout[-2000:] + out.stderr[-4000:])
     sys.exit(out.returncode)
-last = (out.stdout.strip().splitlines() or [""])[-1]
-print(wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, last)
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss)
 """
+
+_ONE_WINDOW = """
+import sys
+from forensics.report.postmortem import postmortem
+postmortem([sys.argv[1]], sys.argv[2], window=10 ** 9)
+"""
+
 
 _OURS = """
 import sys, time
@@ -80,15 +100,15 @@ print(time.perf_counter() - t, n)
 """
 
 
-def measure(cmd: list[str], cwd: str) -> tuple[float, float, str]:
-    """(wall seconds of the worker, its peak RSS in MiB, its last stdout line), fresh processes."""
+def measure(cmd: list[str], cwd: str, env: dict | None = None) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds, peak RSS in MiB) of one fresh worker process."""
     # cwd: the work dir, so that benchmarks/replay.py never shadows the package in a worker
     proc = subprocess.run([sys.executable, "-c", _PROXY, *cmd], capture_output=True, text=True,
-                          cwd=cwd)
+                          cwd=cwd, env=env)
     if proc.returncode:
         raise SystemExit(f"failed: {' '.join(cmd)}\n{proc.stderr}")
-    wall, rss, last = proc.stdout.strip().split(" ", 2)
-    return float(wall), int(rss) / 1024, last   # ru_maxrss is KiB on Linux
+    wall, cpu, rss = proc.stdout.split()
+    return float(wall), float(cpu), int(rss) / 1024   # ru_maxrss is KiB on Linux
 
 
 def decompressed_mb(path: str) -> float:
@@ -101,43 +121,90 @@ def decompressed_mb(path: str) -> float:
     return n / 1e6
 
 
+def parse_sizes(text: str) -> list[tuple[int, int]]:
+    out = []
+    for part in text.split(","):
+        ranks, iters = part.lower().split("x")
+        out.append((int(ranks), int(iters)))
+    return out
+
+
+def stats_reader(stats: str, work: str) -> None:
+    """The IterationStats reader (``forensics.ingest.stats_json.read_stats``) against the
+    straightforward per-object loop, MB/s of decompressed JSON, in fresh processes."""
+    mb = decompressed_mb(stats)
+    speeds = {}
+    for name, code in (("ours", _OURS), ("per-object json.loads", _NAIVE)):
+        proc = subprocess.run([sys.executable, "-c", code, stats], capture_output=True, text=True,
+                              cwd=work, check=True)
+        secs, rows = proc.stdout.split()
+        speeds[name] = mb / float(secs)
+        print(f"  stats reader, {name:22s}: {mb:8.1f} MB ({rows} rows) in {float(secs):6.1f} s "
+              f"= {speeds[name]:6.1f} MB/s", flush=True)
+    print(f"  stats reader speed-up: {speeds['ours'] / speeds['per-object json.loads']:.1f}x "
+          "the per-object loop", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--iters", type=int, default=20000,
-                    help="iterations to simulate (100000 is the scenario's full hour)")
-    ap.add_argument("--ranks", type=int, default=32)
-    ap.add_argument("--workdir", help="keep the generated files here (default: a temp dir, removed)")
+    ap.add_argument("--sizes", default="32x20000,32x100000,64x100000",
+                    help="comma-separated RANKSxITERS (default: %(default)s)")
+    ap.add_argument("--rounds", type=int, default=1, help="paired rounds per size")
+    ap.add_argument("--baseline-up-to", type=int, default=3_200_000,
+                    help="run the one-window baseline only up to this many frames (ranks x iters)")
+    ap.add_argument("--baseline-tree", help="also time `forensics postmortem` of this checkout")
+    ap.add_argument("--stats-reader", action="store_true",
+                    help="also time the IterationStats reader against the per-object json.loads loop "
+                         "on the first size's stats.jsonl.zst")
+    ap.add_argument("--workdir", help="generate files here (default: a temp dir); removed after")
     args = ap.parse_args()
     work = os.path.abspath(args.workdir or tempfile.mkdtemp(prefix="postmortem-bench-"))
     os.makedirs(work, exist_ok=True)
-    sim, report = os.path.join(work, "fleet-1h"), os.path.join(work, "report")
+    sizes = parse_sizes(args.sizes)
+    first_rss: float | None = None
     try:
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "forensics", "simulate", "--scenario", "fleet-1h",
-                        "--ranks", str(args.ranks), "--iters", str(args.iters), "--log-ranks", "0",
-                        "--compress", "zst", "-o", sim], check=True, capture_output=True, cwd=work)
-        sizes = {n: os.path.getsize(os.path.join(sim, n)) / 1e6 for n in sorted(os.listdir(sim))}
-        print(f"--- fleet-1h, {args.ranks} ranks x {args.iters} iterations (simulated in "
-              f"{time.perf_counter() - t0:.1f} s): "
-              + ", ".join(f"{n} {mb:.1f} MB" for n, mb in sizes.items()))
-
-        shutil.rmtree(report, ignore_errors=True)   # no cached dataset: a first post-mortem
-        wall, rss, _ = measure([sys.executable, "-m", "forensics", "postmortem", sim, "-o", report,
-                                "-q"], work)
-        print(f"forensics postmortem: {wall:7.1f} s wall, peak RSS {rss:7.0f} MiB")
-
-        stats = os.path.join(sim, "stats.jsonl.zst")
-        mb = decompressed_mb(stats)
-        speeds = {}
-        for name, code in (("ours", _OURS), ("per-object json.loads", _NAIVE)):
-            _, rss, last = measure([sys.executable, "-c", code, stats], work)
-            secs, rows = last.split()
-            speeds[name] = mb / float(secs)
-            print(f"stats reader, {name:22s}: {mb:8.1f} MB ({rows} rows) in {float(secs):6.1f} s "
-                  f"= {speeds[name]:6.1f} MB/s, peak RSS {rss:6.0f} MiB")
-        print(f"stats reader speed-up: {speeds['ours'] / speeds['per-object json.loads']:.1f}x "
-              "the per-object loop")
+        for ranks, iters in sizes:
+            sim, report = os.path.join(work, f"fleet-{ranks}x{iters}"), os.path.join(work, "report")
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "forensics", "simulate", "--scenario", "fleet-1h",
+                            "--ranks", str(ranks), "--iters", str(iters), "--log-ranks", "0",
+                            "--compress", "zst", "-o", sim], check=True, capture_output=True, cwd=work)
+            mb = sum(os.path.getsize(os.path.join(sim, n)) for n in os.listdir(sim)) / 1e6
+            print(f"--- fleet-1h, {ranks} ranks x {iters} iterations ({mb:.0f} MB compressed, "
+                  f"simulated in {time.perf_counter() - t0:.0f} s)", flush=True)
+            variants = {"streamed": ([sys.executable, "-m", "forensics", "postmortem", sim, "-o",
+                                      report, "-q"], None)}
+            if ranks * iters <= args.baseline_up_to:
+                variants["one window"] = ([sys.executable, "-c", _ONE_WINDOW, sim, report], None)
+            if args.baseline_tree:
+                env = dict(os.environ, PYTHONPATH=os.path.abspath(args.baseline_tree))
+                variants["baseline tree"] = ([sys.executable, "-m", "forensics", "postmortem", sim,
+                                              "-o", report, "-q"], env)
+            runs: dict[str, list[tuple[float, float, float]]] = {k: [] for k in variants}
+            for _ in range(args.rounds):            # interleaved: each round runs every variant
+                for name, (cmd, env) in variants.items():
+                    shutil.rmtree(report, ignore_errors=True)   # no cached dataset
+                    runs[name].append(measure(cmd, work, env))
+            med = {k: tuple(statistics.median(x[i] for x in v) for i in range(3))
+                   for k, v in runs.items()}
+            for name, (wall, cpu, rss) in med.items():
+                print(f"  {name:14s} wall {wall:7.1f} s   CPU {cpu:7.1f} s   peak RSS {rss:7.0f} MiB",
+                      flush=True)
+            s_wall, s_cpu, s_rss = med["streamed"]
+            for name in med:
+                if name != "streamed":
+                    print(f"  {name} / streamed: peak RSS {med[name][2] / s_rss:.2f}x, "
+                          f"CPU {med[name][1] / s_cpu:.2f}x", flush=True)
+            if args.stats_reader and first_rss is None:
+                stats_reader(os.path.join(sim, "stats.jsonl.zst"), work)
+            if first_rss is None:
+                first_rss = s_rss
+            else:
+                print(f"  streamed peak RSS vs {sizes[0][0]}x{sizes[0][1]}: "
+                      f"{s_rss / first_rss:.2f}x", flush=True)
+            shutil.rmtree(sim, ignore_errors=True)
+            shutil.rmtree(report, ignore_errors=True)
     finally:
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)

@@ -99,6 +99,7 @@ class Investigation:
         #: The traced run replayed, or None when the inputs hold logs only.
         self.run: str | None = run if run is not None else (runs[0] if runs else None)
         self._results: dict[str, Any] = {}
+        self._replay_dir = None   # the streamed replays' files, removed with the object
 
     # ------------------------------------------------------------------ dataset tables
     @property
@@ -148,10 +149,18 @@ class Investigation:
         from replay.frames import RunFrames
         return RunFrames.from_dataset(self.dataset, run=self.run)
 
+    @cached_property
+    def windows(self):
+        """The run read in iteration windows (:class:`replay.frames.FrameWindows`): what the
+        replays stream over, holding one window in memory."""
+        self._need_trace()
+        from replay.frames import FrameWindows
+        return FrameWindows(self.dataset, run=self.run)
+
     @property
     def config(self):
         """The run configuration (:class:`replay.config.RunConfig`), or None without a trace."""
-        return self.run_frames.config if self.run is not None else None
+        return self.windows.config if self.run is not None else None
 
     @cached_property
     def reconstruction(self) -> pd.DataFrame:
@@ -181,12 +190,23 @@ class Investigation:
 
     # ------------------------------------------------------------------ replay
     def result(self, policy: str):
-        """The replay of the run under ``policy`` (:class:`replay.results.ReplayResult`)."""
+        """The replay of the run under ``policy`` (:class:`replay.results.ReplayResult`).
+
+        The first call replays every chosen policy in one streamed pass over the run's windows
+        (decisions and ledgers in Parquet files under a temporary directory, read when used);
+        a policy asked for later is streamed on its own."""
         self._need_trace()
         name = self._policy(policy)
         if name not in self._results:
-            from replay.engine import run as replay_run
-            self._results[name] = replay_run(self.run_frames, None, self._resolved[name])
+            from replay.engine import replay_windows
+            todo = [p for p in self.policies if p not in self._results]
+            if name not in todo:
+                todo = [name]
+            if self._replay_dir is None:
+                import tempfile
+                self._replay_dir = tempfile.TemporaryDirectory(prefix="adp-investigation-")
+            out = os.path.join(self._replay_dir.name, f"pass-{len(self._results):03d}")
+            self._results.update(replay_windows(self.windows, [self._resolved[p] for p in todo], out))
         return self._results[name]
 
     @property
@@ -309,8 +329,7 @@ class Investigation:
             iteration = F.state_iteration(dec, r)
         if iteration is None:
             raise DatasetError("nothing was replayed: no iteration to draw")
-        req = self.requests
-        req = req[req["iter"] == iteration]
+        req = self._requests_at(int(iteration))
         at = dec[dec["iter"] == iteration]
         leaked = {int(rk): 1 for rk, c in zip(at["rank"], at["carried_dummy"]) if c}
         kwargs.setdefault("leaked_dummies", leaked)
@@ -370,6 +389,16 @@ class Investigation:
         return "\n".join(out)
 
     # ------------------------------------------------------------------ helpers
+    def _requests_at(self, iteration: int) -> pd.DataFrame:
+        """The run's recorded requests at one iteration, read with a filter (not the table)."""
+        from forensics.dataset.store import to_pandas
+        filters = [("iter", "==", iteration)]
+        t = self.dataset.arrow("requests", filters=filters)
+        if t.num_rows and len(set(t.column("run").to_pylist())) > 1:
+            import pyarrow.compute as pc
+            t = t.filter(pc.equal(t.column("run"), self.run))
+        return to_pandas(t).reset_index(drop=True)
+
     def _need_trace(self) -> None:
         if self.run is None:
             raise NoTraceError()

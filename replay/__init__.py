@@ -1,7 +1,9 @@
 """Replay of attention-DP pad decisions under a catalogue of executor versions.
 
 Entry points: :func:`run` (one run, one policy), :func:`run_all` (several policies),
-:class:`RunFrames` (a run's frames as arrays), :func:`decide` (one iteration, for simulators).
+:class:`RunFrames` (a run's frames as arrays), :func:`decide` (one iteration, for simulators);
+for long runs :class:`FrameWindows` (a run read window by window) and :func:`replay_windows`
+(every policy in one pass, in bounded memory, decisions and ledgers in Parquet files).
 
 A library of its own: it imports nothing from ``forensics``; the forensics pipeline feeds it
 trace files and datasets through ``replay.feed``. Names are imported on first use, so
@@ -17,6 +19,7 @@ _EXPORTS = {
     "policy_names": "replay.catalogue",
     "RunConfig": "replay.config",
     "replay_input": "replay.engine", "run": "replay.engine", "run_all": "replay.engine",
+    "replay_windows": "replay.engine", "FrameWindows": "replay.frames",
     "RunFrames": "replay.frames",
     "FrameView": "replay.policy", "GateVerdict": "replay.policy", "PadOutcome": "replay.policy",
     "Policy": "replay.policy", "Predicate": "replay.policy",

@@ -54,8 +54,12 @@ time until the fleet clears them. A hooked policy is walked row by row (its hook
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
+import re
 from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -72,6 +76,7 @@ from replay.results import (
     Divergence,
     Leak,
     ReplayResult,
+    TableWriter,
     crash_message,
 )
 from replay.states import RequestState
@@ -113,7 +118,7 @@ def run(frames: RunFrames, config: RunConfig | None = None,
     cfg = config or frames.config
     if cfg.tp_size != frames.num_ranks:
         raise ValueError(f"config tp_size {cfg.tp_size} != the run's {frames.num_ranks} ranks")
-    models = pol.model_dependent(cfg) if pol.pad_hook is None else ()
+    models = pol.model_dependent(cfg)
     if models:  # the run does not name its model and a gate reads it: replay both ways
         from replay.results import replay_both_ways
         return replay_both_ways(pol, cfg, models, lambda c: _run_one(frames, pol, c))
@@ -186,12 +191,28 @@ class _State:
         self.schedulable[i] = inp.sched_real + inp.carried
 
 
-def _walk_fast(frames: RunFrames, pol: Policy, cfg: RunConfig, st: _State) -> int | None:
+class Carry:
+    """What crosses a window edge: the dummies that survived the window's last row.
+
+    Fields:
+        survives: ``(R,)`` a dummy is alive on the rank after the row.
+        created: ``(R,)`` the iteration that dummy was created, -1 where none.
+    """
+
+    def __init__(self, R: int):
+        self.survives = np.zeros(R, bool)
+        self.created = np.full(R, -1, np.int64)
+
+
+def _walk_fast(frames: RunFrames, pol: Policy, cfg: RunConfig, st: _State,
+               carry: Carry | None = None) -> int | None:
     """Decide every row at once, then redo the rows that follow a skip with survivors.
 
     The redo runs in rounds: each round recomputes, in one batched ``decide``, every row whose
     carried dummies (from the row before) differ from those it was computed with. A chain of
     skips of length L takes L rounds; chains are short, so a few rounds settle the whole run.
+    ``carry``: the dummies alive before the first row (a window edge), updated to those alive
+    after the last row.
     """
     inp = frames.inputs(pol, cfg)
     base = decide(pol, cfg, inp)
@@ -201,12 +222,17 @@ def _walk_fast(frames: RunFrames, pol: Policy, cfg: RunConfig, st: _State) -> in
     created_in = np.full((I, R), -1, np.int64)
     iters = frames.iters
     pending = np.flatnonzero(out["survives"][:-1].any(axis=1)) + 1
+    if carry is not None and carry.survives.any():
+        pending = np.r_[0, pending]
     while pending.size:
         prev = pending - 1
         surv = out["survives"][prev]
         fresh = out["padded"][prev] | out["postpadded"][prev]
+        born = np.where(fresh, iters[prev][:, None], created_in[prev])
+        if prev[0] < 0:  # the row before the window: the carry
+            surv[0], born[0] = carry.survives, carry.created
         c_in = surv
-        cr_in = np.where(surv, np.where(fresh, iters[prev][:, None], created_in[prev]), -1)
+        cr_in = np.where(surv, born, -1)
         changed = (c_in != st.carried[pending]).any(axis=1) | (cr_in != created_in[pending]).any(axis=1)
         k = pending[changed]
         if not k.size:
@@ -224,16 +250,22 @@ def _walk_fast(frames: RunFrames, pol: Policy, cfg: RunConfig, st: _State) -> in
         pending = k + 1
         pending = pending[pending < I]
     crashed = np.flatnonzero(out["crash"].any(axis=1))
+    if carry is not None:
+        last = I - 1
+        fresh = out["padded"][last] | out["postpadded"][last]
+        carry.survives = out["survives"][last].copy()
+        carry.created = np.where(carry.survives, np.where(fresh, iters[last], created_in[last]), -1)
     return int(crashed[0]) if crashed.size else None
 
 
-def _walk_hooked(frames: RunFrames, pol: Policy, cfg: RunConfig, st: _State) -> int | None:
+def _walk_hooked(frames: RunFrames, pol: Policy, cfg: RunConfig, st: _State,
+                 carry: Carry | None = None) -> int | None:
     """Walk every row; the pad step of each frame is the policy's hook."""
     inp = frames.inputs(pol, cfg)
     I, R = frames.n_real.shape
     st.set_all(decide(pol, cfg, inp, pad=_no_pad((I, R))), inp)
-    carried = np.zeros(R, bool)
-    created = np.full(R, -1, np.int64)
+    carry = carry if carry is not None else Carry(R)
+    carried, created = carry.survives, carry.created
     # The dummy's role is decided outside the pad step upstream: the loop's model of it, where
     # the frames offer one, is handed to a lockstep hook (replay.standin_executor).
     role_of = getattr(frames, "dummy_role_context", None)
@@ -251,6 +283,7 @@ def _walk_hooked(frames: RunFrames, pol: Policy, cfg: RunConfig, st: _State) -> 
         created = np.where(o.padded | o.postpadded, frames.iters[i], created)
         carried = o.survives
         created = np.where(carried, created, -1)
+        carry.survives, carry.created = carried, created
     return None
 
 
@@ -310,52 +343,269 @@ def _hook_outcomes(pol: Policy, views: list[FrameView],
     return out
 
 
-def _result(frames: RunFrames, pol: Policy, cfg: RunConfig, st: _State,
-            crash_row: int | None) -> ReplayResult:
+@dataclasses.dataclass
+class _Rows:
+    """A walked stretch of rows cut after the crash row: what decisions, ledger and verdicts
+    are built from. ``survives``/``removed`` are the walk's with the crash row's undone (the
+    crash iteration never reaches ``_can_queue``: no removal, no skip)."""
+
+    n: int
+    o: dict
+    stopped: np.ndarray
+    crashed_row: np.ndarray
+    survives: np.ndarray
+    removed: np.ndarray
+    decisions: pd.DataFrame
+
+
+def _rows(frames: RunFrames, st: _State, crash_row: int | None) -> _Rows | None:
     I, R = frames.n_real.shape
     n = I if crash_row is None else crash_row + 1
-    o = {k: v[:n] for k, v in st.out.items()} if st.out else {}
-    notes: list[str] = list(getattr(pol, "assumptions", lambda _c: [])(cfg))
-    if frames.dropped_iters:
-        notes.append(f"{len(frames.dropped_iters)} iterations not replayed (some rank has no frame): "
-                     + _span(frames.dropped_iters))
     if not n:
-        return ReplayResult(policy=pol, config=cfg, run=frames.run, decisions=_empty_decisions(),
-                            ledger=_ledger_frame([], [], [], [], [], [], [], [], []), leaks=(),
-                            crash=None, skipped_iters=(), first_divergence=None,
-                            notes=tuple(notes), frames=frames, dropped_iters=frames.dropped_iters)
-    iters = frames.iters[:n]
+        return None
+    o = {k: v[:n] for k, v in st.out.items()}
     crashed_row = np.zeros((n, R), bool)
     stopped = np.zeros(n, bool)
-    if crash_row is not None:
-        stopped[-1] = True
-        crashed_row[-1] = o["crash"][-1]
     survives = o["survives"].copy()
     removed = o["removed_path"].copy()
     if crash_row is not None:
-        # The crash iteration never reaches _can_queue: no removal, no skip.
+        stopped[-1] = True
+        crashed_row[-1] = o["crash"][-1]
         alive_at_stop = o["padded"][-1] | o["postpadded"][-1] | st.carried[n - 1]
         removed[-1] = 0
         survives[-1] = False
     else:
         alive_at_stop = survives[-1]
-
     decisions = _decisions_frame(frames, o, st, n, stopped, crashed_row, removed, alive_at_stop)
-    ledger, leaks = _ledger(frames, o, st, n, survives, removed, crashed_row)
-    crash = None
-    if crash_row is not None:
-        ranks = tuple(int(r) for r in np.flatnonzero(o["crash"][-1]))
-        r0 = ranks[0]
-        kind = CRASH_KIND_NAMES[int(o["crash_kind"][-1, r0])] or "assert"
-        act, exp = int(o["active"][-1, r0]), int(o["expected"][-1, r0])
-        msg = crash_message(kind, exp, act, st.hook_messages.get((int(iters[-1]), r0)))
-        crash = Crash(iter=int(iters[-1]), rank=r0, ranks=ranks, kind=kind, expected=exp, active=act,
-                      message=msg)
-    div = _first_divergence(frames, o, n, stopped, crashed_row)
-    return ReplayResult(policy=pol, config=cfg, run=frames.run, decisions=decisions, ledger=ledger,
-                        leaks=tuple(leaks), crash=crash, skipped_iters=fleet_skips(decisions),
-                        first_divergence=div, notes=tuple(notes), frames=frames,
-                        dropped_iters=frames.dropped_iters)
+    return _Rows(n, o, stopped, crashed_row, survives, removed, decisions)
+
+
+def _crash(frames: RunFrames, rows: _Rows, st: _State) -> Crash:
+    o = rows.o
+    it = int(frames.iters[rows.n - 1])
+    ranks = tuple(int(r) for r in np.flatnonzero(o["crash"][-1]))
+    r0 = ranks[0]
+    kind = CRASH_KIND_NAMES[int(o["crash_kind"][-1, r0])] or "assert"
+    act, exp = int(o["active"][-1, r0]), int(o["expected"][-1, r0])
+    msg = crash_message(kind, exp, act, st.hook_messages.get((it, r0)))
+    return Crash(iter=it, rank=r0, ranks=ranks, kind=kind, expected=exp, active=act, message=msg)
+
+
+def _notes(pol: Policy, cfg: RunConfig, dropped: tuple[int, ...]) -> tuple[str, ...]:
+    """What the replay assumed (a real-code policy's guessed gates) and what it left out."""
+    notes = list(getattr(pol, "assumptions", lambda _c: [])(cfg))
+    if dropped:
+        notes.append(f"{len(dropped)} iterations not replayed (some rank has no frame): "
+                     + _span(dropped))
+    return tuple(notes)
+
+
+def _result(frames: RunFrames, pol: Policy, cfg: RunConfig, st: _State,
+            crash_row: int | None) -> ReplayResult:
+    notes = _notes(pol, cfg, frames.dropped_iters)
+    rows = _rows(frames, st, crash_row) if st.out else None
+    if rows is None:
+        return ReplayResult(policy=pol, config=cfg, run=frames.run, decisions=_empty_decisions(),
+                            ledger=_ledger_frame([], [], [], [], [], [], [], [], []), leaks=(),
+                            crash=None, skipped_iters=(), first_divergence=None,
+                            notes=notes, frames=frames, dropped_iters=frames.dropped_iters)
+    ledger, leaks = _ledger(frames, rows.o, st, rows.n, rows.survives, rows.removed, rows.crashed_row)
+    crash = _crash(frames, rows, st) if crash_row is not None else None
+    div = _first_divergence(frames, rows.o, rows.n, rows.stopped, rows.crashed_row)
+    return ReplayResult(policy=pol, config=cfg, run=frames.run, decisions=rows.decisions,
+                        ledger=ledger, leaks=tuple(leaks), crash=crash,
+                        skipped_iters=fleet_skips(rows.decisions), first_divergence=div,
+                        notes=notes, frames=frames, dropped_iters=frames.dropped_iters)
+
+
+# ----------------------------------------------------------------------------- streaming
+
+class StreamReplay:
+    """One policy replayed window after window (:class:`replay.frames.FrameWindows`).
+
+    The dummies alive after a window's last row (:class:`Carry`) enter the next window's first
+    row, and the ledger keeps the dummies not yet removed open across the edge, so the result
+    is the whole-run :func:`run`'s, while memory holds one window. Decisions and ledger rows go
+    to Parquet files as each window is decided (``replay.results.TableWriter``).
+    """
+
+    def __init__(self, policy: Policy, config: RunConfig, directory: str | Path):
+        self.policy, self.config = policy, config
+        R = config.tp_size
+        directory = Path(directory)
+        self._dec = TableWriter(directory / "decisions.parquet", _empty_decisions())
+        self._led = TableWriter(directory / "ledger.parquet", _ledger_frame([], [], [], [], [], [], [], [], []),
+                                sort_by="dummy")
+        self._ledger = _LedgerStream(R)
+        self._carry = Carry(R)
+        self._skipped: list[int] = []
+        self._div: Divergence | None = None
+        self.crash: Crash | None = None
+
+    @property
+    def stopped(self) -> bool:
+        return self.crash is not None
+
+    def feed(self, frames: RunFrames) -> None:
+        """Decide one window (the next in iteration order); nothing once the run crashed."""
+        if self.stopped or not frames.num_iters:
+            return
+        st = _State(*frames.n_real.shape)
+        walk = _walk_fast if self.policy.pad_hook is None else _walk_hooked
+        crash_row = walk(frames, self.policy, self.config, st, self._carry)
+        rows = _rows(frames, st, crash_row)
+        self._dec.write(rows.decisions)
+        # fleet_skips(rows.decisions) from the arrays: can_queue is fleet-wide, NA at the stop
+        skip = (~rows.o["can_queue"]).any(axis=1) & ~rows.stopped
+        self._skipped.extend(int(x) for x in frames.iters[:rows.n][skip])
+        if self._div is None:
+            self._div = _first_divergence(frames, rows.o, rows.n, rows.stopped, rows.crashed_row)
+        self._ledger.feed(frames, rows, self._led)
+        if crash_row is not None:
+            self.crash = _crash(frames, rows, st)
+
+    def finish(self, windows: Any) -> ReplayResult:
+        """The result (decisions and ledger read from the files when used)."""
+        leaks = self._ledger.finish(self._led)
+        return ReplayResult(policy=self.policy, config=self.config, run=windows.run,
+                            decisions=self._dec.close(), ledger=self._led.close(), leaks=leaks,
+                            crash=self.crash, skipped_iters=tuple(self._skipped),
+                            first_divergence=self._div, notes=_notes(self.policy, self.config, windows.dropped_iters),
+                            frames=windows, dropped_iters=windows.dropped_iters)
+
+
+class _LedgerStream:
+    """The dummy ledger built window by window: ``_ledger``'s pairing (a dummy is removed at the
+    first removal on its rank at or after its creation row; its skips are the surviving rows in
+    between) with the dummies still alive at a window's end kept open into the next."""
+
+    def __init__(self, R: int):
+        self.seq = 0
+        self.open: list[dict] = []        # per open dummy: its ledger fields so far and its leak
+        self.leaks: list[Leak] = []
+
+    def feed(self, frames: RunFrames, rows: _Rows, out: TableWriter) -> None:
+        o, n, survives, removed = rows.o, rows.n, rows.survives, rows.removed
+        iters = frames.iters[:n]
+        cs = np.cumsum(survives, axis=0)
+        done: list[dict] = []
+        still: list[dict] = []
+        for d in self.open:                                  # dummies from earlier windows
+            q = np.flatnonzero(removed[:, d["rank"]])
+            if q.size:
+                d["skips"] += int(cs[q[0], d["rank"]])
+                d["iter_removed"] = int(iters[q[0]])
+                d["path"] = REMOVAL_PATH_NAMES[int(removed[q[0], d["rank"]])]
+                done.append(d)
+            else:
+                d["skips"] += int(cs[n - 1, d["rank"]])
+                still.append(d)
+        new = o["padded"] | o["postpadded"]
+        ci, cr = np.nonzero(new)                             # row-major: ordered by (iter, rank)
+        ri, rr = np.nonzero(removed)
+        stride = n + 1
+        rkey = np.sort(rr.astype(np.int64) * stride + ri)
+        pos = np.searchsorted(rkey, cr.astype(np.int64) * stride + ci, side="left")
+        pos_c = np.minimum(pos, max(rkey.size - 1, 0))
+        has_rm = (pos < rkey.size) & (rkey[pos_c] // stride == cr) if rkey.size else np.zeros(ci.size, bool)
+        rm_row = np.where(has_rm, rkey[pos_c] % stride if rkey.size else 0, -1)
+        end_row = np.where(has_rm, rm_row, n - 1)
+        skips = cs[end_row, cr] - np.where(ci > 0, cs[np.maximum(ci - 1, 0), cr], 0)
+        origin = np.where(o["postpadded"][ci, cr], "postpad", "pad")
+        role = np.where(o["role_context"][ci, cr] & o["padded"][ci, cr], "context", "generation")
+        seq = self.seq + np.arange(ci.size)
+        self.seq += int(ci.size)
+        for k in np.flatnonzero(~has_rm | (skips > 0)):      # open ones, and leaks: need the frames
+            d = {"dummy": int(seq[k]), "rank": int(cr[k]), "iter_created": int(iters[ci[k]]),
+                 "origin": str(origin[k]), "role": str(role[k]), "skips": int(skips[k]),
+                 "iter_removed": None, "path": None,
+                 "leak": _leak(frames, o, int(ci[k]), int(cr[k]), str(role[k]), int(seq[k]))}
+            if has_rm[k]:
+                d["iter_removed"] = int(iters[rm_row[k]])
+                d["path"] = REMOVAL_PATH_NAMES[int(removed[rm_row[k], cr[k]])]
+                done.append(d)
+            else:
+                still.append(d)
+        plain = has_rm & (skips == 0)                        # created and removed here, no skip
+        if plain.any():
+            out.write(_ledger_frame(seq[plain], cr[plain], iters[ci[plain]], origin[plain], role[plain],
+                                    [int(iters[a]) for a in rm_row[plain]],
+                                    [REMOVAL_PATH_NAMES[int(removed[a, b])]
+                                     for a, b in zip(rm_row[plain], cr[plain])],
+                                    skips[plain], np.zeros(int(plain.sum()), bool)))
+        self._close(done, out)
+        self.open = still
+
+    def _close(self, done: list[dict], out: TableWriter) -> None:
+        if not done:
+            return
+        done.sort(key=lambda d: d["dummy"])
+        out.write(_ledger_frame([d["dummy"] for d in done], [d["rank"] for d in done],
+                                [d["iter_created"] for d in done], [d["origin"] for d in done],
+                                [d["role"] for d in done], [d["iter_removed"] for d in done],
+                                [d["path"] for d in done], [d["skips"] for d in done],
+                                [d["skips"] > 0 for d in done]))
+        self.leaks.extend(d["leak"] for d in done if d["skips"] > 0)
+
+    def finish(self, out: TableWriter) -> tuple[Leak, ...]:
+        """Close the dummies alive at the end (or at the crash); the leaks in ledger order."""
+        self._close(self.open, out)
+        self.open = []
+        return tuple(sorted(self.leaks, key=lambda lk: lk.dummy))
+
+
+def replay_windows(windows: Any, policies: Iterable[Policy | str], directory: str | Path,
+                   progress=None) -> dict[str, ReplayResult]:
+    """Replay a run under several policies in one pass over its windows, in bounded memory.
+
+    Args:
+        windows: :class:`replay.frames.FrameWindows` of the run.
+        policies: policies or specs.
+        directory: where each policy's ``decisions.parquet`` and ``ledger.parquet`` go (one
+            subdirectory per policy, numbered in the order given).
+        progress: called with ``(window, windows)`` before each window.
+
+    Returns:
+        Results by policy name, equal to :func:`run_all`'s on the whole run; their decisions
+        and ledger are read from the files when used (``ReplayResult.read_decisions``).
+    """
+    from replay.results import combine_model_variants, model_variants
+    pols = [resolve_policy(p) for p in policies]
+    cfg = windows.config
+    # A policy whose gates read a model the run does not name is streamed once per model
+    # (replay.results.model_variants), like run()'s replay both ways.
+    streams: dict[str, list[tuple[str | None, StreamReplay]]] = {}
+    for i, p in enumerate(pols):
+        base = Path(directory) / f"{i:02d}-{_file_name(p.name)}"
+        models = p.model_dependent(cfg)
+        if models:
+            streams[p.name] = [(m, StreamReplay(p, c, base / f"model-{j}"))
+                               for j, (m, c) in enumerate(model_variants(cfg, models))]
+        else:
+            streams[p.name] = [(None, StreamReplay(p, cfg, base))]
+    every = [s for group in streams.values() for _, s in group]
+    total = len(windows)
+    for k, frames in enumerate(windows):
+        if progress is not None:
+            progress(k, total)
+        for s in every:
+            s.feed(frames)
+        if all(s.stopped for s in every):
+            break
+    out = {}
+    for p in pols:
+        group = streams[p.name]
+        if len(group) == 1:
+            out[p.name] = group[0][1].finish(windows)
+        else:
+            out[p.name] = combine_model_variants(p, cfg, p.model_dependent(cfg),
+                                                 [(m, s.finish(windows)) for m, s in group])
+    return out
+
+
+def _file_name(name: str) -> str:
+    """A policy name as a file name (``trtllm:PATH@REV`` and ``py:FILE:FN`` hold separators)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:60]
 
 
 def _span(iters) -> str:
@@ -453,17 +703,20 @@ def _ledger(frames, o, st, n, survives, removed, crashed_row):
     iter_removed = [int(iters[a]) if h else None for a, h in zip(rm_row, has_rm)]
     ledger = _ledger_frame(np.arange(ci.size), cr, iters[ci], origin, role, iter_removed, path,
                            skips, leaked)
-    leaks = []
-    for d in np.flatnonzero(leaked):
-        row, rank = int(ci[d]), int(cr[d])
-        # A dummy not removed at its creation row survived it: that is its first skip.
-        first = row
-        cause = tuple(int(r) for r in np.flatnonzero(o["batch"][first] == 0))
-        states = {c: tuple((rid, RequestState(s).name) for rid, s in frames.requests_of(first, c))
-                  for c in cause}
-        leaks.append(Leak(rank=rank, iter_created=int(iters[row]), iter_skipped=int(iters[first]),
-                          cause_ranks=cause, cause_states=states, role=str(role[d]), dummy=int(d)))
+    leaks = [_leak(frames, o, int(ci[d]), int(cr[d]), str(role[d]), int(d))
+             for d in np.flatnonzero(leaked)]
     return ledger, leaks
+
+
+def _leak(frames: RunFrames, o: dict, row: int, rank: int, role: str, dummy: int) -> Leak:
+    """The leak of the dummy created at ``row`` on ``rank``: a dummy not removed at its creation
+    row survived it, so that row is its first skip; the cause ranks offered batch 0 there."""
+    cause = tuple(int(r) for r in np.flatnonzero(o["batch"][row] == 0))
+    states = {c: tuple((rid, RequestState(s).name) for rid, s in frames.requests_of(row, c))
+              for c in cause}
+    it = int(frames.iters[row])
+    return Leak(rank=rank, iter_created=it, iter_skipped=it, cause_ranks=cause, cause_states=states,
+                role=role, dummy=dummy)
 
 
 def _first_divergence(frames, o, n, stopped, crashed_row) -> Divergence | None:
@@ -492,4 +745,4 @@ def _first_divergence(frames, o, n, stopped, crashed_row) -> Divergence | None:
     return None  # pragma: no cover
 
 
-__all__ = ["replay_input", "run", "run_all"]
+__all__ = ["Carry", "StreamReplay", "replay_input", "replay_windows", "run", "run_all"]

@@ -188,8 +188,13 @@ class RunFrames:
 
     @classmethod
     def _build(cls, run: str, source: str, config: RunConfig, frames: pa.Table,
-               requests: tuple[np.ndarray, ...]) -> RunFrames:
-        """``requests``: :func:`_real_requests` of the run (real requests only, compact)."""
+               requests: tuple[np.ndarray, ...], *, first_iter: int | None = None,
+               seen: _SeenBefore | None = None) -> RunFrames:
+        """``requests``: :func:`_real_requests` of the run (real requests only, compact).
+
+        A window of a run (:class:`FrameWindows`) passes the run's ``first_iter`` and the
+        first-seen iterations of the windows before it (``seen``, updated here).
+        """
         R = config.tp_size
         f_iter = _np(frames.column("iter"), np.int64)
         f_rank = _np(frames.column("rank"), np.int64)
@@ -234,6 +239,8 @@ class RunFrames:
         r_iter, r_rank, r_id, r_state, r_pos = requests
         # First iteration each request id appeared on its rank (over every frame of the run).
         first = _first_seen(r_rank, r_id, r_iter, R)
+        if seen is not None:
+            first = seen.update(r_rank, r_id, first)
         # Flat frame index i * R + r: int32 when the grid allows (4 bytes a request, not 8).
         flat_dtype = np.int32 if I * R < 2 ** 31 else np.int64
         r_flat = np.zeros(r_iter.size, flat_dtype)
@@ -263,7 +270,8 @@ class RunFrames:
         window = micro_batch_window(config.encoder_decoder).mask()
         window_real = _counts(r_flat, n, lambda a, b: window[state_index(r_state[a:b])])
         # At the run's first frame nothing counts as new: whether it was fetched then is unknown.
-        first_iter = int(f_iter.min()) if f_iter.size else 0
+        if first_iter is None:
+            first_iter = int(f_iter.min()) if f_iter.size else 0
         new_real = _counts(r_flat, n, lambda a, b, it=r_iter: (first[a:b] == it[a:b])
                            & (it[a:b] != first_iter))
         before = _counts(r_flat, n, lambda a, b: r_state[a:b] < int(RequestState.CONTEXT_INIT))
@@ -370,6 +378,141 @@ class RunFrames:
             name = RequestState(s).name
             out[name] = out.get(name, 0) + 1
         return out
+
+
+#: Frames (iterations x ranks) per window of :class:`FrameWindows`: about 30 MB of arrays for a
+#: fleet-hour mix of 16 requests a frame, whatever the run's length.
+WINDOW_FRAMES = 1 << 16
+
+
+class FrameWindows:
+    """One run's frames read as consecutive iteration windows, one :class:`RunFrames` at a time.
+
+    Iterating yields the windows in iteration order; each is what ``RunFrames.from_dataset``
+    holds for those iterations (same arrays, same first-seen iterations: the windows before it
+    are remembered, a few bytes per distinct request), so a replay that carries its state across
+    the window edges (``replay.engine.StreamReplay``) decides exactly what a whole-run replay
+    decides while holding one window in memory. Windows split on iteration values, never inside
+    an iteration; each reads its rows through ``Dataset.arrow(..., filters=...)``, which skips
+    the row groups outside it.
+
+    Fields:
+        run, source, config: as :class:`RunFrames`.
+        iters: every replayed iteration (every rank has a frame).
+        dropped_iters: iterations some rank has no frame for.
+        size: iterations (with a frame) per window.
+
+    ``starts``: the iterations where windows begin, instead of every ``size`` iterations.
+    """
+
+    def __init__(self, ds: Any, run: str | None = None, size: int | None = None,
+                 starts: Iterable[int] | None = None):
+        self._ds = ds
+        self.run, self.source, self.config, several = _run_config(ds.arrow("runs"), run)
+        self._run_filter = [("run", "==", self.run)] if several else []
+        R = self.config.tp_size
+        all_iters, per_iter = _frames_per_iteration(ds, self.run if several else None)
+        self.iters = all_iters[per_iter == R]
+        self.dropped_iters = tuple(int(x) for x in all_iters[per_iter != R])
+        self.size = int(size) if size else max(1, WINDOW_FRAMES // max(R, 1))
+        if self.size < 1:
+            raise ValueError("window size must be at least one iteration")
+        self._first_iter = int(all_iters[0]) if all_iters.size else 0
+        #: Start of each window (the first one also takes anything before it); ``starts``
+        #: chooses them (tests put edges at a crash or inside a leak).
+        self._starts = all_iters[::self.size] if starts is None else np.unique(
+            np.r_[all_iters[:1], np.asarray(list(starts), np.int64)])
+
+    @property
+    def num_ranks(self) -> int:
+        return int(self.config.tp_size)
+
+    def __len__(self) -> int:
+        return max(1, int(self._starts.size))
+
+    def __iter__(self):
+        seen = _SeenBefore(self.num_ranks)
+        starts = [int(x) for x in self._starts]
+        for k in range(len(self)):
+            rng = []
+            if k > 0:
+                rng.append(("iter", ">=", starts[k]))
+            if k + 1 < len(starts):
+                rng.append(("iter", "<", starts[k + 1]))
+            yield self._read(self._run_filter + rng, seen)
+
+    def at(self, iters: Iterable[int]) -> RunFrames:
+        """The frames of some iterations only (for explanations: requests, states, ``alloc_ok``).
+
+        Their first-seen fields (``new_real``, ``max_first_seen``, ``req_first``) count only
+        these iterations; the replay never reads a frame built this way.
+        """
+        wanted = sorted({int(x) for x in iters})
+        return self._read(self._run_filter + [("iter", "in", wanted)], None)
+
+    def _read(self, filters: list[tuple], seen: _SeenBefore | None) -> RunFrames:
+        ds = self._ds
+        frames = ds.arrow("frames", columns=[c for c in FRAMES.names if c not in ("run", "source")],
+                          filters=filters or None)
+        req = ds.arrow("requests", columns=[name for name, _ in _REQ_COLUMNS] + ["dummy"],
+                       filters=filters or None)
+        parts = _real_requests(req)
+        del req
+        return RunFrames._build(self.run, self.source, self.config, frames, parts,
+                                first_iter=self._first_iter, seen=seen)
+
+
+def _frames_per_iteration(ds: Any, run: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """Every frame iteration of the run and its number of frames, a row group at a time."""
+    vals, counts = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    batches = ds.batches("frames", ["iter"] + (["run"] if run is not None else [])) \
+        if hasattr(ds, "batches") else ds.arrow("frames", columns=["iter", "run"]).to_batches()
+    for b in batches:
+        if run is not None:
+            b = b.filter(pc.equal(b.column("run"), run))
+        v, c = np.unique(_np(b.column("iter"), np.int64), return_counts=True)
+        vals.append(v)
+        counts.append(c)
+    u, inv = np.unique(np.concatenate(vals), return_inverse=True)
+    return u, np.bincount(inv, weights=np.concatenate(counts), minlength=u.size).astype(np.int64)
+
+
+class _SeenBefore:
+    """The first iteration each (rank, request id) was seen in the windows read so far.
+
+    Per rank, a sorted array of ids and their first iteration: memory is per distinct request
+    (an hour of a 32-rank fleet has a few hundred thousand), not per request row.
+    """
+
+    def __init__(self, R: int):
+        self.ids = [np.zeros(0, np.int64) for _ in range(R)]
+        self.first = [np.zeros(0, np.int64) for _ in range(R)]
+
+    def update(self, rank: np.ndarray, rid: np.ndarray, first: np.ndarray) -> np.ndarray:
+        """``first`` (first seen within this window, per row) with every id seen in an earlier
+        window given its earlier iteration; this window's new ids are remembered."""
+        if not rid.size:
+            return first
+        out = first.astype(np.int64)
+        order = np.argsort(rank, kind="stable")
+        bounds = np.searchsorted(rank[order], np.arange(len(self.ids) + 1))
+        for r in range(len(self.ids)):
+            rows = order[bounds[r]:bounds[r + 1]]
+            if not rows.size:
+                continue
+            ids, known = rid[rows], self.ids[r]
+            hit = np.zeros(rows.size, bool)
+            if known.size:
+                at = np.minimum(np.searchsorted(known, ids), known.size - 1)
+                hit = known[at] == ids
+                out[rows[hit]] = self.first[r][at[hit]]
+            new_ids, j = np.unique(ids[~hit], return_index=True)
+            if new_ids.size:   # sorted merge: one copy, no sort of what is already known
+                at = np.searchsorted(known, new_ids)
+                self.ids[r] = np.insert(known, at, new_ids)
+                self.first[r] = np.insert(self.first[r], at, out[rows[~hit]][j])
+        return out.astype(first.dtype) if first.dtype != out.dtype and \
+            out.max() <= np.iinfo(first.dtype).max and out.min() >= np.iinfo(first.dtype).min else out
 
 
 def _run_config(runs: pa.Table, run: str | None) -> tuple[str, str, RunConfig, bool]:
@@ -536,4 +679,4 @@ def _segment_max(out: np.ndarray, index: np.ndarray, values: np.ndarray) -> None
     out[index[starts]] = np.maximum(out[index[starts]], mx)
 
 
-__all__ = ["ALL_STATES", "RunFrames"]
+__all__ = ["ALL_STATES", "FrameWindows", "RunFrames", "WINDOW_FRAMES"]

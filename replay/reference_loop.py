@@ -45,7 +45,7 @@ def run_reference(frames: RunFrames, config: RunConfig | None = None,
     """Replay ``frames`` under ``policy`` with per-request objects (slow; oracle and baseline)."""
     pol = resolve_policy(policy if policy is not None else "newest")
     cfg = config or frames.config
-    models = pol.model_dependent(cfg) if pol.pad_hook is None else ()
+    models = pol.model_dependent(cfg)
     if models:  # model unknown, a gate reads it: both ways, as replay.engine.run does
         return replay_both_ways(pol, cfg, models, lambda c: _reference_one(frames, pol, c))
     return _reference_one(frames, pol, cfg)

@@ -39,6 +39,8 @@ Columns of :attr:`ReplayResult.ledger` (one row per dummy the policy created, by
 from __future__ import annotations
 
 import dataclasses
+import os
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -130,7 +132,119 @@ class Divergence:
         return dataclasses.asdict(self)
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+class StoredTable:
+    """A decisions or ledger table in a Parquet file, read when asked.
+
+    A streamed replay (``replay.engine.replay_windows``) writes its tables window by window;
+    :meth:`read` returns them (or the rows a filter keeps) with the dtypes of the in-memory
+    table, rows in the in-memory order (``sort_by``).
+    """
+
+    def __init__(self, path: str | os.PathLike, dtypes: dict[str, Any], sort_by: str | None = None):
+        self.path = Path(path)
+        self.dtypes = dict(dtypes)
+        self.sort_by = sort_by
+
+    @property
+    def num_rows(self) -> int:
+        import pyarrow.parquet as pq
+        return int(pq.ParquetFile(self.path).metadata.num_rows)
+
+    def read(self, filters: list[tuple] | None = None,
+             columns: list[str] | None = None) -> pd.DataFrame:
+        """The rows ``filters`` keep (``pyarrow.parquet`` filters), or every row."""
+        import pyarrow.parquet as pq
+        cols = None if columns is None else list(dict.fromkeys(
+            list(columns) + ([self.sort_by] if self.sort_by else [])))
+        df = pq.read_table(self.path, columns=cols, filters=filters or None).to_pandas()
+        for name, dtype in self.dtypes.items():
+            if name not in df.columns:
+                continue
+            if isinstance(dtype, pd.CategoricalDtype):
+                df[name] = df[name].astype("object").astype(dtype)
+            elif df[name].dtype != dtype:
+                df[name] = df[name].astype(dtype)
+        if self.sort_by is not None and len(df) and not df[self.sort_by].is_monotonic_increasing:
+            df = df.sort_values(self.sort_by, kind="stable")
+        df = df.reset_index(drop=True)
+        return df[list(columns)] if columns is not None else df
+
+    def batches(self, columns: list[str]):
+        """The file's rows in record batches of ``columns`` (a scan in bounded memory)."""
+        import pyarrow.parquet as pq
+        pf = pq.ParquetFile(self.path)
+        for i in range(pf.num_row_groups):   # a row group at a time (iter_batches reads ahead)
+            yield from pf.read_row_group(i, columns=columns).to_batches()
+
+
+class TableWriter:
+    """Append DataFrames of one table to a Parquet file (one row group each), then hand back
+    the :class:`StoredTable`. The file appears complete or not at all (written beside, renamed)."""
+
+    def __init__(self, path: str | os.PathLike, empty: pd.DataFrame, sort_by: str | None = None):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
+        self.dtypes = dict(empty.dtypes)    # until the first rows say otherwise
+        self.sort_by = sort_by
+        self._empty = empty
+        self._writer = None
+        self._schema = None
+        self._buffer: list[pd.DataFrame] = []
+        self._buffered = 0
+
+    #: Rows gathered before a row group is written (small windows share one).
+    ROWS_PER_GROUP = 1 << 16
+
+    def write(self, df: pd.DataFrame) -> None:
+        if not len(df):
+            return
+        self._buffer.append(df)
+        self._buffered += len(df)
+        if self._buffered >= self.ROWS_PER_GROUP:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        if not self._buffer:
+            return
+        df = self._buffer[0] if len(self._buffer) == 1 else pd.concat(self._buffer, ignore_index=True)
+        self._buffer, self._buffered = [], 0
+        if self._writer is None:
+            self.dtypes = dict(df.dtypes)
+            self._schema = pa.Table.from_pandas(df, preserve_index=False).schema
+            self._writer = pq.ParquetWriter(self._tmp, self._schema, compression="zstd")
+        self._writer.write_table(pa.Table.from_pandas(df, schema=self._schema, preserve_index=False))
+
+    def close(self) -> StoredTable:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        self._flush()
+        if self._writer is None:
+            pq.write_table(pa.Table.from_pandas(self._empty, preserve_index=False), self._tmp)
+        else:
+            self._writer.close()
+        os.replace(self._tmp, self.path)
+        return StoredTable(self.path, self.dtypes, self.sort_by)
+
+
+def filter_frame(df: pd.DataFrame, filters: list[tuple] | None) -> pd.DataFrame:
+    """``df`` rows kept by ``[(column, op, value), ...]`` (ANDed), as the Parquet filters read."""
+    if not filters:
+        return df
+    import numpy as np
+    keep = np.ones(len(df), bool)
+    for col, op, val in filters:
+        c = df[col]
+        m = {"==": lambda: c == val, "!=": lambda: c != val, "<": lambda: c < val,
+             "<=": lambda: c <= val, ">": lambda: c > val, ">=": lambda: c >= val,
+             "in": lambda: c.isin(list(val)), "not in": lambda: ~c.isin(list(val))}[op]()
+        keep &= pd.array(m, dtype="boolean").fillna(False).to_numpy(dtype=bool)
+    return df[keep].reset_index(drop=True)
+
+
+@dataclasses.dataclass(frozen=True, eq=False, init=False)
 class ReplayResult:
     """A run replayed under one policy.
 
@@ -138,8 +252,10 @@ class ReplayResult:
         policy: the policy.
         config: the configuration replayed.
         run: the run key.
-        decisions: per (iter, rank) decisions, columns in the module docstring.
-        ledger: one row per dummy, columns in the module docstring.
+        decisions: per (iter, rank) decisions, columns in the module docstring (a property: a
+            streamed replay keeps them in a file, read on first use; :meth:`read_decisions`
+            reads a part).
+        ledger: one row per dummy, columns in the module docstring (likewise).
         leaks: leaked dummies in ledger order.
         crash: where the run stopped, or None.
         skipped_iters: iterations the fleet skipped (``can_queue`` False), in order.
@@ -152,16 +268,108 @@ class ReplayResult:
     policy: Policy
     config: RunConfig
     run: str
-    decisions: pd.DataFrame
-    ledger: pd.DataFrame
     leaks: tuple[Leak, ...]
     crash: Crash | None
     skipped_iters: tuple[int, ...]
     first_divergence: Divergence | None
-    notes: tuple[str, ...] = ()
-    dropped_iters: tuple[int, ...] = ()
-    frames: Any = dataclasses.field(default=None, repr=False)
+    notes: tuple[str, ...]
+    dropped_iters: tuple[int, ...]
+    frames: Any = dataclasses.field(repr=False)
     gated: "GatedReplay | None" = dataclasses.field(default=None, repr=False)
+
+    def __init__(self, policy: Policy, config: RunConfig, run: str,
+                 decisions: pd.DataFrame | StoredTable, ledger: pd.DataFrame | StoredTable,
+                 leaks: tuple[Leak, ...], crash: Crash | None, skipped_iters: tuple[int, ...],
+                 first_divergence: Divergence | None, notes: tuple[str, ...] = (),
+                 dropped_iters: tuple[int, ...] = (), frames: Any = None,
+                 gated: "GatedReplay | None" = None):
+        for k, v in (("policy", policy), ("config", config), ("run", run), ("leaks", leaks),
+                     ("crash", crash), ("skipped_iters", skipped_iters),
+                     ("first_divergence", first_divergence), ("notes", notes),
+                     ("dropped_iters", dropped_iters), ("frames", frames)):
+            object.__setattr__(self, k, v)
+        object.__setattr__(self, "_tables", {"decisions": decisions, "ledger": ledger})
+        object.__setattr__(self, "_files", {k: v for k, v in self._tables.items()
+                                            if isinstance(v, StoredTable)})
+
+    def with_changes(self, **changes: Any) -> "ReplayResult":
+        """A copy with some fields changed (``dataclasses.replace`` cannot see the tables)."""
+        kw = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        kw.update(decisions=self._files.get("decisions", self._tables["decisions"]),
+                  ledger=self._files.get("ledger", self._tables["ledger"]))
+        kw.update(changes)
+        return ReplayResult(**kw)
+
+    @property
+    def stored(self) -> bool:
+        """The decisions and ledger live in Parquet files (a streamed replay)."""
+        return "decisions" in self._files
+
+    @property
+    def decisions(self) -> pd.DataFrame:
+        return self._table("decisions")
+
+    @property
+    def ledger(self) -> pd.DataFrame:
+        return self._table("ledger")
+
+    def _table(self, name: str) -> pd.DataFrame:
+        t = self._tables[name]
+        if isinstance(t, StoredTable):  # read once, on first use
+            t = t.read()
+            self._tables[name] = t
+        return t
+
+    def read_decisions(self, filters: list[tuple] | None = None,
+                       columns: list[str] | None = None) -> pd.DataFrame:
+        """The decisions rows ``filters`` keep (``[(column, op, value), ...]``), only ``columns``:
+        from the file of a streamed replay without reading the rest."""
+        return self._read("decisions", filters, columns)
+
+    def read_ledger(self, filters: list[tuple] | None = None,
+                    columns: list[str] | None = None) -> pd.DataFrame:
+        """Like :meth:`read_decisions`, for the ledger."""
+        return self._read("ledger", filters, columns)
+
+    def _read(self, name: str, filters, columns) -> pd.DataFrame:
+        if name in self._files and isinstance(self._tables[name], StoredTable):
+            return self._files[name].read(filters, columns)   # not read whole yet: filter the file
+        out = filter_frame(self._tables[name], filters)
+        return out[list(columns)] if columns is not None else out
+
+    def at_iterations(self, iters) -> ReplayResult:
+        """This result with the decisions of some iterations only (the same leaks, crash, skips
+        and ledger): what a figure or a chain of a few iterations needs from a long run."""
+        wanted = sorted({int(x) for x in iters})
+        dec = self.read_decisions([("iter", "in", wanted)])
+        return ReplayResult(self.policy, self.config, self.run, dec,
+                            self._files.get("ledger", self._tables["ledger"]),
+                            self.leaks, self.crash, self.skipped_iters, self.first_divergence,
+                            self.notes, self.dropped_iters, self.frames, self.gated)
+
+    def _explain_view(self) -> ReplayResult:
+        """For a streamed replay: the decisions, frames and ledger rows the chains read (the
+        leaks' creation and removal iterations, the crash), as an in-memory result."""
+        if not self.stored:
+            return self
+        dummies = [lk.dummy for lk in self.leaks]
+        parts = [self.read_ledger([("dummy", "in", dummies)])] if dummies else []
+        need = {int(lk.iter_created) for lk in self.leaks} | {int(lk.iter_skipped) for lk in self.leaks}
+        if parts:
+            need |= {int(x) for x in parts[0]["iter_removed"].dropna()}
+        if self.crash is not None:
+            need.add(int(self.crash.iter))
+            before = self.read_ledger([("rank", "in", list(self.crash.ranks)),
+                                       ("iter_created", "<", int(self.crash.iter))])
+            parts.append(before.groupby("rank", sort=False).tail(1))
+        led = self.read_ledger([("dummy", "<", 0)])
+        if parts:
+            led = pd.concat([led] + parts, ignore_index=True).drop_duplicates("dummy")
+            led = led.sort_values("dummy", kind="stable").reset_index(drop=True)
+        frames = self.frames.at(need) if need else None
+        return ReplayResult(self.policy, self.config, self.run, self.at_iterations(need).decisions,
+                            led, self.leaks, self.crash, self.skipped_iters, self.first_divergence,
+                            self.notes, self.dropped_iters, frames, self.gated)
 
     @property
     def ok(self) -> bool:
@@ -191,7 +399,7 @@ class ReplayResult:
     def explain(self) -> list[str]:
         """One plain-English causal chain per leak, and one for the crash."""
         from replay.explain import explain
-        return explain(self)
+        return explain(self._explain_view())
 
     @property
     def fatal_leak(self) -> "Leak | None":
@@ -205,7 +413,7 @@ class ReplayResult:
     def story(self) -> list[str]:
         """The chain that matters most first: the fatal leak and the crash, else the first leak."""
         from replay.explain import story
-        return story(self)
+        return story(self._explain_view())
 
     def warnings(self) -> list[tuple[int, int, str]]:
         """The warnings the executor would log: ``(iter, rank, message)``."""
@@ -289,9 +497,21 @@ def replay_both_ways(policy: Policy, config: RunConfig, models: tuple[str, ...],
     """Replay under each model of ``models`` and under a model outside every gate, and return
     the worst replay carrying every variant (:class:`GatedReplay`); ``replay_one(config)``
     replays one configuration. The primary result keeps ``config`` (model unknown)."""
-    variants: list[tuple[str | None, ReplayResult]] = [
-        (m, replay_one(dataclasses.replace(config, model_arch=m))) for m in models]
-    variants.append((None, replay_one(dataclasses.replace(config, model_arch=OUTSIDE_MODEL))))
+    return combine_model_variants(policy, config, models, [
+        (m, replay_one(c)) for m, c in model_variants(config, models)])
+
+
+def model_variants(config: RunConfig, models: tuple[str, ...]
+                   ) -> list[tuple[str | None, RunConfig]]:
+    """The configurations a run of unknown model is replayed under: each model of ``models``,
+    then (``None``) a model outside every gate."""
+    return ([(m, dataclasses.replace(config, model_arch=m)) for m in models]
+            + [(None, dataclasses.replace(config, model_arch=OUTSIDE_MODEL))])
+
+
+def combine_model_variants(policy: Policy, config: RunConfig, models: tuple[str, ...],
+                           variants: list[tuple[str | None, "ReplayResult"]]) -> "ReplayResult":
+    """The worst of the per-model replays (:func:`model_variants` order), carrying them all."""
     rank = {w: i for i, w in enumerate(VERDICT_ORDER)}
     shown, best = None, variants[-1][1]
     for m, r in variants[:-1]:
@@ -302,7 +522,7 @@ def replay_both_ways(policy: Policy, config: RunConfig, models: tuple[str, ...],
     label = "a model outside the gate" if shown is None else f"model {shown}"
     note = (f"the run does not name its model and {policy.name}'s gates read it: replayed per "
             f"model ({gated.summary()}); the decisions shown assume {label}")
-    return dataclasses.replace(best, config=config, gated=gated, notes=best.notes + (note,))
+    return best.with_changes(config=config, gated=gated, notes=best.notes + (note,))
 
 
 #: The model_arch a replay "outside every gate" assumes (no gate names it).
@@ -344,6 +564,9 @@ __all__ = [
     "Divergence",
     "Leak",
     "ReplayResult",
+    "StoredTable",
+    "TableWriter",
     "crash_message",
+    "filter_frame",
     "results_json",
 ]

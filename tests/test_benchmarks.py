@@ -16,7 +16,7 @@ CASES = {
     "simulate": ["--iters", "60"],
     "trtllm_hook": ["--ranks", "2", "--iters", "20", "--rounds", "1"],
     "trace_ingest": ["--iters", "20,40", "--ranks", "4"],
-    "postmortem": ["--iters", "50", "--ranks", "4"],
+    "postmortem": ["--sizes", "4x50,4x100", "--rounds", "1"],
 }
 
 

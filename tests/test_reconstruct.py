@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from forensics.ingest.trace_v1 import tables_from_records
 from forensics.reconstruct import LOG_STATE_COLUMNS, frame_state, log_state
@@ -74,3 +75,48 @@ def test_log_state_batch_can_queue_and_unknown():
 
 def test_log_state_without_any_batch_is_empty():
     assert log_state(iterations([("a.log", 1, 0, 3, 0, None)])).empty
+
+
+def _log_state_by_merge(it, tp_size=None):
+    """The straightforward construction: a full (iteration, rank) grid left-merged with the lines."""
+    import numpy as np
+    import pandas as pd
+
+    from forensics.reconstruct.log_state import LOG_STATE_COLUMNS
+    rank = it["rank"].astype("Int64")
+    if "local_rank" in it:
+        rank = rank.fillna(it["local_rank"].astype("Int64"))
+    df = pd.DataFrame({"log_iter": it["iter"].astype("Int64"), "rank": rank,
+                       "batch": it["num_scheduled_requests"].astype("Int64"),
+                       "source": it["source"], "line": it["line"].astype("Int64")})
+    df = df[df["log_iter"].notna() & df["rank"].notna() & df["batch"].notna()]
+    R = int(tp_size) if tp_size is not None else int(df["rank"].max()) + 1
+    df = df[(df["rank"] >= 0) & (df["rank"] < R)]
+    df = df.sort_values(["log_iter", "rank", "source", "line"]).drop_duplicates(["log_iter", "rank"])
+    iters = np.sort(df["log_iter"].unique().astype(np.int64))
+    grid = pd.DataFrame({"log_iter": pd.array(np.repeat(iters, R), dtype="Int64"),
+                         "rank": pd.array(np.tile(np.arange(R), iters.size), dtype="Int64")})
+    out = grid.merge(df, on=["log_iter", "rank"], how="left")
+    out["iter"] = out["log_iter"] - 1
+    known = out.groupby("log_iter")["batch"].transform("count").astype("int64")
+    zero = (out["batch"] == 0).fillna(False).groupby(out["log_iter"]).transform("any")
+    out["known_ranks"] = known
+    out["can_queue"] = np.where(zero, "false", np.where(known == R, "true", "unknown"))
+    return out[list(LOG_STATE_COLUMNS)].reset_index(drop=True)
+
+
+@pytest.mark.parametrize("sample", ["nvbug-6438685", "surplus-17278", "healthy"])
+def test_log_state_built_by_position_equals_the_merge(sample, tmp_path):
+    """log_state fills its grid by position (bounded peak on a fleet hour); same frame as a merge,
+    with the fleet size given, guessed, and larger than the ranks that log."""
+    import pandas as pd
+
+    from forensics.ingest import as_dataset
+    from forensics.reconstruct import log_state
+    src = Path(__file__).resolve().parents[1] / "traces" / "samples" / sample
+    if not src.is_dir():
+        pytest.skip("no samples")
+    it = as_dataset([src], cache_dir=tmp_path / "ds").iterations
+    it = pd.concat([it, it.iloc[:3]], ignore_index=True)          # duplicated lines: first kept
+    for tp in (None, 8, 12):
+        pd.testing.assert_frame_equal(log_state(it, tp), _log_state_by_merge(it, tp), check_exact=True)

@@ -441,9 +441,16 @@ class Dataset:
         return [self.path / table / n for n in names]
 
     def arrow(self, table: str, columns: list[str] | None = None,
-              filter: pc.Expression | None = None) -> pa.Table:
+              filter: pc.Expression | None = None,
+              filters: list[tuple] | None = None) -> pa.Table:
         """The table (or only ``columns`` of it, rows matching ``filter``) as a pyarrow Table,
-        typed even when empty."""
+        typed even when empty.
+
+        ``filters``: ``[(column, op, value), ...]`` ANDed (``pyarrow.parquet`` filters) with
+        ``filter``; row groups whose statistics exclude them are not read, so a windowed reader
+        (an iteration range of a fleet-hour run, ``replay.frames.FrameWindows``) reads only its
+        part.
+        """
         files = self.files(table)
         if not files:
             if table == "states":
@@ -451,12 +458,26 @@ class Dataset:
             else:
                 empty = SCHEMAS[table].empty_table()
             return empty.select(columns) if columns is not None else empty
+        if filters:
+            expr = pq.filters_to_expression(filters)
+            filter = expr if filter is None else (filter & expr)
         data = pads.dataset([str(f) for f in files], schema=SCHEMAS[table], format="parquet")
         return data.to_table(columns=columns, filter=filter)
 
     def num_rows(self, table: str) -> int:
         """Rows of ``table``, from the Parquet footers (no data read)."""
         return sum(pq.ParquetFile(f).metadata.num_rows for f in self.files(table))
+
+    def batches(self, table: str, columns: list[str] | None = None):
+        """The table (or ``columns`` of it) as pyarrow RecordBatches, a row group at a time: a
+        scan of a long recording's tables in bounded memory (``ParquetFile.iter_batches`` reads
+        ahead, holding far more than one batch)."""
+        if table not in SCHEMAS:
+            raise DatasetError(f"no table {table!r}; tables: {', '.join(TABLES)}", path=str(self.path))
+        for file in self.files(table):
+            pf = pq.ParquetFile(file)
+            for i in range(pf.num_row_groups):
+                yield from pf.read_row_group(i, columns=columns).to_batches()
 
     def traced_runs(self) -> list[str]:
         """Runs that have at least one frame, in run-record order: the runs a replay can use.

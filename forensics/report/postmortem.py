@@ -46,6 +46,8 @@ logger = logging.getLogger(__name__)
 
 #: Where the dataset is cached inside the report directory.
 DATASET_DIR = ".dataset"
+#: Where the replays' decisions and ledgers are written (one directory per run and policy).
+REPLAY_DIR = ".replay"
 EXIT_CLEAN, EXIT_EXPLAINED, EXIT_BAD_INPUT, EXIT_UNEXPLAINED = 0, 1, 2, 3
 
 Progress = Callable[[str], None]
@@ -135,7 +137,8 @@ def _noop(_: str) -> None:
 def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir: str | os.PathLike,
                *, policies: Optional[Sequence[str]] = None,
                cache_dir: Optional[str | os.PathLike] = None,
-               progress: Optional[Progress] = None, force: bool = False) -> PostmortemResult:
+               progress: Optional[Progress] = None, force: bool = False,
+               window: Optional[int] = None) -> PostmortemResult:
     """Run the whole post-mortem and write the report.
 
     Args:
@@ -147,6 +150,8 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
         cache_dir: where to cache the ingested dataset (default ``OUT_DIR/.dataset``).
         progress: called with a short message at the start of each long step.
         force: write into a non-empty directory that holds no report of this tool.
+        window: iterations per replay window (default ``replay.frames.WINDOW_FRAMES`` frames);
+            memory holds one window whatever the run's length.
 
     Returns:
         :class:`PostmortemResult`.
@@ -171,7 +176,7 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
     pols = resolve_policies(list(policies) if policies else None)
     from forensics.output_dir import ReportDir, refuse_input_as_output
     refuse_input_as_output(out, inputs)
-    report_dir = ReportDir(out, force=force, keep=[DATASET_DIR], ours_if=["findings.json"],
+    report_dir = ReportDir(out, force=force, keep=[DATASET_DIR, REPLAY_DIR], ours_if=["findings.json"],
                            legacy_files=["report.md", "report.html", "findings.json", "*.png"]).open()
     say("ingesting inputs")
     inputs = _outside(inputs, out)
@@ -182,10 +187,11 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
     runs = ds.traced_runs()
     config = None
     if runs:
-        from replay.frames import RunFrames
-        say("reconstructing frames")
-        frames = {r: RunFrames.from_dataset(ds, r) for r in runs}
-        config = frames[runs[0]].config
+        from replay.frames import FrameWindows
+        # Windows of iterations, replayed under every policy in one pass: memory holds one
+        # window, decisions and ledgers go to OUT_DIR/.replay (replay.engine.replay_windows).
+        windows = {r: FrameWindows(ds, r, size=window) for r in runs}
+        config = windows[runs[0]].config
     say("reading crash signatures")
     signatures = find_signatures(ds.events, pols, config=config, iterations=ds.iterations)
     log_crash = crash_in_logs(signatures)
@@ -193,13 +199,15 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
                             has_traces=bool(runs))
 
     results: dict[str, dict[str, Any]] = {}
-    for run in runs:
-        from replay.engine import run as replay_run
-        per = {}
-        for i, p in enumerate(pols):
-            say(f"replaying {run} under {p.name} ({i + 1}/{len(pols)})")
-            per[p.name] = replay_run(frames[run], None, p)
-        results[run] = per
+    if (out / REPLAY_DIR).is_dir():  # an earlier run's decisions and ledgers
+        import shutil
+        shutil.rmtree(out / REPLAY_DIR)
+    for k, run in enumerate(runs):
+        from replay.engine import replay_windows
+        def step(i: int, n: int, run: str = run) -> None:
+            say(f"replaying {run} under {len(pols)} policies" + (f" (window {i + 1}/{n})" if n > 1 else ""))
+        results[run] = replay_windows(windows[run], pols, out / REPLAY_DIR / f"run-{k:03d}",
+                                      progress=step)
     primary = results[runs[0]] if runs else {}
     build = config.build if config else ""
     logged = logged_surplus(ds.events)
@@ -210,8 +218,8 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
     next_step = _next_step(status, verdicts, log_crash, lo, primary)
 
     say("drawing figures")
-    figs = figure_blocks(ds, runs[0] if runs else None, primary, chain_policy, verdicts, lo, config,
-                         log_crash=log_crash)
+    figs = figure_blocks(ds, runs[0] if runs else None, figure_views(primary), chain_policy,
+                         verdicts, lo, config, log_crash=log_crash)
     findings = _findings(summary, results, verdicts, signatures, log_crash, lo, chain_policy, chain,
                          next_step, status, reason, config, runs)
     say("writing the report")
@@ -328,6 +336,56 @@ def matches_log_warnings(decisions: pd.DataFrame, logged: set[tuple]) -> Optiona
     return all(((r, a, e) in mine) if r is not None else ((a, e) in loose) for r, a, e in logged)
 
 
+def _surplus_rows(result) -> pd.DataFrame:
+    """The decisions rows a surplus warning comes from (read from the file of a streamed replay)."""
+    return result.read_decisions([("surplus", "==", True)],
+                                 columns=["rank", "active", "expected", "surplus", "crash"])
+
+
+def figure_views(results: dict) -> dict:
+    """Each result with the decisions of the iterations the figures draw only.
+
+    A figure draws windows around its policy's crash, leaks and skips (``figures.windows_for``);
+    the windows depend on the first and last iterations and those focus iterations alone, so
+    the decisions of the windows of every policy, the first and last iteration, the iteration
+    after the first leak and, for a policy with nothing to show, each rank's busiest iteration,
+    draw the same figures as every decision of the run.
+    """
+    from forensics.report import figures as F
+    need: set[int] = set()
+    for r in results.values():
+        # A streamed replay's rows are its windows' iterations up to the crash.
+        span = r.frames.iters if r.stored else r.decisions["iter"].to_numpy()
+        if not len(span):
+            continue
+        lo = int(span.min())
+        hi = int(r.crash.iter) if r.stored and r.crash is not None else int(span.max())
+        need |= {lo, hi}
+        skips = list(r.skipped_iters)
+        focus = pd.DataFrame({"iter": [lo, hi] + skips,
+                              "can_queue": pd.array([True, True] + [False] * len(skips), "boolean")})
+        win = F.windows_for(focus, F.leaks_frame(r.leaks), F.crash_marker(r.crash))
+        for a, b in win.segments:
+            need.update(range(a, b + 1))
+        if r.leaks:
+            need.add(int(r.leaks[0].iter_skipped) + 1)
+        if r.crash is None and not r.leaks:
+            need |= _busiest_iterations(r)
+    return {name: r.at_iterations(need) if r.stored else r for name, r in results.items()}
+
+
+def _busiest_iterations(result) -> set[int]:
+    """Per rank, the first iteration it holds its most active requests (a scan of the file)."""
+    best: dict[int, tuple[int, int]] = {}
+    for b in result._files["decisions"].batches(["iter", "rank", "active"]):
+        df = b.to_pandas()
+        top = df.loc[df.groupby("rank")["active"].idxmax()]
+        for it, rank, act in zip(top["iter"], top["rank"], top["active"]):
+            if int(rank) not in best or int(act) > best[int(rank)][0]:
+                best[int(rank)] = (int(act), int(it))
+    return {it for _, it in best.values()}
+
+
 def _verdict(name: str, result, log_crash: Optional[Signature], build: str,
              logged: set[tuple] = frozenset()) -> PolicyVerdict:
     leaks = list(result.leaks)
@@ -347,7 +405,8 @@ def _verdict(name: str, result, log_crash: Optional[Signature], build: str,
     return PolicyVerdict(policy=name, title=result.policy.title, verdict=result.verdict,
                          leaks=len(leaks), crash=crash, first_leak=first,
                          reproduces_log_crash=matches_log_crash(result.crash, log_crash),
-                         reproduces_log_warnings=matches_log_warnings(result.decisions, set(logged)),
+                         reproduces_log_warnings=matches_log_warnings(
+                             _surplus_rows(result) if logged else pd.DataFrame(), set(logged)),
                          is_recording_build=(name == build), first_divergence=div, text=text)
 
 

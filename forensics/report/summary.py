@@ -124,18 +124,23 @@ def summarize(dataset: Dataset | str | os.PathLike) -> DatasetSummary:
     meta = ds.meta
     rows = {t: _rows(ds, t) for t in TABLES if t not in REFERENCE_TABLES}
 
+    # Batch by batch: the requests table of a fleet hour is tens of millions of rows.
     ranks: set[int] = set()
     for t in RANK_TABLES:
         if rows[t]:
-            ranks.update(int(r) for r in pc.unique(ds.arrow(t, columns=["rank"]).column("rank")
-                                                    .drop_null()).to_pylist())
+            for b in ds.batches(t, ["rank"]):
+                ranks.update(int(r) for r in pc.unique(b.column(0).drop_null()).to_pylist())
     iter_ranges: dict[str, tuple[int, int]] = {}
     for t in ITER_TABLES:
         if rows[t]:
-            mm = pc.min_max(ds.arrow(t, columns=["iter"]).column("iter"))
-            lo, hi = mm["min"].as_py(), mm["max"].as_py()
-            if lo is not None:
-                iter_ranges[t] = (int(lo), int(hi))
+            los, his = [], []
+            for b in ds.batches(t, ["iter"]):
+                mm = pc.min_max(b.column(0))
+                if mm["min"].as_py() is not None:
+                    los.append(mm["min"].as_py())
+                    his.append(mm["max"].as_py())
+            if los:
+                iter_ranges[t] = (int(min(los)), int(max(his)))
     events_by_kind = (_counts(ds.arrow("events", columns=["kind"]).column("kind"))
                       if rows["events"] else {})
     formats = (dict(sorted(_counts(ds.arrow("iterations", columns=["format"]).column("format")).items()))
@@ -144,19 +149,26 @@ def summarize(dataset: Dataset | str | os.PathLike) -> DatasetSummary:
     runs: list[RunSummary] = []
     if rows["runs"]:
         run_rows = ds.arrow("runs", columns=["run", "build", "tp_size"]).to_pylist()
-        frames = ds.arrow("frames", columns=["run", "iter", "rank"])
+        # Per run: frames, ranks, iteration range, gathered batch by batch.
+        per: dict[str, list] = {}
+        for b in ds.batches("frames", ["run", "iter", "rank"]):
+            g = pa.Table.from_batches([b]).group_by("run").aggregate(
+                [("iter", "count"), ("iter", "min"), ("iter", "max"), ("rank", "distinct")])
+            for run, n, lo, hi, rk in zip(*(g.column(c).to_pylist() for c in (
+                    "run", "iter_count", "iter_min", "iter_max", "rank_distinct"))):
+                acc = per.setdefault(run, [0, lo, hi, set()])
+                acc[0] += n
+                acc[1], acc[2] = min(acc[1], lo), max(acc[2], hi)
+                acc[3].update(rk)
         seen: set[str] = set()
         for r in sorted(run_rows, key=lambda r: r["run"]):
             if r["run"] in seen:       # per-rank files of one run each carry the run record
                 continue
             seen.add(r["run"])
-            f = frames.filter(pc.equal(frames.column("run"), r["run"]))
-            mm = pc.min_max(f.column("iter")) if f.num_rows else None
+            n, lo, hi, rk = per.get(r["run"], (0, None, None, set()))
             runs.append(RunSummary(
-                run=r["run"], build=r["build"], tp_size=int(r["tp_size"]), frames=f.num_rows,
-                ranks=len(pc.unique(f.column("rank"))) if f.num_rows else 0,
-                iter_min=mm["min"].as_py() if mm else None,
-                iter_max=mm["max"].as_py() if mm else None))
+                run=r["run"], build=r["build"], tp_size=int(r["tp_size"]), frames=n,
+                ranks=len(rk), iter_min=lo, iter_max=hi))
 
     frames_per_traceback = _frames_per_traceback(ds, rows)
     collector_formats: Counter[str] = Counter()

@@ -1,0 +1,163 @@
+"""The streamed replay (windows of iterations, results in Parquet files) equals the whole-run
+replay held in memory: every decision, ledger row, leak, crash, skip, divergence and chain.
+
+Tiny windows put edges everywhere: between a dummy's creation and its removal (mid-leak), inside
+chains of fleet-wide skips, right before and right after the crash row.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from forensics.ingest import as_dataset
+from replay.engine import replay_windows, run_all
+from replay.frames import FrameWindows, RunFrames
+
+SAMPLES = Path(__file__).resolve().parents[2] / "traces" / "samples"
+SAMPLE_DIRS = sorted(p for p in SAMPLES.iterdir() if (p / "trace.jsonl").is_file()) \
+    if SAMPLES.is_dir() else []
+
+
+def _policies():
+    from replay.catalogue import CATALOGUE
+    return list(CATALOGUE)
+
+
+def assert_same(whole: dict, streamed: dict) -> None:
+    assert list(whole) == list(streamed)
+    for name, a in whole.items():
+        b = streamed[name]
+        assert b.stored
+        pd.testing.assert_frame_equal(a.decisions, b.decisions, check_exact=True, obj=f"{name} decisions")
+        pd.testing.assert_frame_equal(a.ledger, b.ledger, check_exact=True, obj=f"{name} ledger")
+        assert a.leaks == b.leaks, name
+        assert a.crash == b.crash, name
+        assert a.skipped_iters == b.skipped_iters, name
+        assert a.first_divergence == b.first_divergence, name
+        assert a.notes == b.notes and a.dropped_iters == b.dropped_iters, name
+        assert a.explain() == b.explain(), name
+        assert a.story() == b.story(), name
+        assert a.warnings() == b.warnings(), name
+
+
+def _edges(whole: dict) -> list[int]:
+    """Window starts right at and right after every crash and at and after the creation of
+    each policy's first leaked dummy (edges mid-leak, at the crash)."""
+    its = {int(r.crash.iter) for r in whole.values() if r.crash}
+    its |= {int(r.leaks[0].iter_created) for r in whole.values() if r.leaks}
+    return sorted(its | {i + 1 for i in its})
+
+
+def _layouts(ds, whole: dict, size: int) -> list[FrameWindows]:
+    out = [FrameWindows(ds, size=size)]
+    if _edges(whole):
+        out.append(FrameWindows(ds, starts=_edges(whole)))
+    return out
+
+
+@pytest.mark.skipif(not SAMPLE_DIRS, reason="no samples")
+@pytest.mark.parametrize("sample", SAMPLE_DIRS, ids=lambda p: p.name)
+def test_streamed_equals_whole_on_samples(sample, tmp_path):
+    ds = as_dataset([sample / "trace.jsonl"], cache_dir=tmp_path / "ds")
+    pols = _policies()
+    whole = run_all(RunFrames.from_dataset(ds), pols)
+    assert any(not r.ok for r in whole.values()) or sample.name == "healthy"
+    for k, windows in enumerate(_layouts(ds, whole, 9)):
+        assert len(windows) > 1
+        assert_same(whole, replay_windows(windows, pols, tmp_path / f"w{k}"))
+
+
+@pytest.mark.parametrize("scenario,policy", [("nvbug-6438685", "legacy-2025"),
+                                             ("nvbug-6438685", "prefix-2026"),
+                                             ("surplus-17278", "tolerant-17278")])
+def test_streamed_equals_whole_on_simulated_runs(scenario, policy, tmp_path):
+    """Longer simulated runs (leaks that live across many windows, a crash late in the run)."""
+    from forensics.simulate import simulate
+    simulate(scenario, out_dir=tmp_path / "sim", policy=policy, iters=300, write=("trace",))
+    ds = as_dataset([tmp_path / "sim"], cache_dir=tmp_path / "ds")
+    pols = _policies()
+    whole = run_all(RunFrames.from_dataset(ds), pols)
+    assert sum(len(r.leaks) for r in whole.values()) > 0
+    long_lived = [lk for r in whole.values() for lk in r.leaks]
+    assert long_lived
+    for k, windows in enumerate(_layouts(ds, whole, 23)):
+        assert_same(whole, replay_windows(windows, pols, tmp_path / f"w{k}"))
+
+
+def test_hooked_policy_streams_like_whole(tmp_path):
+    """A policy whose pad step is Python code (walked row by row) carries its dummies over edges."""
+    import dataclasses
+
+    from replay.catalogue import CATALOGUE
+    from replay.policy import PadOutcome
+
+    def pad_when_empty(view):
+        schedulable = sum(1 for _, s, d in view.requests if not d and s >= 0)
+        return PadOutcome(padded=schedulable == 0 and view.expected > 0)
+
+    pol = dataclasses.replace(CATALOGUE["legacy-2025"], name="legacy+hook", pad_hook=pad_when_empty)
+    sample = SAMPLES / "nvbug-6438685" / "trace.jsonl"
+    if not sample.is_file():
+        pytest.skip("no samples")
+    ds = as_dataset([sample], cache_dir=tmp_path / "ds")
+    whole = run_all(RunFrames.from_dataset(ds), [pol])
+    for size in (1,):
+        assert_same(whole, replay_windows(FrameWindows(ds, size=size), [pol], tmp_path / f"w{size}"))
+
+
+def test_windows_cover_the_run_once(tmp_path):
+    """Every frame lands in exactly one window; dropped iterations are the whole run's."""
+    sample = SAMPLES / "nvbug-6438685" / "trace.jsonl"
+    if not sample.is_file():
+        pytest.skip("no samples")
+    ds = as_dataset([sample], cache_dir=tmp_path / "ds")
+    whole = RunFrames.from_dataset(ds)
+    windows = FrameWindows(ds, size=4)
+    parts = list(windows)
+    assert len(parts) == len(windows) > 1
+    assert [int(x) for p in parts for x in p.iters] == [int(x) for x in whole.iters]
+    assert sum(int(p.n_real.sum()) for p in parts) == int(whole.n_real.sum())
+    # first-seen is the run's, not the window's: new requests agree row for row
+    assert (pd.Series([v for p in parts for v in p.new_real.ravel()]).to_numpy()
+            == whole.new_real.ravel()).all()
+    assert windows.dropped_iters == whole.dropped_iters
+
+
+@pytest.mark.parametrize("source", ["nvbug-6438685", "healthy", "sim:nvbug-6438685:legacy-2025",
+                                    "sim:healthy:fix-16161"])
+def test_figures_from_files_equal_figures_from_memory(source, tmp_path):
+    """The post-mortem draws its figures from a few iterations read back from the files; the
+    PNGs are byte for byte those drawn from every decision in memory (simulated runs are long
+    enough to be drawn in windows)."""
+    from forensics.report.logs_only import logs_only_findings
+    from forensics.report.narrative import figure_blocks
+    from forensics.report.postmortem import _verdict, figure_views, story_policy
+    if source.startswith("sim:"):
+        from forensics.simulate import simulate
+        _, scenario, policy = source.split(":")
+        simulate(scenario, out_dir=tmp_path / "sim", policy=policy, iters=1200, write=("trace",))
+        inp = tmp_path / "sim"
+    else:
+        inp = SAMPLES / source
+        if not inp.is_dir():
+            pytest.skip("no samples")
+    ds = as_dataset([inp], cache_dir=tmp_path / "ds")
+    pols = _policies()
+    whole = run_all(RunFrames.from_dataset(ds), pols)
+    windows = FrameWindows(ds, size=64)
+    streamed = replay_windows(windows, pols, tmp_path / "w")
+    cfg = windows.config
+    verdicts = tuple(_verdict(n, r, None, cfg.build) for n, r in whole.items())
+    assert verdicts == tuple(_verdict(n, r, None, cfg.build) for n, r in streamed.items())
+    lo = logs_only_findings(ds.iterations, ds.events, tp_size=cfg.tp_size, has_traces=True)
+    chain = story_policy(verdicts)
+    a = figure_blocks(ds, windows.run, whole, chain, verdicts, lo, cfg)
+    views = figure_views(streamed)
+    if source.startswith("sim:"):   # drawn from a part of the decisions only
+        assert any(len(v.decisions) < len(whole[n].decisions) / 2 for n, v in views.items())
+    b = figure_blocks(ds, windows.run, views, chain, verdicts, lo, cfg)
+    assert [f.name for f in a] == [f.name for f in b] and len(a) >= 2
+    for fa, fb in zip(a, b):
+        assert fa.png == fb.png, fa.name
