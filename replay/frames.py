@@ -137,6 +137,9 @@ class RunFrames:
     intent: np.ndarray = None  # type: ignore[assignment]
     ctx_arrived: np.ndarray = None  # type: ignore[assignment]
     gen_arrived: np.ndarray = None  # type: ignore[assignment]
+    #: A window of a run (:class:`FrameWindows`): the dummy role carried in from the rows
+    #: before it (the last arrival before the window was context-only).
+    role_before: bool = False
 
     @property
     def num_iters(self) -> int:
@@ -345,7 +348,8 @@ class RunFrames:
     def dummy_role_context(self, policy: Policy) -> np.ndarray:
         """``(I,)`` whether the version's pad dummy takes the context role at each row, outside
         the forward-intent path (``Policy.dummy_role``; domain doc §10)."""
-        return policy.dummy_role.context_rows(self.ctx_arrived, self.gen_arrived)
+        return policy.dummy_role.context_rows(self.ctx_arrived, self.gen_arrived,
+                                              previous=self.role_before)
 
     def recorded_expected_applies(self, policy: Policy) -> bool:
         """Whether the recorded ``expected`` may stand in for the policy's own.
@@ -433,13 +437,20 @@ class FrameWindows:
     def __iter__(self):
         seen = _SeenBefore(self.num_ranks)
         starts = [int(x) for x in self._starts]
+        role = False
         for k in range(len(self)):
             rng = []
             if k > 0:
                 rng.append(("iter", ">=", starts[k]))
             if k + 1 < len(starts):
                 rng.append(("iter", "<", starts[k + 1]))
-            yield self._read(self._run_filter + rng, seen)
+            frames = self._read(self._run_filter + rng, seen)
+            object.__setattr__(frames, "role_before", role)
+            yield frames
+            # The role rule (Policy.dummy_role) keeps the last arrival's role: carry it over.
+            events = np.flatnonzero(frames.ctx_arrived | frames.gen_arrived)
+            if events.size:
+                role = bool(frames.ctx_arrived[events[-1]])
 
     def at(self, iters: Iterable[int]) -> RunFrames:
         """The frames of some iterations only (for explanations: requests, states, ``alloc_ok``).

@@ -86,15 +86,17 @@ class DummyRole(enum.Enum):
             return True if context_arrived else False if generation_arrived else bool(previous)
         return False
 
-    def context_rows(self, context_arrived: np.ndarray, generation_arrived: np.ndarray) -> np.ndarray:
-        """:meth:`context_after` over ``(I,)`` iterations from a generation role (vectorised)."""
+    def context_rows(self, context_arrived: np.ndarray, generation_arrived: np.ndarray,
+                     previous: bool = False) -> np.ndarray:
+        """:meth:`context_after` over ``(I,)`` iterations (vectorised), from the role
+        ``previous`` (a generation role at the start of a run; a window's carried role)."""
         ctx = np.asarray(context_arrived, bool)
         if self is DummyRole.CONTEXT_ON_ARRIVAL:
             return ctx.copy()
         if self is DummyRole.REQUEST_TYPES and ctx.size:
             event = ctx | np.asarray(generation_arrived, bool)
             last = np.maximum.accumulate(np.where(event, np.arange(event.size), -1))
-            return np.where(last >= 0, ctx[np.maximum(last, 0)], False)
+            return np.where(last >= 0, ctx[np.maximum(last, 0)], bool(previous))
         return np.zeros(ctx.shape, bool)
 
 

@@ -286,7 +286,7 @@ class ReplayResult:
         for k, v in (("policy", policy), ("config", config), ("run", run), ("leaks", leaks),
                      ("crash", crash), ("skipped_iters", skipped_iters),
                      ("first_divergence", first_divergence), ("notes", notes),
-                     ("dropped_iters", dropped_iters), ("frames", frames)):
+                     ("dropped_iters", dropped_iters), ("frames", frames), ("gated", gated)):
             object.__setattr__(self, k, v)
         object.__setattr__(self, "_tables", {"decisions": decisions, "ledger": ledger})
         object.__setattr__(self, "_files", {k: v for k, v in self._tables.items()
