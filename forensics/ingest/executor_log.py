@@ -11,7 +11,12 @@ block to the next. Memory holds a bounded number of blocks, whatever the input s
 Line accounting: every line (1-based, of the decompressed text; a final line without newline
 counts; a trailing ``\\r`` is dropped as part of the line end) is exactly one of: the ``line`` of
 an ``iterations`` row, the ``line`` of a single-line event, inside ``line``..``line_end`` of one
-multi-line event, or an ``unparsed`` row (verbatim, invalid UTF-8 replaced).
+multi-line event, or an ``unparsed`` row (verbatim, invalid UTF-8 replaced). Note events
+(``event_kinds.NOTES``: ``nul_bytes``, ``input_truncated``) claim no line.
+
+Wrappers (collector exports, launchers, logger prefixes: :mod:`line_prefix`) are recorded in
+each row's ``collector``/``collector_time``/``host``; log times become timestamps
+(:mod:`timestamps`). A line longer than :data:`MAX_LINE_BYTES` is never held whole.
 """
 from __future__ import annotations
 
