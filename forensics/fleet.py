@@ -403,12 +403,7 @@ def simulate_grid(out_dir: PathLike, *, scenario: str = "nvbug-6438685",
     combos = itertools.product(*(grid[k] for k in keys))
     for n, (values, rep) in enumerate(itertools.product(combos, range(replicates))):
         params = dict(zip(keys, values))
-        changes = dict(params)
-        if "burst_size" in changes and not changes["burst_size"]:
-            changes["burst_every"] = 0.0
-        ranks = int(changes.get("ranks", base.ranks))
-        changes.setdefault("arrival_rate", per_rank * ranks)
-        workload = base.with_overrides(**changes)
+        workload = grid_workload(base, params, per_rank)
         run_dir = out / f"{n:03d}"
         res = simulate(workload, out_dir=run_dir, policy=policy, iters=iters, seed=seed + rep,
                        write=("trace",))
@@ -419,6 +414,18 @@ def simulate_grid(out_dir: PathLike, *, scenario: str = "nvbug-6438685",
     if len(df):
         df["sim_crash_iter"] = df["sim_crash_iter"].astype("Int64")
     return df
+
+
+def grid_workload(base, params: dict[str, Any], arrival_per_rank: float):
+    """``base`` (a :class:`~forensics.simulate.workload.Workload`) with one grid point's
+    parameters: a ``burst_size`` of 0 turns bursts off, and the arrival rate is
+    ``arrival_per_rank`` times the ranks unless the point sets it."""
+    changes = dict(params)
+    if "burst_size" in changes and not changes["burst_size"]:
+        changes["burst_every"] = 0.0
+    ranks = int(changes.get("ranks", base.ranks))
+    changes.setdefault("arrival_rate", arrival_per_rank * ranks)
+    return base.with_overrides(**changes)
 
 
 def prevalence(table: pd.DataFrame, by: Sequence[str], metrics: Sequence[str] = ("leak", "crash", "near_miss")
@@ -447,6 +454,7 @@ __all__ = [
     "fleet_json",
     "fleet_policies",
     "fleet_table",
+    "grid_workload",
     "prevalence",
     "run_metrics",
     "simulate_grid",

@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "simulate",
     "replay",
     "fleet",
+    "sweep",
 )
 
 
