@@ -135,7 +135,7 @@ def _noop(_: str) -> None:
 def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir: str | os.PathLike,
                *, policies: Optional[Sequence[str]] = None,
                cache_dir: Optional[str | os.PathLike] = None,
-               progress: Optional[Progress] = None) -> PostmortemResult:
+               progress: Optional[Progress] = None, client: Any = None) -> PostmortemResult:
     """Run the whole post-mortem and write the report.
 
     Args:
@@ -144,6 +144,8 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
         policies: policy specs to replay (default: the whole catalogue).
         cache_dir: where to cache the ingested dataset (default ``OUT_DIR/.dataset``).
         progress: called with a short message at the start of each long step.
+        client: a ``distributed.Client`` (``forensics.cluster.connect``): the input files are
+            ingested in parallel, one task per file (the report is the same).
 
     Returns:
         :class:`PostmortemResult`.
@@ -156,7 +158,7 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
         >>> r = postmortem(["traces/samples/nvbug-6438685"], "report")   # doctest: +SKIP
         >>> r.exit_status, r.log_crash.kind.value, r.report_html          # doctest: +SKIP
     """
-    from forensics.ingest import as_dataset
+    from forensics.cluster import as_dataset
     from forensics.report.summary import summarize
     from replay.resolve import resolve_policies
 
@@ -169,7 +171,8 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
     out.mkdir(parents=True, exist_ok=True)
     say("ingesting inputs")
     inputs = _outside(inputs, out)
-    ds = as_dataset(inputs, cache_dir=cache_dir if cache_dir is not None else out / DATASET_DIR)
+    ds = as_dataset(inputs, cache_dir=cache_dir if cache_dir is not None else out / DATASET_DIR,
+                    client=client)
     summary = summarize(ds)
     refused = list(ds.meta.get("refused", []))
 
