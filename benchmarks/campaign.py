@@ -7,7 +7,7 @@ KV-transfer bursts, recorded under ``fix-16161``) at 8, 12, 16, 20, 24, 28 and 3
 iterations), the arrival rate scaled with the ranks so that every fleet is as busy per rank;
 seed = configuration number. Each run directory holds what a fleet leaves behind: the executor
 log (rank 0 printing iteration lines), the IterationStats JSON Lines and the request-state
-trace. Generating them is not measured.
+trace, zstd-compressed (``--compress none`` for plain files). Generating them is not measured.
 
 Measured, each as a whole process started as a user starts it (interpreter start-up included),
 in paired interleaved rounds (serial, cluster, serial, cluster, ...):
@@ -102,7 +102,7 @@ def configurations(n: int, scale: float) -> list[dict]:
     return [{"n": i, "ranks": r, "iters": max(10, int(round(it * scale)))} for i, (r, it) in enumerate(grid)]
 
 
-def simulate_one(cfg: dict, out_dir: str) -> str:
+def simulate_one(cfg: dict, out_dir: str, compress: str | None) -> str:
     from forensics.fleet import grid_workload
     from forensics.simulate import get_scenario, simulate
 
@@ -110,7 +110,7 @@ def simulate_one(cfg: dict, out_dir: str) -> str:
     workload = grid_workload(sc.workload, {"ranks": cfg["ranks"]},
                              sc.workload.arrival_rate / sc.workload.ranks)
     simulate(workload, out_dir=out_dir, policy=sc.policy, iters=cfg["iters"], seed=cfg["n"],
-             log_ranks="0")
+             log_ranks="0", compression=compress)
     return out_dir
 
 
@@ -133,6 +133,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1, help="paired rounds (default 1)")
     ap.add_argument("--policy", action="append", default=None,
                     help="replay only this policy (repeatable; default the whole catalogue)")
+    ap.add_argument("--compress", choices=("zst", "none"), default="zst",
+                    help="compress the simulated files (default zst, as fleet-1h's docs advise)")
     ap.add_argument("--workdir", help="keep the simulated runs here (reused when present)")
     args = ap.parse_args()
     work = os.path.abspath(args.workdir or tempfile.mkdtemp(prefix="campaign-bench-"))
@@ -140,7 +142,8 @@ def main() -> None:
     cfgs = configurations(args.configs, args.scale)
     try:
         runs = [os.path.join(work, f"run-{c['n']:02d}-r{c['ranks']}-i{c['iters']}") for c in cfgs]
-        todo = [(c, r) for c, r in zip(cfgs, runs) if not os.path.isdir(r)]
+        compress = None if args.compress == "none" else args.compress
+        todo = [(c, r, compress) for c, r in zip(cfgs, runs) if not os.path.isdir(r)]
         t0 = time.perf_counter()
         with ProcessPoolExecutor(max_workers=max(1, min(args.workers, os.cpu_count() or 1))) as pool:
             list(pool.map(simulate_one, *zip(*todo))) if todo else None
@@ -148,7 +151,8 @@ def main() -> None:
         frames = sum(c["ranks"] * c["iters"] for c in cfgs)
         print(f"--- {len(cfgs)} runs ({min(c['ranks'] for c in cfgs)}-{max(c['ranks'] for c in cfgs)} "
               f"ranks x {min(c['iters'] for c in cfgs)}-{max(c['iters'] for c in cfgs)} iterations, "
-              f"{frames / 1e6:.1f} M frames, {size:.0f} MB of logs, stats and traces; simulated in "
+              f"{frames / 1e6:.1f} M frames, {size:.0f} MB of logs, stats and traces ({args.compress}); "
+              "simulated in "
               f"{time.perf_counter() - t0:.0f} s), {os.cpu_count()} CPU(s), "
               f"load {os.getloadavg()[0]:.1f}")
         base = [sys.executable, "-m", "forensics", "fleet", *runs, "--json"]

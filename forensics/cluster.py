@@ -36,6 +36,14 @@ PathLike = str | os.PathLike
 #: How to get Dask; named in the error when ``--workers``/``--scheduler`` is used without it.
 DASK_EXTRA = "dask"
 INSTALL_HINT = f'pip install "adp-forensics[{DASK_EXTRA}]"   (dask and distributed)'
+#: Dask configuration for the worker processes this module starts. Dask's nanny exports
+#: ``MALLOC_TRIM_THRESHOLD_=65536`` to every worker so that freed memory goes back to the OS
+#: sooner; setting it switches off glibc's dynamic mmap threshold, so every large NumPy or
+#: Arrow buffer of a replay is a fresh ``mmap`` and its pages fault in again. Measured on the
+#: campaign runs (benchmarks/campaign.py): 4x the minor page faults and 1.5x the CPU seconds of
+#: the same tasks in one process; unset (None), the workers use what a serial run uses.
+#: ``docs/scale.md`` says how to do the same for ``dask worker``.
+WORKER_CONFIG = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
 #: Callback after each finished task: ``(done, total)``.
 Done = Callable[[int, int], None]
 
@@ -85,6 +93,7 @@ def connect(workers: int | None = None, scheduler: str | None = None, *,
     if workers is not None and workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {workers}")
     require_dask()
+    import dask
     from distributed import Client, LocalCluster
 
     # Dask's own start-up chatter goes to the logger; keep the terminal for our output.
@@ -94,10 +103,11 @@ def connect(workers: int | None = None, scheduler: str | None = None, *,
             # ":0" picks a free port for the dashboard: several users share a machine.
             # The error of a failed task is raised here with its file and line; the workers'
             # own "Compute Failed" log of it would only repeat it on the terminal.
-            cluster = stack.enter_context(LocalCluster(
-                n_workers=workers, threads_per_worker=1, processes=True,
-                dashboard_address=":0", memory_limit=memory_limit or "auto",
-                silence_logs=logging.CRITICAL))
+            with dask.config.set(WORKER_CONFIG):
+                cluster = stack.enter_context(LocalCluster(
+                    n_workers=workers, threads_per_worker=1, processes=True,
+                    dashboard_address=":0", memory_limit=memory_limit or "auto",
+                    silence_logs=logging.CRITICAL))
             client = stack.enter_context(Client(cluster))
             what = f"local cluster of {workers} worker process(es)"
         else:

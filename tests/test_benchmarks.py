@@ -18,6 +18,11 @@ CASES = {
     "trace_ingest": ["--iters", "20,40", "--ranks", "4"],
     "postmortem": ["--iters", "50", "--ranks", "4"],
 }
+try:  # the campaign compares serial with a LocalCluster: it needs the [dask] extra
+    import distributed  # noqa: F401
+    CASES["campaign"] = ["--configs", "3", "--scale", "0.004"]
+except ImportError:  # pragma: no cover - without the extra
+    pass
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
