@@ -109,8 +109,11 @@ def simulate_one(cfg: dict, out_dir: str, compress: str | None) -> str:
     sc = get_scenario("fleet-1h")
     workload = grid_workload(sc.workload, {"ranks": cfg["ranks"]},
                              sc.workload.arrival_rate / sc.workload.ranks)
-    simulate(workload, out_dir=out_dir, policy=sc.policy, iters=cfg["iters"], seed=cfg["n"],
+    part = out_dir + ".part"   # renamed when complete: an interrupted run is simulated again
+    shutil.rmtree(part, ignore_errors=True)
+    simulate(workload, out_dir=part, policy=sc.policy, iters=cfg["iters"], seed=cfg["n"],
              log_ranks="0", compression=compress)
+    os.replace(part, out_dir)
     return out_dir
 
 
@@ -130,7 +133,9 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every run's iterations (default 1)")
     ap.add_argument("--configs", type=int, default=42, help="use the first N configurations (default 42)")
     ap.add_argument("--workers", type=int, default=2, help="cluster workers (default 2)")
-    ap.add_argument("--rounds", type=int, default=1, help="paired rounds (default 1)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="paired rounds (default 1; 0: only simulate the runs into --workdir)")
+    ap.add_argument("--sim-jobs", type=int, default=2, help="processes simulating the runs (default 2)")
     ap.add_argument("--policy", action="append", default=None,
                     help="replay only this policy (repeatable; default the whole catalogue)")
     ap.add_argument("--compress", choices=("zst", "none"), default="zst",
@@ -145,8 +150,9 @@ def main() -> None:
         compress = None if args.compress == "none" else args.compress
         todo = [(c, r, compress) for c, r in zip(cfgs, runs) if not os.path.isdir(r)]
         t0 = time.perf_counter()
-        with ProcessPoolExecutor(max_workers=max(1, min(args.workers, os.cpu_count() or 1))) as pool:
-            list(pool.map(simulate_one, *zip(*todo))) if todo else None
+        with ProcessPoolExecutor(max_workers=max(1, args.sim_jobs)) as pool:
+            if todo:
+                list(pool.map(simulate_one, *zip(*todo)))
         size = sum(os.path.getsize(os.path.join(r, f)) for r in runs for f in os.listdir(r)) / 1e6
         frames = sum(c["ranks"] * c["iters"] for c in cfgs)
         print(f"--- {len(cfgs)} runs ({min(c['ranks'] for c in cfgs)}-{max(c['ranks'] for c in cfgs)} "
@@ -155,6 +161,8 @@ def main() -> None:
               "simulated in "
               f"{time.perf_counter() - t0:.0f} s), {os.cpu_count()} CPU(s), "
               f"load {os.getloadavg()[0]:.1f}")
+        if args.rounds < 1:
+            return
         base = [sys.executable, "-m", "forensics", "fleet", *runs, "--json"]
         for p in args.policy or []:
             base += ["--policy", p]
