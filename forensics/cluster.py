@@ -36,14 +36,29 @@ PathLike = str | os.PathLike
 #: How to get Dask; named in the error when ``--workers``/``--scheduler`` is used without it.
 DASK_EXTRA = "dask"
 INSTALL_HINT = f'pip install "adp-forensics[{DASK_EXTRA}]"   (dask and distributed)'
-#: Dask configuration for the worker processes this module starts. Dask's nanny exports
-#: ``MALLOC_TRIM_THRESHOLD_=65536`` to every worker so that freed memory goes back to the OS
-#: sooner; setting it switches off glibc's dynamic mmap threshold, so every large NumPy or
-#: Arrow buffer of a replay is a fresh ``mmap`` and its pages fault in again. Measured on the
-#: campaign runs (benchmarks/campaign.py): 4x the minor page faults and 1.5x the CPU seconds of
-#: the same tasks in one process; unset (None), the workers use what a serial run uses.
+#: Dask configuration of the clusters :func:`connect` starts (measured on the campaign runs of
+#: benchmarks/campaign.py; with Dask's defaults the same tasks cost 1.5x the CPU seconds of a
+#: serial run, with these about what it costs):
+#:
+#: - ``MALLOC_TRIM_THRESHOLD_`` unset: Dask's nanny exports 65536 to every worker so that freed
+#:   memory goes back to the OS sooner; setting it switches off glibc's dynamic mmap threshold,
+#:   so every large NumPy or Arrow buffer of an ingest or replay is a fresh ``mmap`` whose pages
+#:   fault in again (4x the minor page faults, 2.7x the system time).
+#: - the statistical profiler off (it samples the task thread's stack every 10 ms) and the
+#:   event-loop tick, system and memory monitors at 1-2 s instead of 20-500 ms: an idle
+#:   2-worker cluster cost 11 % of a core, 5 % with these; a worker then notices memory
+#:   pressure within a second.
+#:
 #: ``docs/scale.md`` says how to do the same for ``dask worker``.
-WORKER_CONFIG = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
+WORKER_CONFIG = {
+    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "2s",
+    "distributed.worker.memory.monitor-interval": "1s",
+}
+#: Seconds to wait for a scheduler named by ``--scheduler``.
+CONNECT_TIMEOUT = 10
 #: Callback after each finished task: ``(done, total)``.
 Done = Callable[[int, int], None]
 
@@ -111,10 +126,19 @@ def connect(workers: int | None = None, scheduler: str | None = None, *,
             client = stack.enter_context(Client(cluster))
             what = f"local cluster of {workers} worker process(es)"
         else:
-            if str(scheduler).endswith(".json"):
-                client = stack.enter_context(Client(scheduler_file=str(scheduler)))
-            else:
-                client = stack.enter_context(Client(str(scheduler)))
+            if str(scheduler).endswith(".json") and not Path(scheduler).is_file():
+                # distributed would wait for the file to appear, without a limit
+                raise ConfigError("no such scheduler file", path=str(scheduler),
+                                  hint="`dask scheduler --scheduler-file FILE` writes it")
+            try:
+                if str(scheduler).endswith(".json"):
+                    client = stack.enter_context(Client(scheduler_file=str(scheduler),
+                                                        timeout=CONNECT_TIMEOUT))
+                else:
+                    client = stack.enter_context(Client(str(scheduler), timeout=CONNECT_TIMEOUT))
+            except (OSError, ValueError) as e:  # unreachable, refused, bad address or file
+                raise ConfigError(f"cannot reach the Dask scheduler {scheduler}: {e}",
+                                  hint="start one with `dask scheduler` (docs/scale.md)") from None
             n = len(client.scheduler_info().get("workers", {}))
             what = f"scheduler {client.scheduler.address} ({n} worker(s))"
         if say is not None:
