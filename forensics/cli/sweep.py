@@ -81,7 +81,7 @@ def _render(result) -> None:
 @cluster_options
 def command(spec_file, scenario, grid_items, policies, seeds, iters, output, runs_output, as_json,
             workers, scheduler) -> None:
-    """Simulate a what-if grid and tabulate leaks, crashes and near misses.
+    """Simulate a what-if grid: leak, crash and near-miss shares.
 
     Every combination of the grid's workload parameters, under every policy, with every seed,
     is simulated (forensics simulate) and its trace replayed: one task each on a Dask cluster
