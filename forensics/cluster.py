@@ -118,11 +118,19 @@ def connect(workers: int | None = None, scheduler: str | None = None, *,
             # ":0" picks a free port for the dashboard: several users share a machine.
             # The error of a failed task is raised here with its file and line; the workers'
             # own "Compute Failed" log of it would only repeat it on the terminal.
-            with dask.config.set(WORKER_CONFIG):
-                cluster = stack.enter_context(LocalCluster(
-                    n_workers=workers, threads_per_worker=1, processes=True,
-                    dashboard_address=":0", memory_limit=memory_limit or "auto",
-                    silence_logs=logging.CRITICAL))
+            environ = dict(os.environ)
+            try:
+                with dask.config.set(WORKER_CONFIG):
+                    cluster = stack.enter_context(LocalCluster(
+                        n_workers=workers, threads_per_worker=1, processes=True,
+                        dashboard_address=":0", memory_limit=memory_limit or "auto",
+                        silence_logs=logging.CRITICAL))
+            finally:
+                # The nanny exports OMP_NUM_THREADS=1 (and more) into *this* process to spawn
+                # the workers; the work done here afterwards (a post-mortem's replay and
+                # report) keeps the machine's threads.
+                os.environ.clear()
+                os.environ.update(environ)
             client = stack.enter_context(Client(cluster))
             what = f"local cluster of {workers} worker process(es)"
         else:
