@@ -201,3 +201,16 @@ def near_run(tmp_path) -> Path:
     p.parent.mkdir()
     p.write_text("\n".join(json.dumps(r) for r in [run, *frames]) + "\n")
     return p
+
+
+@needs_dask
+def test_fleet_of_a_simulated_grid_on_a_cluster(client, tmp_path):
+    """A runs DataFrame (simulate_grid's) keeps its parameter columns and dtypes on the cluster."""
+    from forensics.fleet import simulate_grid
+
+    grid = simulate_grid(tmp_path, grid={"ranks": (4,), "overlap": (True, False)}, iters=60)
+    on_cluster = forensics.fleet(grid, ["prefix-2026"], client=client, layout="long")
+    pd.testing.assert_frame_equal(on_cluster, fleet_table(grid, ["prefix-2026"], layout="long"))
+    # The simulator ran prefix-2026 forward: the replays on the workers agree with what it saw.
+    assert list(on_cluster["crash"]) == [v == "crash" for v in grid["sim_verdict"]]
+    assert list(on_cluster["overlap"]) == [True, False]
