@@ -6,6 +6,8 @@ Pipeline: ingest -> dataset -> reconstruct -> replay -> report. The library entr
 - ``forensics.load(path)``: a dataset with one pandas DataFrame per table.
 - ``forensics.postmortem(inputs, out_dir)``: ingest, replay every policy, write the report.
 - ``forensics.investigate(*inputs)``: the same analysis as DataFrames and figures for notebooks.
+- ``forensics.fleet(inputs, client=None)``: one row of verdicts per run, on a Dask cluster or not.
+- ``forensics.sweep(spec, client=None)``: a simulated what-if grid, prevalence per configuration.
 """
 from __future__ import annotations
 
@@ -27,7 +29,10 @@ def __getattr__(name: str):
     if name == "investigate":
         from forensics.investigate import investigate
         return investigate
+    if name in ("fleet", "sweep"):  # modules callable as functions (callable_module)
+        import importlib
+        return importlib.import_module(f"forensics.{name}")
     raise AttributeError(name)
 
 
-__all__ = ["__version__", "Dataset", "load", "ingest", "investigate", "postmortem"]
+__all__ = ["__version__", "Dataset", "load", "ingest", "investigate", "postmortem", "fleet", "sweep"]

@@ -47,12 +47,14 @@ import itertools
 import json
 import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from forensics.callable_module import make_module_callable
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +102,8 @@ def run_metrics(result) -> dict[str, Any]:
 
 
 def fleet_table(runs: Iterable[PathLike] | PathLike | pd.DataFrame, policies: Sequence[str] | None = None,
-                *, cache_dir: PathLike | None = None, layout: str = "wide") -> pd.DataFrame:
+                *, cache_dir: PathLike | None = None, layout: str = "wide", client: Any = None,
+                done: Callable[[int, int], None] | None = None) -> pd.DataFrame:
     """One row per traced run (or per run and policy) with leak / crash / near-miss verdicts.
 
     Args:
@@ -111,19 +114,23 @@ def fleet_table(runs: Iterable[PathLike] | PathLike | pd.DataFrame, policies: Se
         cache_dir: where raw inputs are ingested, one subdirectory per input (reused while the
             input is unchanged); default temporary directories.
         layout: ``"wide"`` or ``"long"`` (module docstring).
+        client: a ``distributed.Client`` (:func:`forensics.cluster.connect`): each input's
+            ingest and replay is one task on the cluster, reading its files where it runs; when
+            there are fewer inputs than workers, the files of each input are ingested in
+            parallel first. The table is the same as without a client.
+        done: called with ``(finished, total)`` after each input (a progress bar).
 
     Raises:
         InputError, DatasetError, PolicyError: a bad input or policy name (names the file).
         ValueError: an unknown layout.
     """
-    from forensics.ingest import as_dataset
-    from replay.engine import run as replay_run
-    from replay.frames import RunFrames
+    from forensics import cluster
     from replay.resolve import resolve_policies
 
     if layout not in ("wide", "long"):
         raise ValueError(f"layout must be 'wide' or 'long', got {layout!r}")
-    pols = resolve_policies(list(policies) if policies else None)
+    specs = list(policies) if policies else None
+    pols = resolve_policies(specs)  # bad names fail here, before any task is sent
     extra_dtypes: dict[str, Any] = {}
     if isinstance(runs, pd.DataFrame):
         if "path" not in runs.columns:
@@ -135,31 +142,19 @@ def fleet_table(runs: Iterable[PathLike] | PathLike | pd.DataFrame, policies: Se
         if isinstance(runs, (str, os.PathLike)):
             runs = [runs]
         items = [(str(p), {}) for p in runs]
-    rows: list[dict[str, Any]] = []
-    for path, extra in items:
-        cache = None
-        if cache_dir is not None:
-            key = hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:16]
-            cache = Path(cache_dir) / f"{Path(path).name}-{key}"
-        ds = as_dataset([path], cache_dir=cache)
-        names = ds.traced_runs()
-        if not names:
-            base = {c: None for c in CONFIG_COLUMNS}
-            base.update(input=path, note="no request-state trace: not replayed", **extra)
-            rows.extend([dict(base, policy=p.name) for p in pols] if layout == "long" else [base])
-            continue
-        for name in names:
-            frames = RunFrames.from_dataset(ds, run=name)
-            base = _config_row(path, name, frames, ds)
-            base.update(extra)
-            base["note"] = None
-            metrics = {p.name: run_metrics(replay_run(frames, None, p)) for p in pols}
-            if layout == "long":
-                rows.extend(dict(base, policy=p, **m) for p, m in metrics.items())
-            else:
-                for p, m in metrics.items():
-                    base.update({f"{p}.{k}": v for k, v in m.items()})
-                rows.append(base)
+    caches = [None if cache_dir is None else _cache_for(cache_dir, path) for path, _ in items]
+    sources: list[str] = [path for path, _ in items]
+    held = []  # datasets ingested file by file: kept alive (temporary ones) until replayed
+    if client is not None and 0 < len(items) < _worker_count(client):
+        for i, (path, _) in enumerate(items):
+            if not (Path(path) / "_meta.json").is_file() and Path(path).is_dir():
+                ds = cluster.as_dataset([path], cache_dir=caches[i], client=client)
+                held.append(ds)
+                sources[i] = str(ds.path)
+    tasks = [(src, path, extra, specs, None if src != path else cache, layout)
+             for src, (path, extra), cache in zip(sources, items, caches)]
+    per_input = cluster.map_tasks(input_rows, tasks, client=client, done=done, key="fleet-run")
+    rows = [row for group in per_input for row in group]
     df = pd.DataFrame(rows)
     for k, dt in extra_dtypes.items():
         if k in df and k not in CONFIG_COLUMNS:
@@ -168,6 +163,97 @@ def fleet_table(runs: Iterable[PathLike] | PathLike | pd.DataFrame, policies: Se
             except (TypeError, ValueError):
                 pass
     return _typed(df, [p.name for p in pols], layout)
+
+
+def input_rows(source: PathLike, label: str, extra: dict[str, Any], policies: Sequence[str] | None,
+               cache: PathLike | None, layout: str) -> list[dict[str, Any]]:
+    """The fleet rows of one input (one per traced run, or per run and policy): ingest, replay
+    under every policy, metrics. One task of :func:`fleet_table`; ``label`` is the ``input``
+    column, ``source`` what is read (the input itself or a dataset ingested from it)."""
+    from forensics.ingest import as_dataset
+    from replay.engine import run as replay_run
+    from replay.frames import RunFrames
+    from replay.resolve import resolve_policies
+
+    pols = resolve_policies(list(policies) if policies else None)
+    ds = as_dataset([source], cache_dir=cache)
+    names = ds.traced_runs()
+    rows: list[dict[str, Any]] = []
+    if not names:
+        base = {c: None for c in CONFIG_COLUMNS}
+        base.update(input=label, note="no request-state trace: not replayed", **extra)
+        return [dict(base, policy=p.name) for p in pols] if layout == "long" else [base]
+    for name in names:
+        frames = RunFrames.from_dataset(ds, run=name)
+        base = _config_row(label, name, frames, ds)
+        base.update(extra)
+        base["note"] = None
+        metrics = {p.name: run_metrics(replay_run(frames, None, p)) for p in pols}
+        if layout == "long":
+            rows.extend(dict(base, policy=p, **m) for p, m in metrics.items())
+        else:
+            for p, m in metrics.items():
+                base.update({f"{p}.{k}": v for k, v in m.items()})
+            rows.append(base)
+    return rows
+
+
+def fleet(inputs: Iterable[PathLike] | PathLike | pd.DataFrame, policies: Sequence[str] | None = None,
+          *, client: Any = None, output: PathLike | None = None, cache_dir: PathLike | None = None,
+          layout: str = "wide", done: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+    """``forensics.fleet(inputs, client=...)``: :func:`fleet_table`, optionally written as Parquet.
+
+    Args:
+        output: write the table to this Parquet file as well (atomically).
+        client, cache_dir, layout, done: as :func:`fleet_table`.
+
+    Example:
+        >>> from forensics.cluster import connect                            # doctest: +SKIP
+        >>> with connect(workers=2) as client:                                # doctest: +SKIP
+        ...     table = forensics.fleet(["runs/a", "runs/b"], client=client)
+    """
+    table = fleet_table(inputs, policies, cache_dir=cache_dir, layout=layout, client=client, done=done)
+    if output is not None:
+        write_parquet(table, output, table_name="fleet")
+    return table
+
+
+def write_parquet(table: pd.DataFrame, path: PathLike, *, table_name: str,
+                  meta: dict[str, Any] | None = None) -> Path:
+    """Write a result table to one Parquet file atomically, its name (and ``meta`` as JSON) in
+    the file's key-value metadata (``forensics.table``, ``forensics.meta``)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from forensics import __version__
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    arrow = pa.Table.from_pandas(table, preserve_index=False)
+    kv = dict(arrow.schema.metadata or {})
+    kv.update({b"forensics.table": table_name.encode(), b"forensics.version": __version__.encode()})
+    if meta is not None:
+        kv[b"forensics.meta"] = json.dumps(meta, sort_keys=True, default=str).encode()
+    arrow = arrow.replace_schema_metadata(kv)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    try:
+        pq.write_table(arrow, tmp, compression="zstd")
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out
+
+
+def _cache_for(cache_dir: PathLike, path: str) -> Path:
+    key = hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:16]
+    return Path(cache_dir) / f"{Path(path).name}-{key}"
+
+
+def _worker_count(client: Any) -> int:
+    try:
+        return len(client.scheduler_info().get("workers", {}))
+    except Exception:  # pragma: no cover - an unusual client; no file-level split then
+        return 0
 
 
 def fleet_policies(table: pd.DataFrame) -> list[str]:
@@ -317,12 +403,7 @@ def simulate_grid(out_dir: PathLike, *, scenario: str = "nvbug-6438685",
     combos = itertools.product(*(grid[k] for k in keys))
     for n, (values, rep) in enumerate(itertools.product(combos, range(replicates))):
         params = dict(zip(keys, values))
-        changes = dict(params)
-        if "burst_size" in changes and not changes["burst_size"]:
-            changes["burst_every"] = 0.0
-        ranks = int(changes.get("ranks", base.ranks))
-        changes.setdefault("arrival_rate", per_rank * ranks)
-        workload = base.with_overrides(**changes)
+        workload = grid_workload(base, params, per_rank)
         run_dir = out / f"{n:03d}"
         res = simulate(workload, out_dir=run_dir, policy=policy, iters=iters, seed=seed + rep,
                        write=("trace",))
@@ -333,6 +414,18 @@ def simulate_grid(out_dir: PathLike, *, scenario: str = "nvbug-6438685",
     if len(df):
         df["sim_crash_iter"] = df["sim_crash_iter"].astype("Int64")
     return df
+
+
+def grid_workload(base, params: dict[str, Any], arrival_per_rank: float):
+    """``base`` (a :class:`~forensics.simulate.workload.Workload`) with one grid point's
+    parameters: a ``burst_size`` of 0 turns bursts off, and the arrival rate is
+    ``arrival_per_rank`` times the ranks unless the point sets it."""
+    changes = dict(params)
+    if "burst_size" in changes and not changes["burst_size"]:
+        changes["burst_every"] = 0.0
+    ranks = int(changes.get("ranks", base.ranks))
+    changes.setdefault("arrival_rate", arrival_per_rank * ranks)
+    return base.with_overrides(**changes)
 
 
 def prevalence(table: pd.DataFrame, by: Sequence[str], metrics: Sequence[str] = ("leak", "crash", "near_miss")
@@ -352,13 +445,20 @@ def prevalence(table: pd.DataFrame, by: Sequence[str], metrics: Sequence[str] = 
 
 __all__ = [
     "CONFIG_COLUMNS",
+    "fleet",
+    "input_rows",
+    "write_parquet",
     "DEFAULT_GRID",
     "METRIC_DTYPES",
     "fleet_failed",
     "fleet_json",
     "fleet_policies",
     "fleet_table",
+    "grid_workload",
     "prevalence",
     "run_metrics",
     "simulate_grid",
 ]
+
+
+make_module_callable(__name__, fleet)  # ``forensics.fleet(...)`` after the import, too

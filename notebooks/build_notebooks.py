@@ -150,61 +150,64 @@ FLEET = [
     new_markdown_cell("""\
 # Fleet analysis: where do dummies leak, and which builds crash?
 
-A benchmark sweep runs the same model over many configurations. Here the sweep is simulated
-(`forensics.fleet.simulate_grid` over `forensics.simulate`): the NVBug 6438685 generation-server
-workload over ranks x `max_batch_size` x overlap scheduler on/off x KV-transfer burst size (36
-configurations, two seeds each), each run
-recorded under the crashing build `prefix-2026` (so runs end at their crash, as real ones do).
-`forensics.fleet.fleet_table` then replays every run under every executor version. The CLI gives
-the same table: `forensics fleet RUN_DIR... --csv`.
+A benchmark campaign runs the same model over many configurations. Here the campaign is a
+what-if sweep (`forensics.sweep`): the NVBug 6438685 generation-server workload over ranks x
+`max_batch_size` x overlap scheduler on/off x KV-transfer burst size (36 configurations), each
+simulated (`forensics.simulate`) under the crashing build `prefix-2026` and under the fix
+`fix-16161`, with two seeds each, and every simulated trace replayed for the fleet metrics. The CLI
+runs the same sweep: `forensics sweep --grid ranks=4,8,16 --grid overlap=true,false ... -o
+sweep.parquet`, and with `--workers 2` (the `[dask]` extra) on a local Dask cluster.
 
 Definitions (`forensics.fleet`):
 
 * **leak**: a dummy survived a fleet-wide skipped iteration;
-* **crash**: the replay stopped at the entry assert (or a failed dummy allocation);
+* **crash**: the run stopped at the entry assert (or a failed dummy allocation);
 * **near miss**: a leaked dummy survived without a crash (`near_miss_skips`), or a rank carrying a
   leaked dummy came within one request of the cap, `active >= cap - 1` (`near_miss_cap`);
-* **time to first leak**: iterations from the start of the recording to the first skip a dummy
-  survived.
-
-For versions other than the recording build a replay is a counterfactual on the recorded request
-mix (`diverged_iter` says where it departs from the recording)."""),
+* **time to first leak**: iterations from the start of the run to the first skip a dummy
+  survived."""),
     new_code_cell('''%matplotlib inline
-import tempfile
-
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from forensics.fleet import fleet_table, prevalence, simulate_grid
+import forensics
 
-RUNS = tempfile.mkdtemp(prefix="fleet-")
-GRID = {"ranks": (4, 8, 16), "max_batch_size": (2, 4, 8), "overlap": (True, False),
-        "burst_size": (16, 48)}
-grid = simulate_grid(RUNS, grid=GRID, iters=250, policy="prefix-2026", seed=0, replicates=2)
-print(len(grid), "runs:", len(grid) // 2, "configurations x 2 seeds")
-grid.head()'''),
-    new_code_cell('''table = fleet_table(grid, layout="long")
-table.head()'''),
+SPEC = {
+    "scenario": "nvbug-6438685",
+    "grid": {"ranks": [4, 8, 16], "max_batch_size": [2, 4, 8], "overlap": [True, False],
+             "burst_size": [16, 48]},
+    "policies": ["prefix-2026", "fix-16161"],
+    "seeds": 2,
+    "iters": 250,
+}
+result = forensics.sweep(SPEC)   # forensics.sweep(SPEC, client=client) runs it on a cluster
+result'''),
+    new_markdown_cell("""\
+`result.runs` has one row per simulated run; `result.configurations` one row per configuration
+and policy, with prevalence as the share of seeds (what `forensics sweep -o` writes as Parquet).
+`agrees` checks that replaying each simulated trace reproduces what the simulator saw:"""),
+    new_code_cell('''runs = result.runs
+print(len(runs), "runs; replay agrees with the simulation in", int(runs["agrees"].sum()))
+result.configurations.head()'''),
     new_markdown_cell("""\
 ## Leak and crash prevalence per version
 
-Share of configurations in which each version leaks, crashes or has a near miss:"""),
-    new_code_cell('''by_policy = table.groupby("policy", observed=True)[["leak", "crash", "near_miss"]].mean()
+Share of runs in which each version leaks, crashes or has a near miss:"""),
+    new_code_cell('''by_policy = runs.groupby("policy", observed=True)[["leak", "crash", "near_miss"]].mean()
 by_policy'''),
-    new_code_cell('''ax = by_policy.plot.bar(figsize=(9, 3.5), rot=20)
-ax.set_ylabel("share of configurations")
+    new_code_cell('''ax = by_policy.astype(float).plot.bar(figsize=(7, 3.5), rot=0)
+ax.set_ylabel("share of runs")
 ax.set_title("Leak, crash and near-miss prevalence per executor version")
 plt.show()'''),
     new_markdown_cell("""\
 ## Per configuration
 
-Prevalence per configuration group for the crashing build against the fix: leaks need the overlap
-scheduler (a rank holding only `GENERATION_TO_COMPLETE` requests), crashes need a small cap."""),
-    new_code_cell('''prev = prevalence(table, ["overlap", "max_batch_size", "ranks"])
-prev.unstack("policy")["crash"][["prefix-2026", "fix-16161"]]'''),
-    new_code_cell('''crash = (table[table["policy"] == "prefix-2026"]
-         .pivot_table(index=["overlap", "max_batch_size"], columns="ranks", values="crash",
-                      aggfunc="mean", observed=True))
+Crash prevalence per configuration for the crashing build: leaks need the overlap scheduler (a
+rank holding only `GENERATION_TO_COMPLETE` requests), crashes need a small cap."""),
+    new_code_cell('''conf = result.configurations
+pre = conf[conf["policy"] == "prefix-2026"]
+crash = pre.pivot_table(index=["overlap", "max_batch_size"], columns="ranks", values="crash",
+                        aggfunc="mean", observed=True)
 fig, ax = plt.subplots(figsize=(6, 3.5), layout="constrained")
 im = ax.imshow(crash.to_numpy(dtype=float), cmap="Reds", vmin=0, vmax=1)
 ax.set_xticks(range(len(crash.columns)), [str(c) for c in crash.columns])
@@ -213,21 +216,23 @@ ax.set_xlabel("ranks")
 ax.set_title("prefix-2026: share of runs that crash")
 fig.colorbar(im, ax=ax)
 plt.show()'''),
+    new_code_cell('''conf.pivot_table(index=["overlap", "max_batch_size"], columns="policy", values=["leak", "crash"],
+                 aggfunc="mean", observed=True)'''),
     new_markdown_cell("""\
 ## Near misses
 
 Runs where a dummy leaked without killing the fleet, or a rank carrying one came within one
 request of the cap: these builds were one burst away from the assert."""),
-    new_code_cell('''cols = ["ranks", "max_batch_size", "overlap", "burst_size", "leaks", "near_miss_skips",
+    new_code_cell('''cols = ["ranks", "max_batch_size", "overlap", "burst_size", "seed", "leaks", "near_miss_skips",
         "near_miss_cap", "crash_iter"]
-table[(table["policy"] == "prefix-2026") & table["near_miss"]][cols].sort_values(
+runs[(runs["policy"] == "prefix-2026") & runs["near_miss"]][cols].sort_values(
     ["near_miss_cap", "near_miss_skips"], ascending=False).head(10)'''),
     new_markdown_cell("""\
 ## Time to first leak
 
 Iterations from the start of the run to the first leak, per number of ranks (more ranks: more
 chances that one of them holds only retiring requests):"""),
-    new_code_cell('''ttfl = table[(table["policy"] == "prefix-2026") & table["leak"]]
+    new_code_cell('''ttfl = runs[(runs["policy"] == "prefix-2026") & runs["leak"]]
 ttfl.groupby("ranks")["time_to_first_leak"].describe()[["count", "min", "50%", "max"]]'''),
     new_code_cell('''fig, ax = plt.subplots(figsize=(7, 3.5), layout="constrained")
 for ranks, g in ttfl.groupby("ranks"):
@@ -238,13 +243,36 @@ ax.set_title("prefix-2026: first leak against the crash")
 ax.legend()
 plt.show()'''),
     new_markdown_cell("""\
-The wide layout (one row per run, columns `<policy>.<metric>`) is what `forensics fleet --csv`
-prints:"""),
-    new_code_cell('''wide = fleet_table(grid.head(3), ["prefix-2026", "fix-16161"])
-wide.filter(regex="^(ranks|max_batch_size|overlap|burst_size|prefix-2026|fix-16161)")'''),
-    new_code_cell('''import shutil
+## Recorded runs under every version
 
-shutil.rmtree(RUNS)  # the simulated runs were only needed for this notebook'''),
+A sweep runs each version forward. A fleet of *recorded* runs is the other question: what would
+the other versions have decided on the same request mix? `forensics.fleet` replays each recorded
+run under every catalogue version (one row per run, columns `<policy>.<metric>`; `forensics fleet
+RUN_DIR... --csv` prints the same). Here a few runs are recorded under `prefix-2026` with
+`forensics.fleet.simulate_grid`; for other versions a replay is a counterfactual, and
+`diverged_iter` says where it departs from the recording."""),
+    new_code_cell('''import shutil
+import tempfile
+
+from forensics.fleet import simulate_grid
+
+RUNS = tempfile.mkdtemp(prefix="fleet-")
+grid = simulate_grid(RUNS, grid={"ranks": (8,), "overlap": (True, False), "burst_size": (16, 48)},
+                     iters=250, policy="prefix-2026")
+wide = forensics.fleet(grid)
+wide.filter(regex="^(ranks|overlap|burst_size|prefix-2026.(leak|crash)$|fix-16161.(leak|crash)$|newest.crash$)")'''),
+    new_markdown_cell("""\
+On a Dask cluster (the `[dask]` extra) the same calls take a client: each run, or each cell of a
+sweep, is one task that reads its files where it runs (`docs/scale.md`):
+
+```python
+from forensics.cluster import connect
+
+with connect(workers=2) as client:          # or connect(scheduler="tcp://head:8786")
+    table = forensics.fleet(run_dirs, client=client, output="fleet.parquet")
+    result = forensics.sweep(SPEC, client=client)
+```"""),
+    new_code_cell('''shutil.rmtree(RUNS)  # the simulated runs were only needed for this notebook'''),
 ]
 
 

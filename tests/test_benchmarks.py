@@ -18,6 +18,11 @@ CASES = {
     "trace_ingest": ["--iters", "20,40", "--ranks", "4"],
     "postmortem": ["--sizes", "4x50,4x100", "--rounds", "1"],
 }
+try:  # the campaign compares serial with a LocalCluster: it needs the [dask] extra
+    import distributed  # noqa: F401
+    CASES["campaign"] = ["--configs", "3", "--scale", "0.004"]
+except ImportError:  # pragma: no cover - without the extra
+    pass
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

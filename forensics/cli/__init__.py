@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "replay",
     "fleet",
     "identify",
+    "sweep",
 )
 
 

@@ -5,6 +5,7 @@ import json
 
 import click
 
+from forensics.cli.cluster_options import cluster_client, cluster_options
 from forensics.cli.errors import library_errors
 
 
@@ -56,7 +57,10 @@ def _render(table, policies: list[str]) -> None:
               help="Policy to replay under (repeatable; default: every catalogue policy).")
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print the table as CSV (one row per run).")
-def command(inputs, policies, as_json, as_csv) -> None:
+@click.option("-o", "--output", type=click.Path(path_type=str), default=None, metavar="FILE",
+              help="Also write the table to this Parquet file.")
+@cluster_options
+def command(inputs, policies, as_json, as_csv, output, workers, scheduler) -> None:
     """Tabulate leaks, crashes and near misses of many runs.
 
     Replays each run under each policy: leaks, crashes, near misses and time to first leak.
@@ -65,17 +69,25 @@ def command(inputs, policies, as_json, as_csv) -> None:
     Columns are defined in `forensics.fleet`. Exit code 0 when no run leaks or crashes under
     any chosen policy, 1 when one does, 2 on bad input.
 
+    With --workers or --scheduler each run is one Dask task (ingest and replay, reading its
+    files where it runs; the files of a big run are ingested in parallel when there are fewer
+    runs than workers); the table is the same.
+
     \b
     Example:
       forensics fleet runs/*/ --policy prefix-2026 --policy fix-16161
       forensics fleet runs/*/ --csv > fleet.csv
+      forensics fleet runs/*/ --workers 2 -o fleet.parquet
     """
-    from forensics.fleet import fleet_failed, fleet_json, fleet_policies, fleet_table
+    from forensics.cluster import task_bar
+    from forensics.fleet import fleet, fleet_failed, fleet_json, fleet_policies
 
     if as_json and as_csv:
         raise click.UsageError("--json and --csv are exclusive")
-    with library_errors():
-        table = fleet_table(list(inputs), list(policies) or None)
+    with library_errors(), cluster_client(workers, scheduler) as client, \
+            task_bar("replaying runs", enabled=client is not None) as done:
+        table = fleet(list(inputs), list(policies) or None, client=client, output=output,
+                      done=done)
     if as_json:
         click.echo(json.dumps(fleet_json(table)))
     elif as_csv:

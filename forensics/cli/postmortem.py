@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from forensics.cli.cluster_options import cluster_client, cluster_options
 from forensics.cli.errors import library_errors
 
 
@@ -72,8 +73,9 @@ def _render(console, r) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 @click.option("--force", is_flag=True,
               help="Write into a non-empty directory that holds no report of this tool.")
+@cluster_options
 def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], quiet: bool,
-            force: bool) -> None:
+            force: bool, workers: int | None, scheduler: str | None) -> None:
     """Explain a crashed fleet from its logs; write a report.
 
     INPUT is any mix of executor logs, iteration-stats JSON and request-state traces (files or
@@ -83,9 +85,12 @@ def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], qu
     Exit status: 0 no leak or crash, 1 leak or crash explained, 2 bad input, 3 a crash in the
     logs that is not explained (the summary says why).
 
+    With --workers/--scheduler (the [dask] extra) the input files are ingested in parallel.
+
     \b
     Example:
       forensics postmortem traces/samples/nvbug-6438685 -o report
+      forensics postmortem fleet-logs/ -o report --workers 2
     """
     from rich.console import Console
 
@@ -94,8 +99,9 @@ def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], qu
     err = Console(stderr=True)
     out = Console(highlight=False, soft_wrap=False)
     show = not quiet and sys.stderr.isatty()
-    with library_errors(), _progress(err, show) as progress:
+    with library_errors(), cluster_client(workers, scheduler) as client, \
+            _progress(err, show) as progress:
         result = postmortem(list(inputs), out_dir, policies=list(policies) or None,
-                            progress=progress, force=force)
+                            progress=progress, force=force, client=client)
     _render(out, result)
     raise click.exceptions.Exit(result.exit_status)

@@ -138,7 +138,7 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
                *, policies: Optional[Sequence[str]] = None,
                cache_dir: Optional[str | os.PathLike] = None,
                progress: Optional[Progress] = None, force: bool = False,
-               window: Optional[int] = None) -> PostmortemResult:
+               window: Optional[int] = None, client: Any = None) -> PostmortemResult:
     """Run the whole post-mortem and write the report.
 
     Args:
@@ -152,6 +152,8 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
         force: write into a non-empty directory that holds no report of this tool.
         window: iterations per replay window (default ``replay.frames.WINDOW_FRAMES`` frames);
             memory holds one window whatever the run's length.
+        client: a ``distributed.Client`` (``forensics.cluster.connect``): the input files are
+            ingested in parallel, one task per file (the report is the same).
 
     Returns:
         :class:`PostmortemResult`.
@@ -164,7 +166,7 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
         >>> r = postmortem(["traces/samples/nvbug-6438685"], "report")   # doctest: +SKIP
         >>> r.exit_status, r.log_crash.kind.value, r.report_html          # doctest: +SKIP
     """
-    from forensics.ingest import as_dataset
+    from forensics.cluster import as_dataset
     from forensics.report.summary import summarize
     from replay.resolve import resolve_policies
 
@@ -180,7 +182,8 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
                            legacy_files=["report.md", "report.html", "findings.json", "*.png"]).open()
     say("ingesting inputs")
     inputs = _outside(inputs, out)
-    ds = as_dataset(inputs, cache_dir=cache_dir if cache_dir is not None else out / DATASET_DIR)
+    ds = as_dataset(inputs, cache_dir=cache_dir if cache_dir is not None else out / DATASET_DIR,
+                    client=client)
     summary = summarize(ds)
     refused = list(ds.meta.get("refused", []))
 
