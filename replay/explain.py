@@ -188,8 +188,11 @@ def crash_chain(res: ReplayResult) -> str:
 
 
 def explain(res: ReplayResult) -> list[str]:
-    """One chain per leak (ledger order), then one for the crash."""
-    out = [leak_chain(res, leak) for leak in res.leaks]
+    """One chain per leak, the fatal leak (the one the crash follows from) first and the others
+    in ledger order, then one for the crash: the order of the report and the pytest plugin."""
+    fatal = res.fatal_leak
+    leaks = ([fatal] if fatal is not None else []) + [x for x in res.leaks if x is not fatal]
+    out = [leak_chain(res, leak) for leak in leaks]
     if res.crash is not None:
         out.append(crash_chain(res))
     return out

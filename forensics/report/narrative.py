@@ -15,11 +15,13 @@ from forensics.report.crash_signatures import excerpt
 from forensics.report.document import (
     Bullets,
     Code,
+    Details,
     Document,
     FigureBlock,
     Heading,
     Paragraph,
     Table,
+    code,
 )
 from forensics.report.logs_only import LogsOnlyFindings, log_decisions
 
@@ -111,12 +113,23 @@ def _opt(v, none: str = "unknown") -> str:
 
 
 def build_document(*, summary, run, config, verdicts, signatures, log_crash, logs_only,
-                   chain_policy, chain, next_step, status, reason, figures, results) -> Document:
+                   chain_policy, chain, next_step, status, reason, figures, results,
+                   opening: str = "", headline: str = "", mechanisms=(), recommended=()) -> Document:
     """The report as blocks (rendered by ``markdown`` and ``html``)."""
     b: list = []
+    if opening:
+        b.append(Paragraph(opening))
     b.append(Heading(2, "Verdict"))
-    b.append(Paragraph(f"**Exit status {status} ({_STATUS_TEXT.get(status, '?')})**: {reason}."))
+    lead = f"**{headline}**: " if headline else ""
+    b.append(Paragraph(f"{lead}{reason} (exit status {status}: {_STATUS_TEXT.get(status, '?')})."))
     b.append(Paragraph(f"**Next step**: {next_step}"))
+    if recommended:
+        b.append(Heading(3, "Builds clean on this run's path"))
+        b.append(Table(("build", "pull requests", "paths that stay open"),
+                       tuple((code(a.policy), ", ".join(a.prs) or "-",
+                              "; ".join(f"{p.label}: {p.outcome} ({p.why})" for p in a.open_paths)
+                              or "none of the neighbouring paths (other serving mode, pp_size)")
+                             for a in recommended)))
 
     b.append(Heading(2, "Crash seen in the logs"))
     if log_crash is None:
@@ -126,8 +139,8 @@ def build_document(*, summary, run, config, verdicts, signatures, log_crash, log
         it = _opt(log_crash.iter) + (" (from the last iteration line before it)"
                                      if log_crash.iter_inferred else "")
         b.append(Table(("kind", "rank", "iteration", "where", "code", "policies that produce it"),
-                       ((log_crash.kind.value, _opt(log_crash.rank), it, f"`{log_crash.where}`",
-                         f"`{log_crash.code_location}`" if log_crash.code_location else "-",
+                       ((log_crash.kind.value, _opt(log_crash.rank), it, code(log_crash.where),
+                         code(log_crash.code_location) if log_crash.code_location else "-",
                          ", ".join(log_crash.policies) or "none"),)))
         b.append(Paragraph(f"Why these policies: {log_crash.reason}."))
         b.append(Code(excerpt(log_crash, max_lines=MESSAGE_LINES)))
@@ -135,7 +148,7 @@ def build_document(*, summary, run, config, verdicts, signatures, log_crash, log
         b.append(Heading(3, "Every crash-related event"))
         b.append(Table(("kind", "count", "rank", "iteration", "where", "policies"),
                        tuple((s.kind.value, str(s.count), _opt(s.rank, "-"), _opt(s.iter, "-"),
-                              f"`{s.where}`", ", ".join(s.policies) or "none") for s in signatures)))
+                              code(s.where), ", ".join(s.policies) or "none") for s in signatures)))
 
     b.append(Heading(2, "Replay per policy"))
     if not verdicts:
@@ -144,11 +157,11 @@ def build_document(*, summary, run, config, verdicts, signatures, log_crash, log
     else:
         cfg = ""
         if config is not None:
-            cfg = (f" Run `{run}`: tp_size {config.tp_size}, pp_size {config.pp_size}, "
+            cfg = (f" Run {code(run)}: tp_size {config.tp_size}, pp_size {config.pp_size}, "
                    f"max_batch_size {config.max_batch_size}, cap {config.cap}, "
                    f"{'disaggregated' if config.disaggregated else 'aggregated'}, "
                    f"{'overlap' if config.overlap_scheduler else 'non-overlap'} loop"
-                   + (f", recorded by build `{config.build}`" if config.build else "") + ".")
+                   + (f", recorded by build {code(config.build)}" if config.build else "") + ".")
         b.append(Paragraph("Each executor version replays the recorded request states, carrying the "
                            "dummies it creates itself." + cfg))
         rows = []
@@ -165,14 +178,26 @@ def build_document(*, summary, run, config, verdicts, signatures, log_crash, log
                 div = "reproduces every recorded decision" if d is None else (
                     f"first differs at iteration {d['iter']} rank {d['rank']} ({d['field']}: "
                     f"recorded {d['recorded']}, replayed {d['replayed']})")
-            rows.append((f"`{v.policy}`" + (" (recording build)" if v.is_recording_build else ""),
+            rows.append((code(v.policy) + (" (recording build)" if v.is_recording_build else ""),
                          v.verdict, v.text, rep, div))
         b.append(Table(("policy", "verdict", "what happens", "matches the logs",
                         "against the recording"), tuple(rows)))
 
     if chain:
         b.append(Heading(2, f"Causal chain under {chain_policy}"))
-        b.append(Bullets(tuple(chain), numbered=True))
+        story = results.get(chain_policy)
+        fatal = story is not None and story.fatal_leak is not None
+        b.append(Paragraph(("**The fatal leak.** " if fatal else "") + chain[0]))
+        crash_line = chain[-1] if (story is not None and story.crash is not None
+                                   and len(chain) > 1) else None
+        if crash_line:
+            b.append(Paragraph("**The crash.** " + crash_line))
+        for k, m in enumerate(mechanisms):
+            b.append(Paragraph(f"**Mechanism {k + 1} of {len(mechanisms)}: {m.title()}.** {m.text}"))
+            b.append(Details(f"The {m.count} leak{'' if m.count == 1 else 's'} it explains",
+                             tuple(m.items)))
+        if not mechanisms and len(chain) > 1:
+            b.append(Bullets(tuple(chain[1:]), numbered=True))
 
     if figures:
         b.append(Heading(2, "Figures"))
@@ -187,12 +212,12 @@ def build_document(*, summary, run, config, verdicts, signatures, log_crash, log
     b.append(Heading(2, "Inputs"))
     if summary.inputs:
         b.append(Table(("input", "kind", "bytes"),
-                       tuple((f"`{n}`", k, str(s)) for n, k, s in summary.inputs)))
+                       tuple((code(n), k, str(s)) for n, k, s in summary.inputs)))
     b.append(Paragraph("Rows per table: " + ", ".join(f"{t} {n}" for t, n in summary.rows.items())
                        + "."))
     if summary.refused:
-        b.append(Bullets(tuple(f"not ingested: {r}" for r in summary.refused)))
-    title = "ADP post-mortem" + (f": run {run}" if run else "")
+        b.append(Bullets(tuple(f"not ingested: {code(r)}" for r in summary.refused)))
+    title = "ADP post-mortem" + (f": run {code(run)}" if run else "")
     return Document(title=title, blocks=tuple(b))
 
 

@@ -31,6 +31,7 @@ from forensics.report.crash_signatures import (
     crash_in_logs,
     find_signatures,
 )
+from forensics.report.document import code
 from forensics.report.html import render_html
 from forensics.report.logs_only import (
     LOG_RANKS_ENV,
@@ -107,6 +108,12 @@ class PostmortemResult:
         status_reason: why that status.
         summary: the dataset summary (``forensics.report.summary.DatasetSummary``).
         findings: the ``findings.json`` content.
+        opening: the report's first sentence: what crashed or leaked, where, why, what to do.
+        headline: the verdict in a few words (what crashed and why), before the exit status.
+        mechanisms: the chain grouped by mechanism (``forensics.report.chain.Mechanism``), the
+            fatal leak's group first.
+        recommended: builds clean on this run's path, each with the paths that stay open
+            (``forensics.report.paths.BuildAdvice``).
     """
 
     out_dir: Path
@@ -126,6 +133,10 @@ class PostmortemResult:
     status_reason: str
     summary: Any
     findings: dict = dataclasses.field(repr=False, default_factory=dict)
+    opening: str = ""
+    headline: str = ""
+    mechanisms: tuple = ()
+    recommended: tuple = ()
 
 
 def _noop(_: str) -> None:
@@ -201,19 +212,28 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
 
     status, reason = _status(ds, refused, log_crash, verdicts, lo, bool(runs), bool(signatures))
     chain_policy, chain = _chain(primary, verdicts, build)
-    next_step = _next_step(status, verdicts, log_crash, lo, primary)
+    story = primary.get(chain_policy) if chain_policy else None
+    mechs = tuple(_mechanisms(story))
+    recommended = tuple(_recommend(pols, verdicts, config))
+    next_step = _next_step(status, verdicts, log_crash, lo, primary, recommended, config)
+    opening, headline = _opening(status, reason, story, chain_policy == build, log_crash, lo,
+                                 recommended, config, verdicts)
 
     say("drawing figures")
     figs = figure_blocks(ds, runs[0] if runs else None, primary, chain_policy, verdicts, lo, config,
                          log_crash=log_crash)
     findings = _findings(summary, results, verdicts, signatures, log_crash, lo, chain_policy, chain,
                          next_step, status, reason, config, runs)
+    findings.update(opening=opening, headline=headline,
+                    recommended=[dataclasses.asdict(a) for a in recommended])
+    findings["chain"]["mechanisms"] = [m.to_json() for m in mechs]
     say("writing the report")
     doc = build_document(summary=summary, run=runs[0] if runs else None, config=config,
                          verdicts=verdicts, signatures=signatures, log_crash=log_crash,
                          logs_only=lo, chain_policy=chain_policy, chain=chain,
                          next_step=next_step, status=status, reason=reason, figures=figs,
-                         results=primary)
+                         results=primary, opening=opening, headline=headline, mechanisms=mechs,
+                         recommended=recommended)
     written = []
     for fig in figs:
         p = out / fig.name
@@ -228,7 +248,8 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
         figures=tuple(written), run=runs[0] if runs else None, verdicts=verdicts,
         log_crash=log_crash, signatures=tuple(signatures), chain_policy=chain_policy,
         chain=tuple(chain), logs_only=lo, next_step=next_step, exit_status=status,
-        status_reason=reason, summary=summary, findings=findings)
+        status_reason=reason, summary=summary, findings=findings, opening=opening,
+        headline=headline, mechanisms=mechs, recommended=recommended)
 
 
 # --- pieces ---------------------------------------------------------------------------------------
@@ -358,7 +379,7 @@ def _verdict(name: str, result, log_crash: Optional[Signature], build: str,
 def _status(ds, refused, log_crash, verdicts, lo: LogsOnlyFindings, has_traces: bool,
             has_signatures: bool) -> tuple[int, str]:
     if refused:
-        names = "; ".join(f"{r.get('name')}: {r.get('reason')}" for r in refused)
+        names = "; ".join(f"{code(r.get('name'))}: {r.get('reason')}" for r in refused)
         return EXIT_BAD_INPUT, f"input(s) not ingested: {names}"
     if not has_traces and not len(ds.iterations) and not has_signatures:
         return EXIT_BAD_INPUT, ("nothing usable in the inputs: no executor iteration line, no "
@@ -366,7 +387,7 @@ def _status(ds, refused, log_crash, verdicts, lo: LogsOnlyFindings, has_traces: 
     if log_crash is not None:
         if not log_crash.kind.is_cause:
             return EXIT_UNEXPLAINED, (f"the logs show a crash ({log_crash.kind.value} at "
-                                      f"{log_crash.where}) with no pad-dummy signature before it; "
+                                      f"{code(log_crash.where)}) with no pad-dummy signature before it; "
                                       "the catalogue does not model it")
         if not has_traces:
             who = ", ".join(log_crash.policies) or "no catalogue policy"
@@ -426,23 +447,106 @@ def story_policy(verdicts) -> Optional[str]:
 
 
 def _chain(results: dict, verdicts: Sequence[PolicyVerdict], build: str) -> tuple[Optional[str], list[str]]:
-    """The policy whose story to tell and its causal chain."""
+    """The policy whose story to tell and its causal chain (``explain()`` order: the fatal leak
+    first)."""
     name = story_policy(verdicts)
     if name is None:
         return None, []
     try:
-        res = results[name]
-        first = [str(x) for x in res.story()]
-        lines = first + [str(x) for x in res.explain() if str(x) not in first]
+        lines = [str(x) for x in results[name].explain()]
     except Exception as e:  # the explanation is a bonus; never lose the report over it
         logger.warning("explain() failed for %s: %s", name, e)
         lines = [next(v.text for v in verdicts if v.policy == name)]
     return name, lines
 
 
+def _mechanisms(res) -> list:
+    from forensics.report.chain import mechanisms
+    if res is None:
+        return []
+    try:
+        return mechanisms(res)
+    except Exception as e:  # as above: never lose the report over an explanation
+        logger.warning("grouping the chain failed for %s: %s", res.policy.name, e)
+        return []
+
+
+def _recommend(pols, verdicts: Sequence[PolicyVerdict], config) -> list:
+    """Builds clean on this run's path (from the replay when traced, from the catalogue's gates
+    for the inferred path otherwise), with the neighbouring paths that stay open."""
+    from forensics.report.paths import clean_builds
+    if verdicts:
+        clean = {v.policy for v in verdicts if v.verdict == "clean"}
+        return clean_builds(pols, config, replayed_clean=clean)
+    return clean_builds(pols, config) if config is not None else []
+
+
+def _advice_text(recommended, config, limit: int = 2) -> str:
+    """``fix-16161 (PR #16161, #16279), still open on aggregated, pp_size 1: ...`` for the best few."""
+    return "; ".join(a.text() for a in recommended[:limit])
+
+
+def _opening(status, reason, story, story_is_build, log_crash, lo, recommended, config,
+             verdicts) -> tuple[str, str]:
+    """The report's first sentence, and the verdict headline."""
+    from forensics.report.chain import opening_sentence
+    from forensics.report.paths import path_label
+    todo = ""
+    if recommended:
+        best = recommended[0]
+        here = f" on this run's path ({path_label(config)})" if config is not None else ""
+        todo = f"move to {best.policy}, clean{here}"
+        if best.open_paths:
+            todo += " but still open on " + "; ".join(p.label for p in best.open_paths)
+    elif verdicts and status == EXIT_EXPLAINED:
+        todo = "no catalogue build survives this run: try a candidate fix with `forensics replay --policy py:FILE.py:FUNCTION`"
+    if status == EXIT_BAD_INPUT:
+        return f"Bad input: {reason}.", "Bad input"
+    if story is not None:
+        try:
+            sentence = opening_sentence(story, recording_build=story_is_build, todo=todo)
+        except Exception as e:  # never lose the report over the sentence
+            logger.warning("opening sentence failed: %s", e)
+            sentence = f"{reason[:1].upper()}{reason[1:]}."
+        return sentence, _headline(story, log_crash)
+    if log_crash is not None:
+        where = (f"rank {log_crash.rank}" if log_crash.rank is not None else "an unknown rank") + (
+            f" at iteration {log_crash.iter}" if log_crash.iter is not None else "")
+        head = f"{log_crash.kind.value} on {where} ({code(log_crash.where)})"
+        if status == EXIT_UNEXPLAINED:
+            return f"The logs show an {head}; not explained: {reason}.", f"{head}, not explained"
+        return f"The logs show an {head}: {reason}" + (f"; {todo}" if todo else "") + ".", head
+    if status == EXIT_CLEAN:
+        return f"No leak and no crash: {reason}.", "No leak, no crash"
+    return f"{reason[:1].upper()}{reason[1:]}" + (f"; {todo}" if todo else "") + ".", "Leak"
+
+
+def _headline(res, log_crash) -> str:
+    """``Entry assert on rank 2 at iteration 76: a dummy leaked through the skip of iteration 75``."""
+    fatal = res.fatal_leak
+    if res.crash is not None:
+        c = res.crash
+        what = {"assert": "Entry assert", "dummy_alloc_none": "TypeError on a None dummy"}.get(
+            c.kind, "Crash")
+        why = (f": a dummy leaked through the fleet-wide skip of iteration {fatal.iter_skipped}"
+               if fatal is not None else "")
+        seen = " (as in the logs)" if matches_log_crash(c, log_crash) else ""
+        return f"{what} on rank {c.rank} at iteration {c.iter}{seen} under {res.policy.name}{why}"
+    if res.leaks:
+        n = len(res.leaks)
+        return (f"{n} leaked dumm{'y' if n == 1 else 'ies'} under {res.policy.name}, no crash "
+                f"(first through the skip of iteration {res.leaks[0].iter_skipped})")
+    return f"No leak, no crash under {res.policy.name}"
+
+
 def _next_step(status: int, verdicts: Sequence[PolicyVerdict], log_crash: Optional[Signature],
-               lo: LogsOnlyFindings, results: dict) -> str:
+               lo: LogsOnlyFindings, results: dict, recommended=(), config=None) -> str:
+    from forensics.report.paths import path_label
     clean = [v for v in verdicts if v.verdict == "clean"]
+    if status == EXIT_EXPLAINED and recommended and config is not None:
+        return (f"Move to a build clean on this run's path ({path_label(config)}, "
+                f"{'overlap' if config.overlap_scheduler else 'non-overlap'} loop): "
+                + _advice_text(recommended, config) + ".")
     if status == EXIT_BAD_INPUT:
         return "Fix the inputs named above and run `forensics postmortem` again."
     if status == EXIT_UNEXPLAINED and not verdicts:
