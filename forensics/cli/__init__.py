@@ -27,7 +27,7 @@ COMMAND_MODULES = (
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(__version__, "--version", prog_name="forensics")
+@click.version_option(__version__, "-V", "--version", prog_name="forensics")
 def cli() -> None:
     """Crash forensics and replay for TensorRT-LLM's attention-DP executor.
 

@@ -146,7 +146,9 @@ def _noop(_: str) -> None:
 def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir: str | os.PathLike,
                *, policies: Optional[Sequence[str]] = None,
                cache_dir: Optional[str | os.PathLike] = None,
-               progress: Optional[Progress] = None) -> PostmortemResult:
+               progress: Optional[Progress] = None, run: Optional[str] = None,
+               counts: Optional[Callable[[str, int, int], None]] = None,
+               ingest_bar: bool = False) -> PostmortemResult:
     """Run the whole post-mortem and write the report.
 
     Args:
@@ -155,6 +157,11 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
         policies: policy specs to replay (default: the whole catalogue).
         cache_dir: where to cache the ingested dataset (default ``OUT_DIR/.dataset``).
         progress: called with a short message at the start of each long step.
+        run: the traced run to replay when the inputs hold several (default: every run, the
+            first one's story told).
+        counts: called with ``(phase, done, total)`` as a phase advances (``"replay"``:
+            iterations replayed over all policies), for progress bars.
+        ingest_bar: draw the ingest's own byte progress bar (on stderr, only on a terminal).
 
     Returns:
         :class:`PostmortemResult`.
@@ -180,11 +187,18 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
     out.mkdir(parents=True, exist_ok=True)
     say("ingesting inputs")
     inputs = _outside(inputs, out)
-    ds = as_dataset(inputs, cache_dir=cache_dir if cache_dir is not None else out / DATASET_DIR)
+    ds = as_dataset(inputs, cache_dir=cache_dir if cache_dir is not None else out / DATASET_DIR,
+                    quiet=not ingest_bar)
     summary = summarize(ds)
     refused = list(ds.meta.get("refused", []))
 
     runs = ds.traced_runs()
+    if run is not None:
+        if run not in runs:
+            from forensics.errors import InputError
+            raise InputError(f"no traced run {run!r} in the inputs",
+                             hint="runs: " + (", ".join(runs) or "none (no request-state trace)"))
+        runs = [run]
     config = None
     if runs:
         from replay.frames import RunFrames
@@ -198,13 +212,18 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
                             has_traces=bool(runs))
 
     results: dict[str, dict[str, Any]] = {}
-    for run in runs:
+    total = sum(len(frames[r].iters) for r in runs) * len(pols)
+    done = 0
+    for key in runs:
         from replay.engine import run as replay_run
         per = {}
         for i, p in enumerate(pols):
-            say(f"replaying {run} under {p.name} ({i + 1}/{len(pols)})")
-            per[p.name] = replay_run(frames[run], None, p)
-        results[run] = per
+            say(f"replaying {key} under {p.name} ({i + 1}/{len(pols)})")
+            per[p.name] = replay_run(frames[key], None, p)
+            done += len(frames[key].iters)
+            if counts is not None:
+                counts("replay", done, total)
+        results[key] = per
     primary = results[runs[0]] if runs else {}
     build = config.build if config else ""
     logged = logged_surplus(ds.events)
@@ -215,7 +234,8 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
     story = primary.get(chain_policy) if chain_policy else None
     mechs = tuple(_mechanisms(story))
     recommended = tuple(_recommend(pols, verdicts, config))
-    next_step = _next_step(status, verdicts, log_crash, lo, primary, recommended, config)
+    next_step = _next_step(status, verdicts, log_crash, lo, primary, recommended, config,
+                           inputs=[str(i) for i in inputs], refused=refused)
     opening, headline = _opening(status, reason, story, chain_policy == build, log_crash, lo,
                                  recommended, config, verdicts)
 
@@ -540,7 +560,8 @@ def _headline(res, log_crash) -> str:
 
 
 def _next_step(status: int, verdicts: Sequence[PolicyVerdict], log_crash: Optional[Signature],
-               lo: LogsOnlyFindings, results: dict, recommended=(), config=None) -> str:
+               lo: LogsOnlyFindings, results: dict, recommended=(), config=None, *,
+               inputs=(), refused=()) -> str:
     from forensics.report.paths import path_label
     clean = [v for v in verdicts if v.verdict == "clean"]
     if status == EXIT_EXPLAINED and recommended and config is not None:
@@ -548,7 +569,7 @@ def _next_step(status: int, verdicts: Sequence[PolicyVerdict], log_crash: Option
                 f"{'overlap' if config.overlap_scheduler else 'non-overlap'} loop): "
                 + _advice_text(recommended, config) + ".")
     if status == EXIT_BAD_INPUT:
-        return "Fix the inputs named above and run `forensics postmortem` again."
+        return _bad_input_step(inputs, refused)
     if status == EXIT_UNEXPLAINED and not verdicts:
         settings = []
         if any(LOG_RANKS_ENV in m for m in lo.missing):
@@ -575,6 +596,20 @@ def _next_step(status: int, verdicts: Sequence[PolicyVerdict], log_crash: Option
     if lo.missing:
         return "Nothing crashed. To replay a future incident: " + lo.missing[0]
     return "Nothing to do: no leak and no crash."
+
+
+def _bad_input_step(inputs, refused) -> str:
+    """What to do about bad input, naming the inputs."""
+    if refused:
+        names = ", ".join(code(r.get("name")) for r in refused)
+        return (f"Fix or leave out {names} (the reason is beside each name above) and run "
+                "`forensics postmortem` again; the other inputs were used.")
+    names = ", ".join(code(i) for i in inputs) or "(no input)"
+    return (f"{names} hold{'s' if len(inputs) == 1 else ''} no executor iteration line "
+            "(`iter = N, ... num_scheduled_requests: K`), no pad-dummy or crash event and no "
+            "request-state trace: pass the executor logs of the crashed run (with "
+            f"`{LOG_RANKS_ENV}=all` every rank prints iteration lines), its iteration-stats JSON "
+            f"or a trace recorded with `{TRACE_ENV}=DIR`.")
 
 
 def _findings(summary, results, verdicts, signatures, log_crash, lo, chain_policy, chain,

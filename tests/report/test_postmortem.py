@@ -111,7 +111,7 @@ def _cli(args):
 
 
 def test_exit_1_crash_explained_via_cli(crash_inputs, tmp_path):
-    res = _cli([*crash_inputs, "-o", tmp_path / "r", "--quiet"])
+    res = _cli([*crash_inputs, "-o", tmp_path / "r"])
     assert res.exit_code == 1, res.output
     assert "entry-assert on rank 0, iteration 2" in res.output
     assert "rank0.log:4" in res.output
@@ -153,7 +153,7 @@ def test_exit_3_logs_without_traces(tmp_path):
     assert r.log_crash.rank == 0 and r.log_crash.iter == 2
     assert "ADP_FORENSICS_TRACE_DIR" in r.next_step and "TLLM_PROFILE_LOG_RANKS=all" in r.next_step
     assert any("ADP_FORENSICS_TRACE_DIR" in m for m in r.logs_only.missing)
-    res = _cli([log, "-o", tmp_path / "r2", "-q"])
+    res = _cli([log, "-o", tmp_path / "r2"])
     assert res.exit_code == 3
     assert "From the logs alone" in res.output and "no request traces" in res.output
 
@@ -207,12 +207,12 @@ def _sample(name: str) -> Path:
 def test_bundled_nvbug_sample(tmp_path):
     """The README's main command: the simulated NVBug 6438685 run crashes under prefix-2026."""
     sample = _sample("nvbug-6438685")
-    res = _cli([sample, "-o", tmp_path / "report", "-q"])
+    res = _cli([sample, "-o", tmp_path / "report"])
     assert res.exit_code == 1, res.output
     f = json.loads((tmp_path / "report" / "findings.json").read_text())
     assert f["policies"]["prefix-2026"]["crash"] is not None
     assert f["policies"]["prefix-2026"]["leaks"]
-    assert str(tmp_path / "report" / "report.html") in res.output.replace("\n", "")
+    assert str(tmp_path / "report" / "report.html") in res.output.splitlines()[-1]
     for png in (tmp_path / "report").glob("*.png"):
         assert png.read_bytes().startswith(PNG_MAGIC)
 
