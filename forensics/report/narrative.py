@@ -29,6 +29,8 @@ _STATUS_TEXT = {0: "no leak, no crash", 1: "leak or crash explained", 2: "bad in
                 3: "crash seen in the logs but not explained"}
 #: Lines of a logged message shown in the report.
 MESSAGE_LINES = 12
+#: Fleet-wide skips listed one per row in a logs-only report.
+MAX_SKIP_ROWS = 30
 
 
 def _fig_policy(results: Mapping[str, Any], chain_policy: Optional[str], verdicts) -> Optional[str]:
@@ -114,7 +116,8 @@ def _opt(v, none: str = "unknown") -> str:
 
 def build_document(*, summary, run, config, verdicts, signatures, log_crash, logs_only,
                    chain_policy, chain, next_step, status, reason, figures, results,
-                   opening: str = "", headline: str = "", mechanisms=(), recommended=()) -> Document:
+                   opening: str = "", headline: str = "", mechanisms=(), recommended=(),
+                   logs_verdict=None) -> Document:
     """The report as blocks (rendered by ``markdown`` and ``html``)."""
     b: list = []
     if opening:
@@ -205,6 +208,36 @@ def build_document(*, summary, run, config, verdicts, signatures, log_crash, log
 
     b.append(Heading(2, "What the logs alone show"))
     b.append(Bullets(tuple(logs_only.conclusions()) or ("Nothing beyond the signatures above.",)))
+    if logs_verdict is not None:
+        b.append(Heading(3, "The run as the logs show it"))
+        b.append(Table(("fact", "value", "evidence"),
+                       tuple((f.name, f.value if f.value is not None else "unknown", f.evidence)
+                             for f in logs_verdict.facts.facts)))
+        b.append(Paragraph(f"Versions possible under these facts: "
+                           f"{', '.join(code(p) for p in logs_verdict.policies) or 'none'} "
+                           f"({logs_verdict.reason})."))
+        if logs_verdict.survivors:
+            b.append(Paragraph(f"Builds that close the leak {logs_verdict.survivors_text()}."))
+    if logs_only.fleet_skips and not results:
+        b.append(Heading(3, "Per iteration, from the iteration lines"))
+        fw = set(logs_only.dummy_forwarded_in_skips)
+        rows = []
+        for sk in logs_only.fleet_skips[:MAX_SKIP_ROWS]:
+            nxt = sorted(r for (i, r) in fw if i == sk.iter + 1)
+            rows.append((str(sk.iter), ", ".join(map(str, sk.zero_ranks)),
+                         ", ".join(map(str, sk.busy_ranks)),
+                         (", ".join(map(str, nxt)) or "none") if logs_only.dummy_tokens_logged
+                         else "not logged (V5 lines only)"))
+        b.append(Table(("skipped iteration", "ranks at batch 0", "busy ranks skipped with them",
+                        "ranks forwarding a dummy right after"), tuple(rows)))
+        zero: dict[int, int] = {}
+        for sk in logs_only.fleet_skips:
+            for r in sk.zero_ranks:
+                zero[r] = zero.get(r, 0) + 1
+        b.append(Paragraph("Ranks that scheduled 0 while others worked: "
+                           + ", ".join(f"rank {r} ({n}x)" for r, n in sorted(zero.items()))
+                           + (f"; {logs_only.fleet_skip_count - MAX_SKIP_ROWS} more skip(s) not "
+                              "listed" if logs_only.fleet_skip_count > MAX_SKIP_ROWS else "") + "."))
     if logs_only.missing:
         b.append(Heading(3, "Missing, and how to record it next time"))
         b.append(Bullets(tuple(logs_only.missing)))

@@ -114,6 +114,8 @@ class PostmortemResult:
             fatal leak's group first.
         recommended: builds clean on this run's path, each with the paths that stay open
             (``forensics.report.paths.BuildAdvice``).
+        logs_verdict: without traces, what the logs alone conclude about the logged crash
+            (``forensics.report.logs_only.LogsOnlyVerdict``), or None.
     """
 
     out_dir: Path
@@ -137,6 +139,7 @@ class PostmortemResult:
     headline: str = ""
     mechanisms: tuple = ()
     recommended: tuple = ()
+    logs_verdict: Any = None
 
 
 def _noop(_: str) -> None:
@@ -210,6 +213,12 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
     log_crash = crash_in_logs(signatures)
     lo = logs_only_findings(ds.iterations, ds.events, tp_size=config.tp_size if config else None,
                             has_traces=bool(runs))
+    lov = None
+    if not runs and log_crash is not None and log_crash.kind.is_cause:
+        lov = _judge_logs(ds, log_crash, lo, pols)
+        log_crash = dataclasses.replace(log_crash, policies=lov.policies, reason=lov.reason)
+        signatures = [log_crash if (s.source, s.line) == (log_crash.source, log_crash.line) else s
+                      for s in signatures]
 
     results: dict[str, dict[str, Any]] = {}
     total = sum(len(frames[r].iters) for r in runs) * len(pols)
@@ -229,15 +238,16 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
     logged = logged_surplus(ds.events)
     verdicts = tuple(_verdict(name, r, log_crash, build, logged) for name, r in primary.items())
 
-    status, reason = _status(ds, refused, log_crash, verdicts, lo, bool(runs), bool(signatures))
+    status, reason = _status(ds, refused, log_crash, verdicts, lo, bool(runs), bool(signatures),
+                             lov)
     chain_policy, chain = _chain(primary, verdicts, build)
     story = primary.get(chain_policy) if chain_policy else None
     mechs = tuple(_mechanisms(story))
     recommended = tuple(_recommend(pols, verdicts, config))
     next_step = _next_step(status, verdicts, log_crash, lo, primary, recommended, config,
-                           inputs=[str(i) for i in inputs], refused=refused)
+                           inputs=[str(i) for i in inputs], refused=refused, lov=lov)
     opening, headline = _opening(status, reason, story, chain_policy == build, log_crash, lo,
-                                 recommended, config, verdicts)
+                                 recommended, config, verdicts, lov)
 
     say("drawing figures")
     figs = figure_blocks(ds, runs[0] if runs else None, primary, chain_policy, verdicts, lo, config,
@@ -245,6 +255,7 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
     findings = _findings(summary, results, verdicts, signatures, log_crash, lo, chain_policy, chain,
                          next_step, status, reason, config, runs)
     findings.update(opening=opening, headline=headline,
+                    logs_only_verdict=None if lov is None else lov.to_json(),
                     recommended=[dataclasses.asdict(a) for a in recommended])
     findings["chain"]["mechanisms"] = [m.to_json() for m in mechs]
     say("writing the report")
@@ -253,7 +264,7 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
                          logs_only=lo, chain_policy=chain_policy, chain=chain,
                          next_step=next_step, status=status, reason=reason, figures=figs,
                          results=primary, opening=opening, headline=headline, mechanisms=mechs,
-                         recommended=recommended)
+                         recommended=recommended, logs_verdict=lov)
     written = []
     for fig in figs:
         p = out / fig.name
@@ -269,7 +280,7 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
         log_crash=log_crash, signatures=tuple(signatures), chain_policy=chain_policy,
         chain=tuple(chain), logs_only=lo, next_step=next_step, exit_status=status,
         status_reason=reason, summary=summary, findings=findings, opening=opening,
-        headline=headline, mechanisms=mechs, recommended=recommended)
+        headline=headline, mechanisms=mechs, recommended=recommended, logs_verdict=lov)
 
 
 # --- pieces ---------------------------------------------------------------------------------------
@@ -396,8 +407,20 @@ def _verdict(name: str, result, log_crash: Optional[Signature], build: str,
                          is_recording_build=(name == build), first_divergence=div, text=text)
 
 
+def _judge_logs(ds, log_crash, lo, pols):
+    """The logs-only verdict on a logged crash (facts inferred from the logs and stats)."""
+    from forensics.report.crash_signatures import excerpt
+    from forensics.report.logs_only import infer_run_facts, judge_logs_only
+    try:
+        text = excerpt(log_crash, max_lines=80)
+    except Exception:  # the source may be gone (a cached dataset); the facts then say unknown
+        text = log_crash.message or ""
+    facts = infer_run_facts(ds.iterations, ds.events, ds.stats, crash_text=text)
+    return judge_logs_only(log_crash, lo, facts, pols)
+
+
 def _status(ds, refused, log_crash, verdicts, lo: LogsOnlyFindings, has_traces: bool,
-            has_signatures: bool) -> tuple[int, str]:
+            has_signatures: bool, lov=None) -> tuple[int, str]:
     if refused:
         names = "; ".join(f"{code(r.get('name'))}: {r.get('reason')}" for r in refused)
         return EXIT_BAD_INPUT, f"input(s) not ingested: {names}"
@@ -409,6 +432,10 @@ def _status(ds, refused, log_crash, verdicts, lo: LogsOnlyFindings, has_traces: 
             return EXIT_UNEXPLAINED, (f"the logs show a crash ({log_crash.kind.value} at "
                                       f"{code(log_crash.where)}) with no pad-dummy signature before it; "
                                       "the catalogue does not model it")
+        if not has_traces and lov is not None and lov.explained:
+            return EXIT_EXPLAINED, (f"the logs show the NVBug 6438685 chain: {lov.chain.text()}; "
+                                    f"the {log_crash.kind.value} matches "
+                                    f"{', '.join(lov.policies)} under what the logs show")
         if not has_traces:
             who = ", ".join(log_crash.policies) or "no catalogue policy"
             return EXIT_UNEXPLAINED, (f"no request traces: the {log_crash.kind.value} signature "
@@ -507,7 +534,7 @@ def _advice_text(recommended, config, limit: int = 2) -> str:
 
 
 def _opening(status, reason, story, story_is_build, log_crash, lo, recommended, config,
-             verdicts) -> tuple[str, str]:
+             verdicts, lov=None) -> tuple[str, str]:
     """The report's first sentence, and the verdict headline."""
     from forensics.report.chain import opening_sentence
     from forensics.report.paths import path_label
@@ -533,6 +560,18 @@ def _opening(status, reason, story, story_is_build, log_crash, lo, recommended, 
         where = (f"rank {log_crash.rank}" if log_crash.rank is not None else "an unknown rank") + (
             f" at iteration {log_crash.iter}" if log_crash.iter is not None else "")
         head = f"{log_crash.kind.value} on {where} ({code(log_crash.where)})"
+        if lov is not None and lov.explained:
+            c = lov.chain
+            zero = ", ".join(str(r) for r in c.zero_ranks)
+            return (f"The logs show an {head} at the end of the NVBug 6438685 chain: at iteration {c.skip_iter} "
+                    f"rank{'s' if len(c.zero_ranks) > 1 else ''} {zero} offered batch 0 while rank "
+                    f"{c.crash_rank} was busy, so the whole fleet skipped the iteration and any "
+                    f"dummy padded on rank {c.crash_rank} stayed; at iteration {c.crash_iter} the "
+                    "entry assert fired there, as "
+                    f"{', '.join(lov.policies)} under what the logs show; builds that survive it "
+                    f"{lov.survivors_text()}.",
+                    f"{head[:1].upper()}{head[1:]} after the fleet-wide skip of iteration "
+                    f"{c.skip_iter}: the NVBug 6438685 chain (logs only)")
         if status == EXIT_UNEXPLAINED:
             return f"The logs show an {head}; not explained: {reason}.", f"{head}, not explained"
         return f"The logs show an {head}: {reason}" + (f"; {todo}" if todo else "") + ".", head
@@ -561,7 +600,7 @@ def _headline(res, log_crash) -> str:
 
 def _next_step(status: int, verdicts: Sequence[PolicyVerdict], log_crash: Optional[Signature],
                lo: LogsOnlyFindings, results: dict, recommended=(), config=None, *,
-               inputs=(), refused=()) -> str:
+               inputs=(), refused=(), lov=None) -> str:
     from forensics.report.paths import path_label
     clean = [v for v in verdicts if v.verdict == "clean"]
     if status == EXIT_EXPLAINED and recommended and config is not None:
@@ -570,6 +609,16 @@ def _next_step(status: int, verdicts: Sequence[PolicyVerdict], log_crash: Option
                 + _advice_text(recommended, config) + ".")
     if status == EXIT_BAD_INPUT:
         return _bad_input_step(inputs, refused)
+    if lov is not None and not verdicts:
+        record = _record_step(lo)
+        unknown = lov.unknown()
+        tell = (f" The logs do not show the {', '.join(unknown)}; the builds above are per path, "
+                "check the deployment for yours." if unknown else "")
+        if lov.explained:
+            return (f"This pattern matches the NVBug 6438685 chain; builds that survive it "
+                    f"{lov.survivors_text()}.{tell} To see which requests and dummy leaked and "
+                    f"confirm the build: {record}")
+        return (f"Builds that close the pad-dummy leak {lov.survivors_text()}.{tell} {record}")
     if status == EXIT_UNEXPLAINED and not verdicts:
         settings = []
         if any(LOG_RANKS_ENV in m for m in lo.missing):
@@ -596,6 +645,15 @@ def _next_step(status: int, verdicts: Sequence[PolicyVerdict], log_crash: Option
     if lo.missing:
         return "Nothing crashed. To replay a future incident: " + lo.missing[0]
     return "Nothing to do: no leak and no crash."
+
+
+def _record_step(lo) -> str:
+    settings = []
+    if any(LOG_RANKS_ENV in m for m in lo.missing):
+        settings.append(f"`{LOG_RANKS_ENV}=all` (iteration lines from every rank)")
+    settings.append(f"`{TRACE_ENV}=DIR` (the request-state trace, see {RECORDING_DOC})")
+    return (f"record the next run with {' and '.join(settings)}, then run `forensics "
+            "postmortem` on the logs and DIR together.")
 
 
 def _bad_input_step(inputs, refused) -> str:

@@ -239,12 +239,13 @@ def test_bundled_surplus_sample_warnings_matched(tmp_path):
 def test_logs_alone_agree_with_the_replay(tmp_path):
     """On the bundled NVBug run every rank logs its batch size, so the fleet-wide skips read from
     the logs alone must be exactly the replayed skips (can_queue False with work pending) of the
-    build that recorded it; without the trace the crash stays unexplained (3)."""
+    build that recorded it. The logs alone show the chain (the skip at 75 with rank 2 busy,
+    the assert on rank 2 at 76), so the crash is explained (1) without the trace."""
     sample = _sample("nvbug-6438685")
     full = postmortem([sample], tmp_path / "full")
     prefix = full.findings["policies"]["prefix-2026"]
     logs = postmortem([sample / "executor.log"], tmp_path / "logs")
-    assert logs.exit_status == 3 and "no request traces" in logs.status_reason
+    assert logs.exit_status == 1 and "NVBug 6438685 chain" in logs.status_reason
     skips = [s.iter for s in logs.logs_only.fleet_skips]
     assert skips and skips[0] == prefix["leaks"][0]["iter_skipped"]
     assert set(skips) == {leak["iter_skipped"] for leak in prefix["leaks"]}
