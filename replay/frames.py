@@ -123,6 +123,16 @@ class RunFrames:
     req_offsets: np.ndarray
     _sched_cache: dict = dataclasses.field(default_factory=dict, repr=False)
 
+    def __repr__(self) -> str:
+        """What, how big, and the configuration; not the arrays (tens of thousands of characters)."""
+        c = self.config
+        span = f"iters {int(self.iters[0])}..{int(self.iters[-1])}" if self.iters.size else "no iters"
+        drop = f", {len(self.dropped_iters)} dropped" if self.dropped_iters else ""
+        return (f"<RunFrames {self.run!r}: {self.num_iters} iterations x {self.num_ranks} ranks "
+                f"({span}{drop}), {int(self.req_id.size)} request rows; tp {c.tp_size}, "
+                f"pp {c.pp_size}, cap {c.cap}, {'disaggregated' if c.disaggregated else 'aggregated'}"
+                + (f", build {c.build!r}" if c.build else "") + ">")
+
     @property
     def num_iters(self) -> int:
         return int(self.iters.size)
