@@ -238,8 +238,11 @@ def opening_sentence(res, *, recording_build: bool = False, todo: str = "") -> s
     b2 = (f"the whole fleet skipped iteration {leak.iter_skipped} and the {leak.role} dummy padded on "
           f"rank {leak.rank} at iteration {leak.iter_created} stayed ({_no_rollback(res, leak)})")
     n = len(res.leaks)
-    others = f"; {n - 1} more dumm{'y' if n - 1 == 1 else 'ies'} leaked the same way or another" \
-        if n > 1 else ""
+    others = ""
+    if n > 1:
+        k = len(mechanisms(res))
+        others = (f"; {n - 1} more dumm{'y' if n - 1 == 1 else 'ies'} leaked "
+                  + ("the same way" if k == 1 else f"through {k} mechanisms in all"))
     if fatal is not None:
         c = res.crash
         row = _row(res, c.iter, leak.rank)

@@ -567,8 +567,8 @@ def _opening(status, reason, story, story_is_build, log_crash, lo, recommended, 
                     f"rank{'s' if len(c.zero_ranks) > 1 else ''} {zero} offered batch 0 while rank "
                     f"{c.crash_rank} was busy, so the whole fleet skipped the iteration and any "
                     f"dummy padded on rank {c.crash_rank} stayed; at iteration {c.crash_iter} the "
-                    "entry assert fired there, as "
-                    f"{', '.join(lov.policies)} under what the logs show; builds that survive it "
+                    "entry assert fired there, as only "
+                    f"{_or(lov.policies)} can do under what the logs show; builds that survive it "
                     f"{lov.survivors_text()}.",
                     f"{head[:1].upper()}{head[1:]} after the fleet-wide skip of iteration "
                     f"{c.skip_iter}: the NVBug 6438685 chain (logs only)")
@@ -578,6 +578,11 @@ def _opening(status, reason, story, story_is_build, log_crash, lo, recommended, 
     if status == EXIT_CLEAN:
         return f"No leak and no crash: {reason}.", "No leak, no crash"
     return f"{reason[:1].upper()}{reason[1:]}" + (f"; {todo}" if todo else "") + ".", "Leak"
+
+
+def _or(names) -> str:
+    names = list(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
 def _headline(res, log_crash) -> str:
@@ -620,12 +625,8 @@ def _next_step(status: int, verdicts: Sequence[PolicyVerdict], log_crash: Option
                     f"confirm the build: {record}")
         return (f"Builds that close the pad-dummy leak {lov.survivors_text()}.{tell} {record}")
     if status == EXIT_UNEXPLAINED and not verdicts:
-        settings = []
-        if any(LOG_RANKS_ENV in m for m in lo.missing):
-            settings.append(f"`{LOG_RANKS_ENV}=all` (iteration lines from every rank)")
-        settings.append(f"`{TRACE_ENV}=DIR` (the request-state trace, see {RECORDING_DOC})")
-        return (f"Record the next run with {' and '.join(settings)}, then run `forensics "
-                "postmortem` on the logs and DIR together.")
+        step = _record_step(lo)
+        return step[:1].upper() + step[1:]
     if status == EXIT_UNEXPLAINED:
         return ("Check the run record (tp_size, max_batch_size, cap, disaggregated, overlap) against "
                 "the deployment, then compare decisions with `forensics replay DATASET --policy NAME`.")
