@@ -87,8 +87,9 @@ def measure(cmd: list[str], cwd: str) -> tuple[float, float, str]:
                           cwd=cwd)
     if proc.returncode:
         raise SystemExit(f"failed: {' '.join(cmd)}\n{proc.stderr}")
-    wall, rss, last = proc.stdout.strip().split(" ", 2)
-    return float(wall), int(rss) / 1024, last   # ru_maxrss is KiB on Linux
+    # `postmortem -q` prints nothing on stdout: the last line may be empty.
+    wall, rss, *last = proc.stdout.strip().split(" ", 2)
+    return float(wall), int(rss) / 1024, (last or [""])[0]   # ru_maxrss is KiB on Linux
 
 
 def decompressed_mb(path: str) -> float:

@@ -185,3 +185,12 @@ def test_progress_totals_are_real(tmp_path):
                counts=lambda phase, d, t: counts.append((phase, d, t)))
     # 77 iterations replayed under each of 2 policies.
     assert counts == [("replay", 77, 154), ("replay", 154, 154)]
+
+
+def test_replay_json_tells_the_fatal_leak_first(runner):
+    res = runner.invoke(cli, ["replay", str(TRACE), "--policy", "prefix-2026", "--json"])
+    p = json.loads(res.stdout)["policies"]["prefix-2026"]
+    assert p["verdict"] == "crash"
+    assert p["fatal_leak"] == {"rank": 2, "iter_created": 75, "iter_skipped": 75, "cause_ranks": [0]}
+    assert p["chain"][0].startswith("iter 75: rank 0 held")
+    assert "AssertionError" in p["chain"][0]
