@@ -187,10 +187,13 @@ def test_progress_totals_are_real(tmp_path):
     assert counts == [("replay", 77, 154), ("replay", 154, 154)]
 
 
-def test_replay_json_tells_the_fatal_leak_first(runner):
-    res = runner.invoke(cli, ["replay", str(TRACE), "--policy", "prefix-2026", "--json"])
-    p = json.loads(res.stdout)["policies"]["prefix-2026"]
-    assert p["verdict"] == "crash"
-    assert p["fatal_leak"] == {"rank": 2, "iter_created": 75, "iter_skipped": 75, "cause_ranks": [0]}
-    assert p["chain"][0].startswith("iter 75: rank 0 held")
-    assert "AssertionError" in p["chain"][0]
+
+def test_postmortem_json_tells_the_fatal_leak_first(runner, tmp_path):
+    """`replay --json` keeps the issue-#3 shape (leaks in ledger order); the chain in the
+    report's order is in `postmortem --json`: the fatal leak (rank 2, padded at 75) first."""
+    res = runner.invoke(cli, ["postmortem", str(SAMPLE), "-o", str(tmp_path / "r"), "--json"])
+    f = json.loads(res.stdout)
+    assert f["chain"]["lines"][0].startswith("iter 75: rank 0 held")
+    assert "AssertionError" in f["chain"]["lines"][0]
+    assert f["chain"]["mechanisms"][0]["leaks"][0] == {"rank": 2, "iter_created": 75,
+                                                       "iter_skipped": 75, "cause_ranks": [0]}

@@ -31,11 +31,6 @@ def test_json_is_one_object_in_the_issue_shape_and_exit_1_on_a_crash(trace):
     doc = json.loads(res.stdout)
     assert list(doc) == ["policies"] and list(doc["policies"]) == ["prefix-2026", "fix-16161"]
     pre = doc["policies"]["prefix-2026"]
-    # Added keys (verdict, fatal leak, chain in the report's order) come after the issue's shape.
-    assert list(pre)[:4] == ["leaks", "crash", "skipped_iters", "first_divergence"]
-    assert pre.pop("verdict") == "crash"
-    assert pre.pop("fatal_leak") == {"rank": 1, "iter_created": 41, "iter_skipped": 41, "cause_ranks": [2]}
-    assert "dummy padded on rank 1 at iter 41" in pre.pop("chain")[0]
     assert pre == {"leaks": [{"rank": 0, "iter_created": 41, "iter_skipped": 41, "cause_ranks": [2]},
                              {"rank": 1, "iter_created": 41, "iter_skipped": 41, "cause_ranks": [2]}],
                    "crash": {"iter": 42, "rank": 1, "expected": 8, "active": 9},

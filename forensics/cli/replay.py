@@ -68,14 +68,7 @@ def command(inputs, policies, run_id, as_json, quiet) -> None:
     with library_errors():
         results = replay_input(list(inputs), list(policies) or None, run=run_id)
     if as_json:
-        out = results_json(results)
-        for name, res in results.items():
-            # The causal chains in the order of the report: the fatal leak first.
-            fatal = res.fatal_leak
-            out["policies"][name]["verdict"] = res.verdict
-            out["policies"][name]["fatal_leak"] = None if fatal is None else fatal.to_json()
-            out["policies"][name]["chain"] = [str(x) for x in res.explain()]
-        click.echo(json.dumps(out, sort_keys=False))
+        click.echo(json.dumps(results_json(results), sort_keys=False))
     else:
         _render(Output(quiet), results)
     if any(not r.ok for r in results.values()):

@@ -128,8 +128,10 @@ def build_document(*, summary, run, config, verdicts, signatures, log_crash, log
     b.append(Paragraph(f"**Next step**: {next_step}"))
     if recommended:
         b.append(Heading(3, "Builds clean on this run's path"))
-        b.append(Table(("build", "pull requests", "paths that stay open"),
+        b.append(Table(("build", "pull requests", "this run's path", "other paths that stay open"),
                        tuple((code(a.policy), ", ".join(a.prs) or "-",
+                              "closed" if a.here is None else
+                              f"clean in the replay, but {a.here.why}: {a.here.outcome}",
                               "; ".join(f"{p.label}: {p.outcome} ({p.why})" for p in a.open_paths)
                               or "none of the neighbouring paths (other serving mode, pp_size)")
                              for a in recommended)))

@@ -109,6 +109,9 @@ class BuildAdvice:
     title: str
     prs: tuple[str, ...]
     open_paths: tuple[PathGap, ...]
+    #: This run's own path when the build's gap is still there (replayed clean on this traffic,
+    #: e.g. post-schedule padding that only works below the cap), else None.
+    here: Optional[PathGap] = None
 
     def text(self) -> str:
         prs = f" (PR {', '.join(self.prs[:2])})" if self.prs else ""
@@ -134,9 +137,11 @@ def clean_builds(policies: Sequence[Policy], config: Optional[RunConfig],
             continue
         opened = tuple(g for g in (path_gap(p, c) for c in other_paths(config)) if g.open) \
             if config is not None else ()
-        out.append(BuildAdvice(p.name, p.title, tuple(p.prs), opened))
-    # Fewest open paths first, then catalogue order (stable sort).
-    return sorted(out, key=lambda a: len(a.open_paths))
+        here = path_gap(p, config) if config is not None else None
+        out.append(BuildAdvice(p.name, p.title, tuple(p.prs), opened,
+                               here if here is not None and here.open else None))
+    # Closed on this path first, then fewest open paths, then catalogue order (stable sort).
+    return sorted(out, key=lambda a: (a.here is not None, len(a.open_paths)))
 
 
 __all__ = ["BuildAdvice", "PathGap", "clean_builds", "gap_states", "other_paths", "path_gap",
