@@ -9,6 +9,7 @@ of domain doc §1 with this run's ranks, iterations and request states) and what
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from typing import Any, Optional
 
 import pandas as pd
@@ -57,10 +58,30 @@ class Mechanism:
                 "items": list(self.items)}
 
 
+_INDEX: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _index(res):
+    """The decision rows of the iterations a chain names (leak skips, the crash) and the ledger,
+    indexed once per result: a fleet-hour run has millions of decision rows and many leaks."""
+    got = _INDEX.get(res)
+    if got is None:
+        its = sorted({int(x.iter_skipped) for x in res.leaks}
+                     | ({int(res.crash.iter)} if res.crash is not None else set()))
+        d = res.decisions
+        sub = d[d["iter"].isin(its)] if len(d) else d
+        rows = {(int(i), int(r)): k for k, (i, r) in enumerate(zip(sub["iter"], sub["rank"]))}
+        led = res.ledger
+        by_dummy = ({int(x): k for k, x in enumerate(led["dummy"])} if len(led) else {})
+        got = (sub, rows, by_dummy)
+        _INDEX[res] = got
+    return got
+
+
 def _row(res, it: int, rank: int):
-    d = res.decisions
-    hit = d[(d["iter"] == it) & (d["rank"] == rank)]
-    return hit.iloc[0] if len(hit) else None
+    sub, rows, _ = _index(res)
+    k = rows.get((int(it), int(rank)))
+    return None if k is None else sub.iloc[k]
 
 
 def _gap(res, states) -> tuple[str, ...]:
@@ -111,11 +132,10 @@ def _no_rollback(res, leak) -> str:
 
 
 def _ledger_entry(res, leak):
-    led = res.ledger
-    if leak.dummy < 0 or not len(led):
+    if leak.dummy < 0:
         return None
-    hit = led[led["dummy"] == leak.dummy]
-    return hit.iloc[0] if len(hit) else None
+    k = _index(res)[2].get(int(leak.dummy))
+    return None if k is None else res.ledger.iloc[k]
 
 
 def leak_outcome(res, leak) -> str:
