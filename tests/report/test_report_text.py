@@ -142,3 +142,16 @@ def test_report_md_escapes_values_from_inputs(tmp_path):
     assert "`b\u02cbuild **x** [l](http://e)`" in md
     html = r.report_html.read_text()
     assert "<script>" not in html
+
+
+def test_replayed_clean_build_with_a_remaining_gap_says_so(tmp_path):
+    """The aggregated-overlap sample: only postpad-17379 and newest replay it clean, but their
+    aggregated predicate still counts GENERATION_TO_COMPLETE and post-schedule padding works only
+    below the cap, so this run's own path is marked as still open at the cap."""
+    r = postmortem([SAMPLES / "aggregated-overlap"], tmp_path / "r")
+    rec = {a.policy: a for a in r.recommended}
+    assert set(rec) == {"postpad-17379", "newest"}
+    here = rec["postpad-17379"].here
+    assert here is not None and here.gap_states == ("GENERATION_TO_COMPLETE",)
+    assert "warned" in here.outcome
+    assert "clean in the replay, but counts GENERATION_TO_COMPLETE" in r.report_md.read_text()
