@@ -36,3 +36,8 @@ def __getattr__(name: str):
 
 
 __all__ = ["__version__", "Dataset", "load", "ingest", "investigate", "postmortem", "fleet", "sweep"]
+
+
+def __dir__() -> list[str]:
+    # The lazy entry points above are part of the module: tab completion and dir() show them.
+    return sorted(set(globals()) | set(__all__))

@@ -67,7 +67,9 @@ def pytest_configure(config: pytest.Config) -> None:
     wanted = explicit + (configured if default_run else [])
     present = {Path(a.split("::")[0]).resolve() for a in config.args}
     for path in wanted:
-        if not any(_inside(path, p) for p in present):
+        # An argument inside the directory (``--adp-traces tr tr/trace.jsonl::newest``) narrows
+        # the selection to it; one containing it already collects it.
+        if not any(_inside(path, p) or _inside(p, path) for p in present):
             config.args.append(str(path))
             present.add(path)
 
@@ -216,7 +218,9 @@ class TraceReplay(pytest.Item):
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self):
-        return self.path, None, f"{self.parent.name}::{self.name}"
+        # No domain: pytest -v then prints the node id itself (``tr/trace.jsonl::prefix-2026``),
+        # which pastes back; a domain would have its dots turned into ``::``.
+        return self.path, None, ""
 
 
 def _summary(result: Any, outcome: Any) -> str:
@@ -257,7 +261,7 @@ class BadExpectations(pytest.Item):
         return f"{self.parent.path.name}: bad expectations: {self.error}"
 
     def reportinfo(self):
-        return self.path, None, f"{self.parent.name}::expect"
+        return self.path, None, ""
 
 
 class SkippedExpectations(pytest.Item):  # pragma: no cover - Python 3.10 without tomli

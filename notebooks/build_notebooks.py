@@ -18,6 +18,25 @@ from pathlib import Path
 
 ROOT = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "traces" / "samples").is_dir())'''
 
+#: Finds the bundled samples from wherever the notebook runs: the checkout ``forensics`` is
+#: imported from first (an editable install), then the working directory and its parents.
+FIND_SAMPLES = '''\
+from pathlib import Path
+
+import forensics
+
+
+def checkout_with_samples() -> Path:
+    """The checkout holding traces/samples (the one forensics is imported from, else cwd upwards)."""
+    for p in [Path(forensics.__file__).resolve().parents[1], Path.cwd(), *Path.cwd().parents]:
+        if (p / "traces" / "samples").is_dir():
+            return p
+    raise FileNotFoundError("traces/samples not found: install adp-forensics from a checkout "
+                            "(pip install -e .) or set ROOT to the checkout")
+
+
+ROOT = checkout_with_samples()'''
+
 POSTMORTEM = [
     new_markdown_cell("""\
 # Post-mortem of NVBug 6438685, step by step
@@ -35,11 +54,10 @@ change, using only library calls:
 4. read the causal chain;
 5. draw the figures the post-mortem report draws;
 6. decide what to change."""),
-    new_code_cell(FIND_ROOT + '''
+    new_code_cell(FIND_SAMPLES + '''
 
 %matplotlib inline
 import pandas as pd
-import forensics
 
 SAMPLE = ROOT / "traces" / "samples" / "nvbug-6438685"
 sorted(p.name for p in SAMPLE.iterdir())'''),
@@ -109,11 +127,22 @@ ledger.groupby("policy", observed=True).agg(dummies=("dummy", "size"), leaked=("
 ## 4. The causal chain
 
 The three interacting behaviours of the bug, in plain words with ranks, iterations, request ids
-and states: the first leak, then the crash."""),
-    new_code_cell('''chain = inv.result("prefix-2026").explain()
+and states: the fatal leak first (its chain ends with the crash), then the crash itself."""),
+    new_code_cell('''res = inv.result("prefix-2026")
+res'''),
+    new_code_cell('''chain = res.explain()
 print(chain[0])
 print()
 print(chain[-1])'''),
+    new_markdown_cell("""\
+The other leaks happen the same way: grouped by mechanism (same predicate gap, same missing
+rollback) the 22 leaks are one paragraph, the way the report tells them. `res.leaks` holds the
+records; `res.leaks.df` is the same as a table."""),
+    new_code_cell('''from forensics.report.chain import mechanisms
+
+for m in mechanisms(res):
+    print(m.title(), "-", m.text)
+res.leaks.df.head()'''),
     new_markdown_cell("""\
 ## 5. The figures
 
@@ -139,8 +168,9 @@ print("no leak, no crash on this traffic:", ", ".join(survivors))'''),
   cap plus its leaked dummy.
 * Deploy a build with PR #16161 / #16279 (the pad predicate uses the scheduler window on the
   disaggregated path) or newer; every later version in the catalogue is clean here.
-* The aggregated path keeps the legacy count (see the `aggregated-overlap` sample): the newest
-  builds (#16921, #17379) also close it.
+* The aggregated path keeps counting `GENERATION_TO_COMPLETE` in every catalogue build (see the
+  `aggregated-overlap` sample): there the newest builds only warn about a leaked dummy. The
+  report's recommendation names, per build, the paths that stay open.
 * Keep recording: `TLLM_PROFILE_LOG_RANKS=all` and the request-state trace (`traces/FORMAT.md`)
   make every step above possible. `forensics postmortem traces/samples/nvbug-6438685 -o report/`
   writes the same findings as a report."""),

@@ -213,11 +213,15 @@ def model_condition(res: ReplayResult) -> str | None:
 
 
 def explain(res: ReplayResult) -> list[str]:
-    """One chain per leak (ledger order), then one for the crash; first, when the run names no
-    model and the version's gates read it, how the verdict depends on the model."""
+    """One chain per leak, the fatal leak (the one the crash follows from) first and the others
+    in ledger order, then one for the crash (the order of the report and the pytest plugin);
+    first, when the run names no model and the version's gates read it, how the verdict depends
+    on the model."""
     cond = model_condition(res)
     out = [cond] if cond and (res.leaks or res.crash is not None) else []
-    out += [leak_chain(res, leak) for leak in res.leaks]
+    fatal = res.fatal_leak
+    leaks = ([fatal] if fatal is not None else []) + [x for x in res.leaks if x is not fatal]
+    out += [leak_chain(res, leak) for leak in leaks]
     if res.crash is not None:
         out.append(crash_chain(res))
     return out

@@ -141,6 +141,16 @@ class RunFrames:
     #: before it (the last arrival before the window was context-only).
     role_before: bool = False
 
+    def __repr__(self) -> str:
+        """What, how big, and the configuration; not the arrays (tens of thousands of characters)."""
+        c = self.config
+        span = f"iters {int(self.iters[0])}..{int(self.iters[-1])}" if self.iters.size else "no iters"
+        drop = f", {len(self.dropped_iters)} dropped" if self.dropped_iters else ""
+        return (f"<RunFrames {self.run!r}: {self.num_iters} iterations x {self.num_ranks} ranks "
+                f"({span}{drop}), {int(self.req_id.size)} request rows; tp {c.tp_size}, "
+                f"pp {c.pp_size}, cap {c.cap}, {'disaggregated' if c.disaggregated else 'aggregated'}"
+                + (f", build {c.build!r}" if c.build else "") + ">")
+
     @property
     def num_iters(self) -> int:
         return int(self.iters.size)

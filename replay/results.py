@@ -86,6 +86,44 @@ class Leak:
                 "iter_skipped": self.iter_skipped, "cause_ranks": list(self.cause_ranks)}
 
 
+#: Columns of :attr:`Leaks.df` (one row per leaked dummy).
+LEAK_TABLE_COLUMNS = ("dummy", "rank", "role", "iter_created", "iter_skipped", "cause_ranks")
+
+
+class Leaks(tuple):
+    """The leaked dummies: a tuple of :class:`Leak` records that is also a table.
+
+    ``res.leaks[0]``, ``len(res.leaks)`` and iteration give the records; ``res.leaks.df`` is the
+    same as a DataFrame (columns ``LEAK_TABLE_COLUMNS``, the columns of ``inv.leaks`` without
+    ``policy``), which notebooks display as a table.
+    """
+
+    __slots__ = ()
+
+    @property
+    def records(self) -> tuple["Leak", ...]:
+        return tuple(self)
+
+    @property
+    def df(self) -> pd.DataFrame:
+        return pd.DataFrame([{"dummy": x.dummy, "rank": x.rank, "role": x.role,
+                              "iter_created": x.iter_created, "iter_skipped": x.iter_skipped,
+                              "cause_ranks": tuple(x.cause_ranks)} for x in self],
+                            columns=list(LEAK_TABLE_COLUMNS))
+
+    def to_frame(self) -> pd.DataFrame:
+        return self.df
+
+    def _repr_html_(self) -> str:
+        return self.df._repr_html_()
+
+    def __repr__(self) -> str:
+        if not self:
+            return "Leaks(none)"
+        return (f"Leaks({len(self)}: first on rank {self[0].rank} through the skip of iteration "
+                f"{self[0].iter_skipped}; .df for the table)")
+
+
 @dataclasses.dataclass(frozen=True)
 class Crash:
     """Where the run stops.
@@ -283,6 +321,7 @@ class ReplayResult:
                  first_divergence: Divergence | None, notes: tuple[str, ...] = (),
                  dropped_iters: tuple[int, ...] = (), frames: Any = None,
                  gated: "GatedReplay | None" = None):
+        leaks = leaks if isinstance(leaks, Leaks) else Leaks(leaks)
         for k, v in (("policy", policy), ("config", config), ("run", run), ("leaks", leaks),
                      ("crash", crash), ("skipped_iters", skipped_iters),
                      ("first_divergence", first_divergence), ("notes", notes),
@@ -370,6 +409,18 @@ class ReplayResult:
         return ReplayResult(self.policy, self.config, self.run, self.at_iterations(need).decisions,
                             led, self.leaks, self.crash, self.skipped_iters, self.first_divergence,
                             self.notes, self.dropped_iters, frames, self.gated)
+
+    def __repr__(self) -> str:
+        """What, how big, the verdict (not the decision tables)."""
+        what = {"crash": (f"crash at iteration {self.crash.iter} on rank {self.crash.rank} "
+                          f"({self.crash.kind})" if self.crash is not None else ""),
+                "leak": "leak", "clean": "clean"}[self.verdict]
+        n = len(self.leaks)
+        leaks = f", {n} leaked dumm{'y' if n == 1 else 'ies'}" if n else ""
+        iters = int(self.decisions["iter"].nunique()) if len(self.decisions) else 0
+        return (f"<ReplayResult {self.policy.name} on {self.run!r}: {what}{leaks}; {iters} "
+                f"iterations x {self.config.tp_size} ranks, {len(self.ledger)} dummies, "
+                f"{len(self.skipped_iters)} fleet-wide skips>")
 
     @property
     def ok(self) -> bool:
@@ -562,7 +613,9 @@ __all__ = [
     "LEDGER_COLUMNS",
     "Crash",
     "Divergence",
+    "LEAK_TABLE_COLUMNS",
     "Leak",
+    "Leaks",
     "ReplayResult",
     "StoredTable",
     "TableWriter",

@@ -61,7 +61,7 @@ def test_ingest_refused_input_exits_2_but_writes_the_rest(runner: CliRunner, log
     blob.write_bytes(b"\x00\x01\x02" * 50)
     out = tmp_path / "crash.ds"
     result = runner.invoke(cli, ["ingest", str(logs / "rank0.log"), str(blob),
-                                 str(tmp_path / "gone.log"), "-o", str(out), "--quiet"])
+                                 str(tmp_path / "gone.log"), "-o", str(out)])
     assert result.exit_code == 2
     assert result.output.splitlines()[0] == f"ingested 1 input(s) into {out}"
     assert f"  {tmp_path / 'gone.log'}: no such file or directory" in result.output

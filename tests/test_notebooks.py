@@ -61,3 +61,23 @@ def test_notebook_runs(path, kernel_env):
     shown = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
              if o.output_type in ("display_data", "execute_result") and "image/png" in o.get("data", {})]
     assert shown, f"{path.name} drew no figure"
+
+
+@pytest.mark.slow
+def test_postmortem_notebook_runs_from_any_directory(kernel_env, tmp_path):
+    """Run from a directory outside the checkout: the notebook finds the samples through the
+    installed package, not the working directory (it used to stop with a bare StopIteration)."""
+    path = REPO / "notebooks" / "01-postmortem.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    client = nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3",
+                                     resources={"metadata": {"path": str(elsewhere)}})
+    client.execute()
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
+              if o.output_type == "error"]
+    assert not errors
+    # The ReplayResult cell shows the short repr, not thousands of characters.
+    shown = [o for c in nb.cells if c.cell_type == "code" and c.source.strip().endswith("\nres")
+             for o in c.outputs if o.output_type == "execute_result"]
+    assert shown and len(shown[0]["data"]["text/plain"]) < 300

@@ -192,3 +192,31 @@ def test_xfail_marks_a_known_disagreement_strictly(pytester: pytest.Pytester):
     result = pytester.runpytest("--adp-traces", "traces", "-rxX")
     result.assert_outcomes(xfailed=1, failed=1)
     result.stdout.fnmatch_lines(["*XPASS(strict)*fixed since*"])
+
+
+def test_verbose_node_ids_paste_back_and_select_one_item(pytester: pytest.Pytester):
+    """`pytest -v` prints `traces/trace.jsonl::prefix-2026` (not `trace::jsonl::...`); pasting
+    it back, alone or after `--adp-traces traces`, runs exactly that item."""
+    write_trace(pytester.path / "traces")
+    result = pytester.runpytest("--adp-traces", "traces", "-v")
+    result.assert_outcomes(passed=2)
+    lines = [ln for ln in result.stdout.lines if "PASSED" in ln]
+    ids = sorted(ln.split(" PASSED")[0].strip() for ln in lines)
+    assert ids == ["traces/trace.jsonl::fix-16161", "traces/trace.jsonl::prefix-2026"]
+    assert "trace::jsonl" not in result.stdout.str()
+    for args in (["--adp-traces", "traces", ids[1]], ["--adp-traces", "traces/trace.jsonl", ids[1]]):
+        again = pytester.runpytest(*args, "-v")
+        again.assert_outcomes(passed=1)
+        again.stdout.fnmatch_lines(["traces/trace.jsonl::prefix-2026 PASSED*"])
+
+
+def test_failure_message_tells_the_fatal_leak_first(pytester: pytest.Pytester):
+    """Under prefix-2026 the leak on rank 0 is the fatal one: its chain (ending in the assert)
+    is the first line of the causal chain in the failure report, as in the report and API."""
+    write_trace(pytester.path / "traces", expect_toml="[prefix-2026]\nleak = false\n")
+    result = pytester.runpytest("--adp-traces", "traces")
+    out = result.stdout.lines
+    i = next(k for k, ln in enumerate(out) if ln.strip() == "causal chain:")
+    first = out[i + 1]
+    assert "dummy padded on rank 0 at iter 1" in first
+    assert "AssertionError" in first

@@ -39,7 +39,7 @@ class ForensicsGroup(click.Group):
 
 @click.group(cls=ForensicsGroup,
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(__version__, "--version", prog_name="forensics")
+@click.version_option(__version__, "-V", "--version", prog_name="forensics")
 @click.option("--debug", is_flag=True, envvar="FORENSICS_DEBUG",
               help="Show the traceback of a failure (also FORENSICS_DEBUG=1).")
 @click.pass_context

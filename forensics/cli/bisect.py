@@ -5,7 +5,8 @@ import json
 
 import click
 
-from forensics.cli.errors import library_errors
+from forensics.cli.errors import BadInput, library_errors
+from forensics.cli.options import Output, quiet_option, run_option
 
 
 @click.command("bisect")
@@ -14,10 +15,11 @@ from forensics.cli.errors import library_errors
               help="TensorRT-LLM git checkout.")
 @click.option("--good", required=True, help="Older revision (sha, tag, branch).")
 @click.option("--bad", required=True, help="Newer revision.")
-@click.option("--run", "run_key", default=None, help="Run key when INPUT holds several runs.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def command(input_path: str, repo: str, good: str, bad: str, run_key: str | None,
-            as_json: bool) -> None:
+@run_option
+@click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
+@quiet_option
+def command(input_path: str, repo: str, good: str, bad: str, run_id: str | None,
+            as_json: bool, quiet: bool) -> None:
     """Find the commit whose real pad code changes the verdict.
 
     Replays INPUT under each revision's real pad code, walking only commits that touch the
@@ -28,9 +30,31 @@ def command(input_path: str, repo: str, good: str, bad: str, run_key: str | None
       forensics bisect crash.ds --repo ~/src/TensorRT-LLM --good v1.2.0 --bad main
     """
     from replay.bisect import bisect_input
+    _check_checkout(repo)
     with library_errors():
-        result = bisect_input(input_path, repo, good, bad, run=run_key)
+        result = bisect_input(input_path, repo, good, bad, run=run_id)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
-        click.echo("\n".join(result.summary()))
+        Output(quiet).echo("\n".join(result.summary()))
+
+
+def _check_checkout(repo: str) -> None:
+    """A clear error before any revision is looked up: the path must be a git checkout."""
+    import subprocess
+    from pathlib import Path
+
+    if not Path(repo).is_dir():
+        raise BadInput(f"--repo {repo}: no such directory\nhint: pass a TensorRT-LLM git "
+                       "checkout (git clone https://github.com/NVIDIA/TensorRT-LLM)")
+    try:
+        ok = subprocess.run(["git", "-C", repo, "rev-parse", "--git-dir"], capture_output=True,
+                            timeout=30).returncode == 0
+    except FileNotFoundError:
+        raise BadInput("git is not installed\nhint: install git; bisect walks the checkout's "
+                       "history") from None
+    if not ok:
+        raise BadInput(f"--repo {repo}: not a git checkout (no .git above it)\nhint: pass the "
+                       "directory of a TensorRT-LLM clone, e.g. --repo ~/src/TensorRT-LLM; to "
+                       "replay one source tree without history use "
+                       f"`forensics replay INPUT --policy trtllm:{repo}`")

@@ -6,7 +6,8 @@ import json
 import click
 
 from forensics.cli.cluster_options import cluster_client, cluster_options
-from forensics.cli.errors import library_errors
+from forensics.cli.errors import BadInput, library_errors
+from forensics.cli.options import Output, quiet_option, run_option
 
 
 def _known(v) -> bool:
@@ -30,24 +31,28 @@ def _cell(row, policy: str) -> str:
     return "[green]clean[/]"
 
 
-def _render(table, policies: list[str]) -> None:
-    from rich.console import Console
+def _render(console: Output, table, policies: list[str]) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
-    console = Console(highlight=False, soft_wrap=False, width=200)
     t = Table(title="Fleet: verdict per run and policy (crash@iter, leak xN @first leak iter)",
               title_justify="left", header_style="bold")
-    for col in ("run", "ranks", "mbs", "cap", "overlap", "iters"):
+    # The same run id from two inputs (a rerun, a copied trace) is told apart by its path.
+    runs = [r for r in table["run"] if _known(r)] if "run" in table else []
+    with_path = len(set(runs)) < len(runs)
+    cols = ["run", *(["input"] if with_path else []), "ranks", "mbs", "cap", "overlap", "iters"]
+    for col in cols:
         t.add_column(col)
     for p in policies:
         t.add_column(p)
     for _, row in table.iterrows():
-        cells = [str(row["run"] if _known(row["run"]) else row["input"]),
+        cells = [escape(str(row["run"] if _known(row["run"]) else row["input"])),
+                 *([escape(str(row["input"]))] if with_path else []),
                  *(str(row[c]) if _known(row[c]) else "-"
                    for c in ("ranks", "max_batch_size", "cap", "overlap", "iters"))]
         t.add_row(*cells, *(_cell(row, p) for p in policies))
         if _known(row.get("note")):
-            t.add_row(f"  note: {row['note']}", *([""] * (5 + len(policies))))
+            t.add_row(escape(f"  note: {row['note']}"), *([""] * (len(cols) - 1 + len(policies))))
     console.print(t)
 
 
@@ -55,12 +60,14 @@ def _render(table, policies: list[str]) -> None:
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=str))
 @click.option("--policy", "policies", multiple=True, metavar="NAME",
               help="Policy to replay under (repeatable; default: every catalogue policy).")
-@click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
+@run_option
+@click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print the table as CSV (one row per run).")
 @click.option("-o", "--output", type=click.Path(path_type=str), default=None, metavar="FILE",
               help="Also write the table to this Parquet file.")
 @cluster_options
-def command(inputs, policies, as_json, as_csv, output, workers, scheduler) -> None:
+@quiet_option
+def command(inputs, policies, run_id, as_json, as_csv, output, workers, scheduler, quiet) -> None:
     """Tabulate leaks, crashes and near misses of many runs.
 
     Replays each run under each policy: leaks, crashes, near misses and time to first leak.
@@ -88,11 +95,16 @@ def command(inputs, policies, as_json, as_csv, output, workers, scheduler) -> No
             task_bar("replaying runs", enabled=client is not None) as done:
         table = fleet(list(inputs), list(policies) or None, client=client, output=output,
                       done=done)
+    if run_id is not None:
+        known = sorted({str(r) for r in table["run"] if _known(r)})
+        table = table[table["run"] == run_id].reset_index(drop=True)
+        if not len(table):
+            raise BadInput(f"no run {run_id!r} in the inputs; runs: {', '.join(known) or 'none'}")
     if as_json:
         click.echo(json.dumps(fleet_json(table)))
     elif as_csv:
         click.echo(table.to_csv(index=False), nl=False)
     else:
-        _render(table, fleet_policies(table))
+        _render(Output(quiet), table, fleet_policies(table))
     if fleet_failed(table):
         raise SystemExit(1)

@@ -2,66 +2,99 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 
 import click
 
 from forensics.cli.cluster_options import cluster_client, cluster_options
 from forensics.cli.errors import library_errors
+from forensics.cli.options import (
+    Output,
+    echo_json,
+    json_option,
+    progress_enabled,
+    quiet_option,
+    run_option,
+    verdict_markup,
+)
 
 
-def _progress(console, enabled: bool):
-    """A context yielding a ``progress(message)`` callback: a spinner on stderr, or nothing."""
+@contextlib.contextmanager
+def _phases(enabled: bool):
+    """``(progress(message), counts(phase, done, total))`` drawing on stderr: a line per step
+    and a bar with the real total for the replay (iterations replayed over all policies).
+    The ingest draws its own byte bar. Nothing when ``enabled`` is False."""
     if not enabled:
-        return contextlib.nullcontext(lambda message: None)
+        yield (lambda message: None), None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    @contextlib.contextmanager
-    def spinner():
-        with console.status("starting") as status:
-            yield lambda message: status.update(message)
-    return spinner()
+    console = Console(stderr=True)
+    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeRemainingColumn(), console=console, transient=True)
+    tasks: dict[str, int] = {}
+
+    def progress(message: str) -> None:
+        if not message.startswith("replaying"):
+            console.print(f"[dim]{message}[/]", highlight=False)
+
+    def counts(phase: str, done: int, total: int) -> None:
+        if phase not in tasks:
+            bar.start()
+            tasks[phase] = bar.add_task(f"{phase}: iterations", total=total)
+        bar.update(tasks[phase], completed=done)
+        if done >= total:
+            bar.stop()
+
+    try:
+        yield progress, counts
+    finally:
+        bar.stop()
 
 
-def _render(console, r) -> None:
-    """The short terminal summary."""
+def _render(out: Output, r) -> None:
+    """The short terminal summary: the opening sentence first, then the details."""
+    from rich.markup import escape as e
     from rich.table import Table
 
+    if r.headline:
+        out.print(f"[bold]{e(r.headline)}[/]")
+    out.echo(r.opening)
     crash = r.log_crash
     if crash is None:
-        console.print("[bold]Crash in the logs:[/] none")
+        out.print("[bold]Crash in the logs:[/] none")
     else:
         it = "unknown" if crash.iter is None else str(crash.iter)
         rank = "unknown" if crash.rank is None else str(crash.rank)
         code = f" ({crash.code_location.rsplit('/', 1)[-1]})" if crash.code_location else ""
-        console.print(f"[bold]Crash in the logs:[/] [red]{crash.kind.value}[/] on rank {rank}, "
-                      f"iteration {it}, at {crash.where}{code}", highlight=False)
+        out.print(f"[bold]Crash in the logs:[/] [red]{crash.kind.value}[/] on rank {rank}, "
+                  f"iteration {it}, at {e(crash.where)}{e(code)}")
         if crash.policies:
-            console.print(f"  produced by: {', '.join(crash.policies)}", highlight=False)
+            out.print(f"  produced by: {', '.join(crash.policies)}")
     if r.verdicts:
-        t = Table(title=f"Replay of run {r.run}", title_justify="left", show_lines=False)
+        t = Table(title=f"Replay of run {e(str(r.run))}", title_justify="left", show_lines=False)
         t.add_column("policy")
         t.add_column("verdict")
         t.add_column("what happens", overflow="fold")
-        colour = {"crash": "red", "leak": "yellow", "clean": "green"}
         for v in r.verdicts:
             name = v.policy + (" *" if v.is_recording_build else "")
             mark = (" (matches the logged crash)" if v.reproduces_log_crash else
                     " (matches the logged warnings)" if v.reproduces_log_warnings else "")
-            t.add_row(name, f"[{colour.get(v.verdict, 'white')}]{v.verdict}[/]", v.text + mark)
-        console.print(t)
+            t.add_row(e(name), verdict_markup(v.verdict), e(v.text + mark))
+        out.print(t)
         if any(v.is_recording_build for v in r.verdicts):
-            console.print("  * the build that recorded the run", highlight=False)
+            out.print("  * the build that recorded the run")
     else:
-        console.print("[bold]Replay:[/] not possible (no request-state trace in the inputs)")
-        console.print("[bold]From the logs alone:[/]")
+        out.print("[bold]Replay:[/] not possible (no request-state trace in the inputs)")
+        out.print("[bold]From the logs alone:[/]")
         for line in r.logs_only.conclusions():
-            console.print(f"  - {line}", highlight=False)
-    if r.chain:
-        console.print(f"[bold]Causal chain ({r.chain_policy}):[/] {r.chain[0]}", highlight=False)
-    console.print(f"[bold]Status {r.exit_status}:[/] {r.status_reason}", highlight=False)
-    console.print(f"[bold]Next step:[/] {r.next_step}", highlight=False)
-    console.print(f"Report: {r.report_html} (also {r.report_md.name}, {r.findings_json.name}, "
-                  f"{len(r.figures)} figure(s) in {r.out_dir})", highlight=False)
+            out.echo(f"  - {line}")
+    for k, m in enumerate(r.mechanisms):
+        out.print(f"[bold]Mechanism {k + 1} of {len(r.mechanisms)} ({m.title()}):[/] {e(m.text)}")
+    out.print(f"[bold]Exit status {r.exit_status}:[/] {e(r.status_reason)}")
+    out.print(f"[bold]Next step:[/] {e(r.next_step)}")
+    out.echo(f"Report: {r.report_html} (also {r.report_md.name}, {r.findings_json.name}, "
+              f"{len(r.figures)} figure(s) in {r.out_dir})")
 
 
 @click.command("postmortem")
@@ -70,17 +103,20 @@ def _render(console, r) -> None:
               help="Report directory (report.md, report.html, findings.json, figures).")
 @click.option("--policy", "policies", multiple=True, metavar="NAME",
               help="Replay only this policy (repeatable; default: the whole catalogue).")
-@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 @click.option("--force", is_flag=True,
               help="Write into a non-empty directory that holds no report of this tool.")
 @cluster_options
-def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], quiet: bool,
-            force: bool, workers: int | None, scheduler: str | None) -> None:
+@run_option
+@json_option
+@quiet_option
+def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], force: bool,
+            workers: int | None, scheduler: str | None, run_id: str | None,
+            as_json: bool, quiet: bool) -> None:
     """Explain a crashed fleet from its logs; write a report.
 
     INPUT is any mix of executor logs, iteration-stats JSON and request-state traces (files or
     directories), or a dataset. The ingested dataset is cached in REPORT_DIR/.dataset and reused
-    while the inputs are unchanged.
+    while the inputs are unchanged. --json prints findings.json.
 
     Exit status: 0 no leak or crash, 1 leak or crash explained, 2 bad input, 3 a crash in the
     logs that is not explained (the summary says why).
@@ -92,16 +128,16 @@ def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], qu
       forensics postmortem traces/samples/nvbug-6438685 -o report
       forensics postmortem fleet-logs/ -o report --workers 2
     """
-    from rich.console import Console
-
     from forensics.report.postmortem import postmortem
 
-    err = Console(stderr=True)
-    out = Console(highlight=False, soft_wrap=False)
-    show = not quiet and sys.stderr.isatty()
+    show = progress_enabled(quiet)
     with library_errors(), cluster_client(workers, scheduler) as client, \
-            _progress(err, show) as progress:
+            _phases(show) as (progress, counts):
         result = postmortem(list(inputs), out_dir, policies=list(policies) or None,
-                            progress=progress, force=force, client=client)
-    _render(out, result)
+                            progress=progress, counts=counts, run=run_id, ingest_bar=show,
+                            force=force, client=client)
+    if as_json:
+        echo_json(result.findings)
+    else:
+        _render(Output(quiet), result)
     raise click.exceptions.Exit(result.exit_status)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import click
 
 from forensics.cli.errors import library_errors
+from forensics.cli.options import Output, echo_json, json_option, quiet_option
 from forensics.record import install as _install
 
 _SITE_DIR = click.option("--site-dir", type=click.Path(file_okay=False), default=None,
@@ -26,7 +27,9 @@ def command() -> None:
 
 @command.command("install")
 @_SITE_DIR
-def install_cmd(site_dir: str | None) -> None:
+@json_option
+@quiet_option
+def install_cmd(site_dir: str | None, as_json: bool, quiet: bool) -> None:
     """Write the .pth hook into site-packages.
 
     The hook is inert while ADP_FORENSICS_TRACE_DIR is unset.
@@ -35,30 +38,47 @@ def install_cmd(site_dir: str | None) -> None:
     """
     with library_errors():
         path = _install.install(site_dir)
-    click.echo(f"installed {path}")
-    click.echo("record with: ADP_FORENSICS_TRACE_DIR=DIR <your trtllm command>")
+    if as_json:
+        echo_json({"installed": True, "pth_path": str(path)})
+        return
+    out = Output(quiet)
+    out.echo(f"installed {path}")
+    out.echo("record with: ADP_FORENSICS_TRACE_DIR=DIR <your trtllm command>")
 
 
 @command.command("uninstall")
 @_SITE_DIR
-def uninstall_cmd(site_dir: str | None) -> None:
+@json_option
+@quiet_option
+def uninstall_cmd(site_dir: str | None, as_json: bool, quiet: bool) -> None:
     """Remove the .pth hook.
 
     Example: forensics record uninstall
     """
     with library_errors():
         path = _install.uninstall(site_dir)
-    click.echo(f"removed {path}" if path is not None else "not installed; nothing to remove")
+    if as_json:
+        echo_json({"removed": None if path is None else str(path)})
+        return
+    Output(quiet).echo(f"removed {path}" if path is not None else "not installed; nothing to remove")
 
 
 @command.command("status")
 @_SITE_DIR
-def status_cmd(site_dir: str | None) -> None:
+@json_option
+@quiet_option
+def status_cmd(site_dir: str | None, as_json: bool, quiet: bool) -> None:
     """Say whether the hook is installed and recording is on.
 
     Example: forensics record status
     """
     st = _install.status(site_dir)
+    if as_json:
+        echo_json({"pth_path": str(st.pth_path), "installed": st.installed, "current": st.current,
+                   "recording": bool(st.trace_dir), "trace_dir": st.trace_dir})
+        return
+    if quiet:
+        return
     if not st.installed:
         click.echo(f"not installed ({st.pth_path} absent); run: forensics record install")
     elif not st.current:

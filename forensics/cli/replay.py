@@ -6,17 +6,15 @@ import json
 import click
 
 from forensics.cli.errors import library_errors
+from forensics.cli.options import Output, quiet_option, run_option, verdict_markup
 
 
-def _render(results) -> None:
-    """A rich table per policy, then the causal chains."""
-    from rich.console import Console
+def _render(console: Output, results) -> None:
+    """A rich table per policy, then the causal chains (the fatal leak first)."""
     from rich.table import Table
 
-    console = Console(highlight=False, soft_wrap=False, width=120)
     for name, res in results.items():
-        verdict = ("[green]ok[/]" if res.ok else
-                   "[red]crash[/]" if res.crash is not None else "[yellow]leaks[/]")
+        verdict = verdict_markup(res.verdict)
         t = Table(title=f"{name}: {verdict}  ({res.policy.title})", title_justify="left",
                   show_header=True, header_style="bold")
         for col in ("what", "iter", "rank", "detail"):
@@ -38,20 +36,20 @@ def _render(results) -> None:
                   + (f", {len(res.dropped_iters)} iterations not replayable" if res.dropped_iters else ""))
         console.print(t)
         for chain in res.explain():
-            console.print(f"  - {chain}")
+            console.echo(f"  - {chain}")
         for note in res.notes:
-            console.print(f"  note: {note}")
-        console.print()
+            console.echo(f"  note: {note}")
+        console.echo()
 
 
 @click.command("replay")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=str))
 @click.option("--policy", "policies", multiple=True, metavar="NAME",
               help="Policy to replay under (repeatable; default: every catalogue policy).")
-@click.option("--run", "run_id", default=None, metavar="RUN",
-              help="The run to replay when the input holds several.")
-@click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
-def command(inputs, policies, run_id, as_json) -> None:
+@run_option
+@click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
+@quiet_option
+def command(inputs, policies, run_id, as_json, quiet) -> None:
     """Replay a run under executor versions; find leaked dummies.
 
     Pads, fleet-wide skips, leaked dummies and the crash, per policy.
@@ -72,6 +70,6 @@ def command(inputs, policies, run_id, as_json) -> None:
     if as_json:
         click.echo(json.dumps(results_json(results), sort_keys=False))
     else:
-        _render(results)
+        _render(Output(quiet), results)
     if any(not r.ok for r in results.values()):
         raise SystemExit(1)

@@ -6,13 +6,15 @@ import json
 import click
 
 from forensics.cli.errors import library_errors
+from forensics.cli.options import Output, quiet_option
 from forensics.report.summary import render_text, summarize
 
 
 @click.command("summary")
 @click.argument("dataset", type=click.Path(path_type=str))
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def command(dataset: str, as_json: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
+@quiet_option
+def command(dataset: str, as_json: bool, quiet: bool) -> None:
     """Summarise what a dataset holds.
 
     Ranks seen, iteration ranges (log lines, stats, trace frames), rows per table, events by
@@ -29,4 +31,4 @@ def command(dataset: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(summary.to_dict(), indent=2))
     else:
-        click.echo(render_text(summary))
+        Output(quiet).echo(render_text(summary))

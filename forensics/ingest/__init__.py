@@ -336,9 +336,12 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
             logger.info("refused: %s", e)
     if not plan:
         listing = "; ".join(str(r) for r in refused) or "no recognised input file"
-        raise InputError(f"nothing to ingest ({listing})",
-                         hint="recognised names end in .log .txt .out .err .json .jsonl "
-                              "(optionally .gz/.zst); name a file explicitly to read it anyway")
+        missing = refused and all(r.reason == "no such file or directory" for r in refused)
+        hint = (f"check the path{'s' if len(refused) > 1 else ''} (relative to {os.getcwd()})"
+                if missing else
+                "recognised names end in .log .txt .out .err .json .jsonl "
+                "(optionally .gz/.zst); name a file explicitly to read it anyway")
+        raise InputError(f"nothing to ingest ({listing})", hint=hint)
 
     total = sum(_size(c.path) for c, _ in plan)
     traces = _TraceRuns()

@@ -42,6 +42,14 @@ class Table:
 
 
 @dataclasses.dataclass(frozen=True)
+class Details:
+    """A folded list: a one-line summary, opened to show the items (HTML ``<details>``)."""
+
+    summary: str
+    items: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
 class Code:
     """A preformatted block (log excerpts)."""
 
@@ -57,7 +65,7 @@ class FigureBlock:
     caption: str
 
 
-Block = Union[Heading, Paragraph, Bullets, Table, Code, FigureBlock]
+Block = Union[Heading, Paragraph, Bullets, Details, Table, Code, FigureBlock]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,3 +77,14 @@ class Document:
 
     def figures(self) -> list[FigureBlock]:
         return [b for b in self.blocks if isinstance(b, FigureBlock)]
+
+
+def code(value) -> str:
+    """A value read from an input (run id, build, path) as an inline code span both renderers
+    show verbatim: backticks and line breaks in it cannot end the span or start a heading."""
+    text = str(value)
+    if not text:
+        return "(empty)"
+    text = text.replace("`", "\u02cb")  # modifier-letter grave: looks alike, ends no span
+    text = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+    return f"`{text}`"

@@ -17,7 +17,6 @@ from __future__ import annotations
 import io
 from typing import Mapping, Sequence
 
-import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.colors import ListedColormap
@@ -28,20 +27,29 @@ from forensics.report.windows import IterWindows, choose_windows
 from replay.states import RequestState
 
 #: Strip categories, in drawing priority (a cell takes the first that applies), with colours.
+#: Colour-blind safe (Okabe-Ito hues, distinct in lightness too): the two "nothing happened"
+#: classes are white and light grey, the skip dark grey, the crash black.
 STRIP_CATEGORIES: tuple[tuple[str, str], ...] = (
-    ("ran", "#d9e6f2"),
-    ("padded (dummy added)", "#6baed6"),
-    ("skipped (fleet can_queue False)", "#bdbdbd"),
-    ("carrying a leaked dummy", "#fd8d3c"),
-    ("padded, then skipped: dummy leaks", "#e6550d"),
-    ("zero batch (forces the skip)", "#3f007d"),
-    ("crash", "#cb181d"),
+    ("ran", "#9ecae1"),
+    ("padded (dummy added)", "#0072b2"),
+    ("skipped (fleet can_queue False)", "#6e6e6e"),
+    ("carrying a leaked dummy", "#f0e442"),
+    ("padded, then skipped: dummy leaks", "#e69f00"),
+    ("zero batch (forces the skip)", "#cc79a7"),
+    ("crash", "#000000"),
     ("unknown (rank did not log)", "#ffffff"),
-    ("idle (every rank at batch 0)", "#f0f0f0"),
+    ("idle (every rank at batch 0)", "#d4d4d4"),
 )
-#: Highlighted ranks in the line figure.
-MAX_HIGHLIGHT = 6
-_HIGHLIGHT_COLOURS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+#: Cause ranks (zero batch, no leak of their own) highlighted in the line figure besides every
+#: rank that leaked or crashed, which are always labelled.
+MAX_HIGHLIGHT = 8
+#: Okabe-Ito colours for highlighted ranks, then line styles to tell more than eight apart.
+_HIGHLIGHT_COLOURS = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00",
+                      "#f0e442", "#000000")
+_LINE_STYLES = ("-", "--", "-.", ":")
+#: Colours of the request-state bars (colour-blind safe, repeated with hatches past 8).
+_STATE_COLOURS = ("#56b4e9", "#009e73", "#0072b2", "#cc79a7", "#999999", "#f0e442", "#d55e00",
+                  "#000000")
 
 
 def _bool(series: pd.Series | None, default: bool = False) -> np.ndarray:
@@ -74,9 +82,10 @@ def focus_iterations(decisions: pd.DataFrame, leaks: pd.DataFrame | None = None,
 
 def windows_for(decisions: pd.DataFrame, leaks: pd.DataFrame | None = None,
                 crash: Mapping | None = None, **kwargs) -> IterWindows:
-    """The windows a figure of these decisions draws."""
+    """The windows a figure of these decisions draws: around the crash, the leaks and the skips,
+    and the peak-load iteration (so a long clean run shows its busiest stretch, not its end)."""
     iters = decisions["iter"].to_numpy() if len(decisions) else np.zeros(0, dtype=np.int64)
-    return choose_windows(iters, focus_iterations(decisions, leaks, crash), **kwargs)
+    return choose_windows(iters, _focus_with_peak(decisions, leaks, crash), **kwargs)
 
 
 def _decorate_axis(ax, win: IterWindows, *, label: str = "iteration (executor iter_counter)") -> None:
@@ -93,23 +102,49 @@ def _decorate_axis(ax, win: IterWindows, *, label: str = "iteration (executor it
 
 def _interesting_ranks(decisions: pd.DataFrame, leaks: pd.DataFrame | None,
                        crash: Mapping | None) -> list[int]:
-    ranks: list[int] = []
+    """Ranks drawn in colour, sorted: every rank that leaked or crashed, then cause ranks while
+    there is room (``MAX_HIGHLIGHT``); the three busiest when nothing happened."""
+    must: set[int] = set()
+    causes: list[int] = []
     if crash and crash.get("rank") is not None:
-        ranks.append(int(crash["rank"]))
+        must.add(int(crash["rank"]))
     if leaks is not None and len(leaks):
         for _, row in leaks.iterrows():
-            ranks.append(int(row["rank"]))
-            for r in row.get("cause_ranks", ()) or ():
-                ranks.append(int(r))
-    seen: list[int] = []
-    for r in ranks:
-        if r not in seen:
-            seen.append(r)
-    if not seen and len(decisions):
-        # Nothing happened: the ranks that carried most requests.
-        top = decisions.groupby("rank")["active"].max().sort_values(ascending=False)
-        seen = [int(r) for r in top.index[:3]]
-    return seen[:MAX_HIGHLIGHT]
+            must.add(int(row["rank"]))
+            causes += [int(r) for r in (row.get("cause_ranks", ()) or ())]
+    chosen = set(must)
+    for r in causes:
+        if len(chosen) >= max(MAX_HIGHLIGHT, len(must)):
+            break
+        chosen.add(r)
+    if not chosen and len(decisions):
+        top = decisions.groupby("rank")["active"].max().sort_values(ascending=False, kind="stable")
+        chosen = {int(r) for r in top.index[:3]}
+    return sorted(chosen)
+
+
+def _rank_label(rank: int, leaks: pd.DataFrame | None, crash: Mapping | None) -> str:
+    parts = []
+    if leaks is not None and len(leaks):
+        n = int((leaks["rank"] == rank).sum())
+        if n:
+            parts.append(f"{n} leak{'s' if n > 1 else ''}")
+        elif any(rank in tuple(c or ()) for c in leaks["cause_ranks"]):
+            parts.append("zero batch")
+    if crash and crash.get("rank") is not None and int(crash["rank"]) == rank:
+        parts.append("crash")
+    return f"rank {rank}" + (f" ({', '.join(parts)})" if parts else "")
+
+
+def _focus_with_peak(decisions: pd.DataFrame, leaks, crash) -> list[int]:
+    """Focus iterations, with the peak-load iteration last: a clean run shows its busiest part."""
+    focus = focus_iterations(decisions, leaks, crash)
+    if len(decisions) and "active" in decisions.columns:
+        per = pd.to_numeric(decisions["active"], errors="coerce").groupby(
+            decisions["iter"].to_numpy()).sum()
+        if len(per):
+            focus.append(int(per.idxmax()))
+    return focus
 
 
 def active_vs_expected(decisions: pd.DataFrame, *, leaks: pd.DataFrame | None = None,
@@ -131,8 +166,15 @@ def active_vs_expected(decisions: pd.DataFrame, *, leaks: pd.DataFrame | None = 
     """
     kw = {"radius": radius} if radius is not None else {}
     win = windows_for(decisions, leaks, crash, **kw)
-    fig = Figure(figsize=(11, 4.8), layout="constrained")
-    ax = fig.subplots()
+    lo_it = int(decisions["iter"].min()) if len(decisions) else 0
+    hi_it = int(decisions["iter"].max()) if len(decisions) else 0
+    zoomed = bool(win.segments) and (len(win.segments) > 1 or win.segments[0] != (lo_it, hi_it))
+    fig = Figure(figsize=(11, 6.4 if zoomed else 4.8), layout="constrained")
+    if zoomed:
+        over, ax = fig.subplots(2, 1, height_ratios=(1, 2.6))
+        _overview(over, decisions, win, cap)
+    else:
+        ax = fig.subplots()
     fig.suptitle(title, fontsize=12, fontweight="bold")
     if not len(decisions):
         ax.text(0.5, 0.5, "no frames to draw", ha="center", va="center", transform=ax.transAxes)
@@ -151,11 +193,19 @@ def active_vs_expected(decisions: pd.DataFrame, *, leaks: pd.DataFrame | None = 
     for i, rank in enumerate(highlight):
         g = df[df["rank"] == rank]
         colour = _HIGHLIGHT_COLOURS[i % len(_HIGHLIGHT_COLOURS)]
+        style = _LINE_STYLES[(i // len(_HIGHLIGHT_COLOURS)) % len(_LINE_STYLES)]
+        label = _rank_label(rank, leaks, crash)
+        if not len(g):
+            ax.plot([], [], color=colour, linestyle=style, linewidth=1.8, label=label)
         first = True
         for _, s in g.groupby("seg"):
             ax.plot(s["x"], s["active"].astype(float), color=colour, linewidth=1.8, zorder=3,
-                    drawstyle="steps-mid", label=f"rank {rank}" if first else None)
+                    linestyle=style, drawstyle="steps-mid", label=label if first else None)
             first = False
+    others = sorted(set(int(r) for r in df["rank"].unique()) - set(highlight))
+    if others:
+        ax.plot([], [], color="0.75", linewidth=0.8,
+                label=f"rank{'s' if len(others) > 1 else ''} {_span(others)} (no leak)")
     if "expected" in df.columns:
         exp = df.groupby(["seg", "x"])["expected"].max().reset_index()
         first = True
@@ -164,7 +214,7 @@ def active_vs_expected(decisions: pd.DataFrame, *, leaks: pd.DataFrame | None = 
                     linestyle="--", zorder=2, label="expected_num_active_requests" if first else None)
             first = False
     if cap is not None:
-        ax.axhline(cap, color="#cb181d", linestyle=":", linewidth=1.5, zorder=2,
+        ax.axhline(cap, color="#d55e00", linestyle=":", linewidth=1.5, zorder=2,
                    label=f"cap = {cap} (max_num_active_requests)")
     if leaks is not None and len(leaks):
         keyed = df.set_index(["iter", "rank"])["active"]
@@ -177,21 +227,68 @@ def active_vs_expected(decisions: pd.DataFrame, *, leaks: pd.DataFrame | None = 
             xs.append(x)
             ys.append(float(keyed.loc[key]))
         if xs:
-            ax.scatter(xs, ys, marker="v", s=70, color="#e6550d", edgecolor="black", zorder=4,
+            ax.scatter(xs, ys, marker="v", s=70, color="#e69f00", edgecolor="black", zorder=4,
                        label="dummy leaks (fleet skipped)")
     if crash and crash.get("iter") is not None:
         x = win.position([int(crash["iter"])])[0]
         if not np.isnan(x):
             row = df[(df["iter"] == int(crash["iter"])) & (df["rank"] == int(crash.get("rank", -1)))]
             y = float(row["active"].iloc[0]) if len(row) else float(crash.get("active") or 0)
-            ax.scatter([x], [y], marker="X", s=160, color="#cb181d", edgecolor="black", zorder=5,
+            ax.scatter([x], [y], marker="X", s=160, color="#d55e00", edgecolor="black", zorder=5,
                        label=f"crash (rank {crash.get('rank')}, iter {crash['iter']})")
     _decorate_axis(ax, win)
     ax.set_ylabel("len(active_requests) at pad entry")
     ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.set_ylim(bottom=0)   # a count: the axis starts at zero
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, framealpha=0.9)
     return fig
+
+
+def _span(ranks: Sequence[int]) -> str:
+    """``0-3, 5`` for sorted ranks."""
+    out, start, prev = [], None, None
+    for r in list(ranks) + [None]:
+        if start is None:
+            start = prev = r
+        elif r is not None and r == prev + 1:
+            prev = r
+        else:
+            out.append(str(start) if start == prev else f"{start}-{prev}")
+            start = prev = r
+    return ", ".join(out)
+
+
+#: Points drawn in the overview of a long run (iterations are binned down to this).
+OVERVIEW_POINTS = 1500
+
+
+def _overview(ax, decisions: pd.DataFrame, win: IterWindows, cap: int | None) -> None:
+    """The whole run on one small axis (the fleet's busiest rank per iteration, binned), with
+    the zoomed windows shaded: where in the run the figure below looks."""
+    if not len(decisions):
+        ax.set_axis_off()
+        return
+    per = pd.to_numeric(decisions["active"], errors="coerce").groupby(
+        decisions["iter"].to_numpy()).max().sort_index()
+    if len(per) > OVERVIEW_POINTS:
+        bins = np.linspace(per.index.min(), per.index.max() + 1, OVERVIEW_POINTS + 1)
+        per = per.groupby(pd.cut(per.index, bins, right=False, labels=bins[:-1]),
+                          observed=True).max()
+        per.index = per.index.astype(float)
+    ax.plot(per.index.astype(float), per.to_numpy(dtype=float), color="#0072b2", linewidth=0.8,
+            label="busiest rank")
+    if cap is not None:
+        ax.axhline(cap, color="#d55e00", linestyle=":", linewidth=1.2, label=f"cap = {cap}")
+    for first, last in win.segments:
+        ax.axvspan(first - 0.5, last + 0.5, color="#e69f00", alpha=0.3, linewidth=0)
+    ax.set_xlim(float(decisions["iter"].min()), float(decisions["iter"].max()))
+    ax.set_ylim(bottom=0)
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.set_title("whole run (shaded: the iterations drawn below)", fontsize=9, loc="left")
+    ax.set_ylabel("active", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
 
 
 def strip_codes(decisions: pd.DataFrame) -> np.ndarray:
@@ -268,8 +365,13 @@ def decision_strip(panels: Mapping[str, pd.DataFrame], *, leaks: pd.DataFrame | 
         ax.imshow(np.ma.masked_invalid(grid), aspect="auto", interpolation="nearest", cmap=cmap,
                   vmin=-0.5, vmax=len(STRIP_CATEGORIES) - 0.5, origin="upper")
         step = max(1, len(ranks) // 16)
-        ax.set_yticks(range(0, len(ranks), step))
-        ax.set_yticklabels([str(ranks[i]) for i in range(0, len(ranks), step)], fontsize=8)
+        # Every rank that leaked or crashed keeps its tick, whatever the spacing of the others.
+        marked = set(int(r) for r in (leaks["rank"] if leaks is not None and len(leaks) else ()))
+        if crash and crash.get("rank") is not None:
+            marked.add(int(crash["rank"]))
+        rows_ticked = sorted(set(range(0, len(ranks), step)) | {row_of[r] for r in marked if r in row_of})
+        ax.set_yticks(rows_ticked)
+        ax.set_yticklabels([str(ranks[i]) for i in rows_ticked], fontsize=8)
         ax.set_ylabel("rank")
         ax.set_title(name, fontsize=10, loc="left")
         _decorate_axis(ax, win)
@@ -315,7 +417,7 @@ def state_composition(requests: pd.DataFrame, *, iteration: int,
         if bool(row["dummy"]):
             return "ADP dummy (recorded)"
         try:
-            return f"{RequestState(int(row['state'])).name} ({int(row['state'])})"
+            return RequestState(int(row["state"])).name
         except ValueError:
             return f"state {int(row['state'])}"
 
@@ -332,14 +434,19 @@ def state_composition(requests: pd.DataFrame, *, iteration: int,
     counts = counts.reindex(ranks, fill_value=0)
     if leaked:
         counts["ADP dummy leaked (replay)"] = [leaked.get(r, 0) for r in ranks]
-    cmap = matplotlib.colormaps["tab20"]
     bottom = np.zeros(len(ranks))
     xs = np.arange(len(ranks))
-    for i, col in enumerate(counts.columns):
+    k = 0
+    for col in counts.columns:
         vals = counts[col].to_numpy(dtype=float)
-        colour = "#e6550d" if col.startswith("ADP dummy leaked") else (
-            "#fdae6b" if col.startswith("ADP dummy") else cmap(i % 20))
-        hatch = "//" if col.startswith("ADP dummy") else None
+        if col.startswith("ADP dummy leaked"):
+            colour, hatch = "#e69f00", "//"
+        elif col.startswith("ADP dummy"):
+            colour, hatch = "#f5d08a", "//"
+        else:
+            colour = _STATE_COLOURS[k % len(_STATE_COLOURS)]
+            hatch = (None, "..", "xx")[(k // len(_STATE_COLOURS)) % 3]
+            k += 1
         ax.bar(xs, vals, bottom=bottom, color=colour, edgecolor="0.3", linewidth=0.5, label=col,
                hatch=hatch)
         bottom += vals
@@ -348,12 +455,13 @@ def state_composition(requests: pd.DataFrame, *, iteration: int,
                    label=f"expected_num_active_requests = {expected}"
                    + (" (= the cap)" if cap == expected else ""))
     if cap is not None and cap != expected:
-        ax.axhline(cap, color="#cb181d", linestyle=":", linewidth=1.5, label=f"cap = {cap}")
+        ax.axhline(cap, color="#d55e00", linestyle=":", linewidth=1.5, label=f"cap = {cap}")
     ax.set_xticks(xs)
     ax.set_xticklabels([str(r) for r in ranks], fontsize=8)
     ax.set_xlabel("rank")
     ax.set_ylabel("requests in active_requests")
     ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.set_ylim(bottom=0)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     ax.grid(True, axis="y", alpha=0.3)
     return fig

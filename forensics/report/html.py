@@ -13,6 +13,7 @@ import re
 from forensics.report.document import (
     Bullets,
     Code,
+    Details,
     Document,
     FigureBlock,
     Heading,
@@ -34,17 +35,24 @@ th{background:#f0f0f0}
 figure{margin:1em 0}
 figure img{max-width:100%;border:1px solid #e5e5e5}
 figcaption{color:#555;font-size:.9em}
+details{margin:.3em 0 1em}
+summary{cursor:pointer;color:#333}
+.lead{font-size:1.08em;border-left:4px solid #cb181d;padding-left:.7em}
 """
 
-_CODE = re.compile(r"`([^`]+)`")
 _BOLD = re.compile(r"\*\*([^*]+)\*\*")
 
 
 def _inline(text: str) -> str:
-    """Escape text, then turn `code` and **bold** spans into tags."""
-    s = html.escape(str(text), quote=True)
-    s = _CODE.sub(lambda m: f"<code>{m.group(1)}</code>", s)
-    return _BOLD.sub(lambda m: f"<strong>{m.group(1)}</strong>", s)
+    """Escape text, then turn `code` and **bold** spans into tags (no bold inside code)."""
+    parts = re.split(r"(`[^`]+`)", str(text))
+    out = []
+    for i, p in enumerate(parts):
+        if i % 2:
+            out.append(f"<code>{html.escape(p[1:-1], quote=True)}</code>")
+        else:
+            out.append(_BOLD.sub(lambda m: f"<strong>{m.group(1)}</strong>", html.escape(p, quote=True)))
+    return "".join(out)
 
 
 def data_uri(png: bytes) -> str:
@@ -66,6 +74,9 @@ def render_html(doc: Document) -> str:
         elif isinstance(b, Bullets):
             tag = "ol" if b.numbered else "ul"
             out.append(f"<{tag}>" + "".join(f"<li>{_inline(t)}</li>" for t in b.items) + f"</{tag}>")
+        elif isinstance(b, Details):
+            out.append(f"<details><summary>{_inline(b.summary)}</summary><ul>"
+                       + "".join(f"<li>{_inline(t)}</li>" for t in b.items) + "</ul></details>")
         elif isinstance(b, Table):
             head = "".join(f"<th>{_inline(h)}</th>" for h in b.header)
             rows = "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>"

@@ -4,9 +4,13 @@ Figures are linked as files beside ``report.md`` (the post-mortem writes the PNG
 """
 from __future__ import annotations
 
+import html
+import re
+
 from forensics.report.document import (
     Bullets,
     Code,
+    Details,
     Document,
     FigureBlock,
     Heading,
@@ -15,29 +19,52 @@ from forensics.report.document import (
 )
 
 
+_SPAN = re.compile(r"(`[^`]*`)")
+_PLAIN = re.compile(r"([\\<&]|\](?=\())")
+
+
+def _text(text: str) -> str:
+    """Inline text safe in Markdown: outside code spans, characters that would open HTML, a
+    link (``](``) or an entity are escaped; line breaks become spaces (a value with a newline cannot
+    start a heading or a list)."""
+    parts = _SPAN.split(" ".join(str(text).splitlines()))
+    return "".join(p if i % 2 else _PLAIN.sub(r"\\\1", p) for i, p in enumerate(parts))
+
+
 def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    return _text(text).replace("|", "\\|")
+
+
+def _fence(text: str) -> str:
+    """A code fence longer than any backtick run inside the block."""
+    runs = [len(m) for m in re.findall(r"`+", text)]
+    return "`" * max(3, max(runs, default=0) + 1)
 
 
 def render_markdown(doc: Document) -> str:
     """The document as GitHub-flavoured Markdown."""
-    out = [f"# {doc.title}", ""]
+    out = [f"# {_text(doc.title)}", ""]
     for b in doc.blocks:
         if isinstance(b, Heading):
-            out += [f"{'#' * max(2, b.level)} {b.text}", ""]
+            out += [f"{'#' * max(2, b.level)} {_text(b.text)}", ""]
         elif isinstance(b, Paragraph):
-            out += [b.text, ""]
+            out += [_text(b.text), ""]
         elif isinstance(b, Bullets):
-            out += [f"{i + 1}. {t}" if b.numbered else f"- {t}" for i, t in enumerate(b.items)]
+            out += [f"{i + 1}. {_text(t)}" if b.numbered else f"- {_text(t)}"
+                    for i, t in enumerate(b.items)]
             out.append("")
+        elif isinstance(b, Details):
+            out += [f"<details><summary>{html.escape(b.summary)}</summary>", ""]
+            out += [f"- {_text(t)}" for t in b.items]
+            out += ["", "</details>", ""]
         elif isinstance(b, Table):
             out.append("| " + " | ".join(_cell(h) for h in b.header) + " |")
             out.append("|" + "|".join("---" for _ in b.header) + "|")
             out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in b.rows]
             out.append("")
         elif isinstance(b, Code):
-            fence = "````" if "```" in b.text else "```"
+            fence = _fence(b.text)
             out += [fence + "text", b.text.rstrip("\n"), fence, ""]
         elif isinstance(b, FigureBlock):
-            out += [f"![{b.caption}]({b.name})", "", f"*{b.caption}*", ""]
+            out += [f"![{_text(b.caption)}]({b.name})", "", f"*{_text(b.caption)}*", ""]
     return "\n".join(out).rstrip("\n") + "\n"

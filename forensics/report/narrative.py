@@ -15,11 +15,13 @@ from forensics.report.crash_signatures import excerpt
 from forensics.report.document import (
     Bullets,
     Code,
+    Details,
     Document,
     FigureBlock,
     Heading,
     Paragraph,
     Table,
+    code,
 )
 from forensics.report.logs_only import LogsOnlyFindings, log_decisions
 
@@ -27,6 +29,8 @@ _STATUS_TEXT = {0: "no leak, no crash", 1: "leak or crash explained", 2: "bad in
                 3: "crash seen in the logs but not explained"}
 #: Lines of a logged message shown in the report.
 MESSAGE_LINES = 12
+#: Fleet-wide skips listed one per row in a logs-only report.
+MAX_SKIP_ROWS = 30
 
 
 def _fig_policy(results: Mapping[str, Any], chain_policy: Optional[str], verdicts) -> Optional[str]:
@@ -111,12 +115,26 @@ def _opt(v, none: str = "unknown") -> str:
 
 
 def build_document(*, summary, run, config, verdicts, signatures, log_crash, logs_only,
-                   chain_policy, chain, next_step, status, reason, figures, results) -> Document:
+                   chain_policy, chain, next_step, status, reason, figures, results,
+                   opening: str = "", headline: str = "", mechanisms=(), recommended=(),
+                   logs_verdict=None) -> Document:
     """The report as blocks (rendered by ``markdown`` and ``html``)."""
     b: list = []
+    if opening:
+        b.append(Paragraph(opening))
     b.append(Heading(2, "Verdict"))
-    b.append(Paragraph(f"**Exit status {status} ({_STATUS_TEXT.get(status, '?')})**: {reason}."))
+    lead = f"**{headline}**: " if headline else ""
+    b.append(Paragraph(f"{lead}{reason} (exit status {status}: {_STATUS_TEXT.get(status, '?')})."))
     b.append(Paragraph(f"**Next step**: {next_step}"))
+    if recommended:
+        b.append(Heading(3, "Builds clean on this run's path"))
+        b.append(Table(("build", "pull requests", "this run's path", "other paths that stay open"),
+                       tuple((code(a.policy), ", ".join(a.prs) or "-",
+                              "closed" if a.here is None else
+                              f"clean in the replay, but {a.here.why}: {a.here.outcome}",
+                              "; ".join(f"{p.label}: {p.outcome} ({p.why})" for p in a.open_paths)
+                              or "none of the neighbouring paths (other serving mode, pp_size)")
+                             for a in recommended)))
 
     b.append(Heading(2, "Crash seen in the logs"))
     if log_crash is None:
@@ -126,8 +144,8 @@ def build_document(*, summary, run, config, verdicts, signatures, log_crash, log
         it = _opt(log_crash.iter) + (" (from the last iteration line before it)"
                                      if log_crash.iter_inferred else "")
         b.append(Table(("kind", "rank", "iteration", "where", "code", "policies that produce it"),
-                       ((log_crash.kind.value, _opt(log_crash.rank), it, f"`{log_crash.where}`",
-                         f"`{log_crash.code_location}`" if log_crash.code_location else "-",
+                       ((log_crash.kind.value, _opt(log_crash.rank), it, code(log_crash.where),
+                         code(log_crash.code_location) if log_crash.code_location else "-",
                          ", ".join(log_crash.policies) or "none"),)))
         b.append(Paragraph(f"Why these policies: {log_crash.reason}."))
         b.append(Code(excerpt(log_crash, max_lines=MESSAGE_LINES)))
@@ -135,7 +153,7 @@ def build_document(*, summary, run, config, verdicts, signatures, log_crash, log
         b.append(Heading(3, "Every crash-related event"))
         b.append(Table(("kind", "count", "rank", "iteration", "where", "policies"),
                        tuple((s.kind.value, str(s.count), _opt(s.rank, "-"), _opt(s.iter, "-"),
-                              f"`{s.where}`", ", ".join(s.policies) or "none") for s in signatures)))
+                              code(s.where), ", ".join(s.policies) or "none") for s in signatures)))
 
     b.append(Heading(2, "Replay per policy"))
     if not verdicts:
@@ -144,11 +162,11 @@ def build_document(*, summary, run, config, verdicts, signatures, log_crash, log
     else:
         cfg = ""
         if config is not None:
-            cfg = (f" Run `{run}`: tp_size {config.tp_size}, pp_size {config.pp_size}, "
+            cfg = (f" Run {code(run)}: tp_size {config.tp_size}, pp_size {config.pp_size}, "
                    f"max_batch_size {config.max_batch_size}, cap {config.cap}, "
                    f"{'disaggregated' if config.disaggregated else 'aggregated'}, "
                    f"{'overlap' if config.overlap_scheduler else 'non-overlap'} loop"
-                   + (f", recorded by build `{config.build}`" if config.build else "") + ".")
+                   + (f", recorded by build {code(config.build)}" if config.build else "") + ".")
         b.append(Paragraph("Each executor version replays the recorded request states, carrying the "
                            "dummies it creates itself." + cfg))
         rows = []
@@ -165,14 +183,26 @@ def build_document(*, summary, run, config, verdicts, signatures, log_crash, log
                 div = "reproduces every recorded decision" if d is None else (
                     f"first differs at iteration {d['iter']} rank {d['rank']} ({d['field']}: "
                     f"recorded {d['recorded']}, replayed {d['replayed']})")
-            rows.append((f"`{v.policy}`" + (" (recording build)" if v.is_recording_build else ""),
+            rows.append((code(v.policy) + (" (recording build)" if v.is_recording_build else ""),
                          v.verdict, v.text, rep, div))
         b.append(Table(("policy", "verdict", "what happens", "matches the logs",
                         "against the recording"), tuple(rows)))
 
     if chain:
         b.append(Heading(2, f"Causal chain under {chain_policy}"))
-        b.append(Bullets(tuple(chain), numbered=True))
+        story = results.get(chain_policy)
+        fatal = story is not None and story.fatal_leak is not None
+        b.append(Paragraph(("**The fatal leak.** " if fatal else "") + chain[0]))
+        crash_line = chain[-1] if (story is not None and story.crash is not None
+                                   and len(chain) > 1) else None
+        if crash_line:
+            b.append(Paragraph("**The crash.** " + crash_line))
+        for k, m in enumerate(mechanisms):
+            b.append(Paragraph(f"**Mechanism {k + 1} of {len(mechanisms)}: {m.title()}.** {m.text}"))
+            b.append(Details(f"The {m.count} leak{'' if m.count == 1 else 's'} it explains",
+                             tuple(m.items)))
+        if not mechanisms and len(chain) > 1:
+            b.append(Bullets(tuple(chain[1:]), numbered=True))
 
     if figures:
         b.append(Heading(2, "Figures"))
@@ -180,6 +210,36 @@ def build_document(*, summary, run, config, verdicts, signatures, log_crash, log
 
     b.append(Heading(2, "What the logs alone show"))
     b.append(Bullets(tuple(logs_only.conclusions()) or ("Nothing beyond the signatures above.",)))
+    if logs_verdict is not None:
+        b.append(Heading(3, "The run as the logs show it"))
+        b.append(Table(("fact", "value", "evidence"),
+                       tuple((f.name, f.value if f.value is not None else "unknown", f.evidence)
+                             for f in logs_verdict.facts.facts)))
+        b.append(Paragraph(f"Versions possible under these facts: "
+                           f"{', '.join(code(p) for p in logs_verdict.policies) or 'none'} "
+                           f"({logs_verdict.reason})."))
+        if logs_verdict.survivors:
+            b.append(Paragraph(f"Builds that close the leak {logs_verdict.survivors_text()}."))
+    if logs_only.fleet_skips and not results:
+        b.append(Heading(3, "Per iteration, from the iteration lines"))
+        fw = set(logs_only.dummy_forwarded_in_skips)
+        rows = []
+        for sk in logs_only.fleet_skips[:MAX_SKIP_ROWS]:
+            nxt = sorted(r for (i, r) in fw if i == sk.iter + 1)
+            rows.append((str(sk.iter), ", ".join(map(str, sk.zero_ranks)),
+                         ", ".join(map(str, sk.busy_ranks)),
+                         (", ".join(map(str, nxt)) or "none") if logs_only.dummy_tokens_logged
+                         else "not logged (V5 lines only)"))
+        b.append(Table(("skipped iteration", "ranks at batch 0", "busy ranks skipped with them",
+                        "ranks forwarding a dummy right after"), tuple(rows)))
+        zero: dict[int, int] = {}
+        for sk in logs_only.fleet_skips:
+            for r in sk.zero_ranks:
+                zero[r] = zero.get(r, 0) + 1
+        b.append(Paragraph("Ranks that scheduled 0 while others worked: "
+                           + ", ".join(f"rank {r} ({n}x)" for r, n in sorted(zero.items()))
+                           + (f"; {logs_only.fleet_skip_count - MAX_SKIP_ROWS} more skip(s) not "
+                              "listed" if logs_only.fleet_skip_count > MAX_SKIP_ROWS else "") + "."))
     if logs_only.missing:
         b.append(Heading(3, "Missing, and how to record it next time"))
         b.append(Bullets(tuple(logs_only.missing)))
@@ -187,12 +247,12 @@ def build_document(*, summary, run, config, verdicts, signatures, log_crash, log
     b.append(Heading(2, "Inputs"))
     if summary.inputs:
         b.append(Table(("input", "kind", "bytes"),
-                       tuple((f"`{n}`", k, str(s)) for n, k, s in summary.inputs)))
+                       tuple((code(n), k, str(s)) for n, k, s in summary.inputs)))
     b.append(Paragraph("Rows per table: " + ", ".join(f"{t} {n}" for t, n in summary.rows.items())
                        + "."))
     if summary.refused:
-        b.append(Bullets(tuple(f"not ingested: {r}" for r in summary.refused)))
-    title = "ADP post-mortem" + (f": run {run}" if run else "")
+        b.append(Bullets(tuple(f"not ingested: {code(r)}" for r in summary.refused)))
+    title = "ADP post-mortem" + (f": run {code(run)}" if run else "")
     return Document(title=title, blocks=tuple(b))
 
 

@@ -31,6 +31,7 @@ from forensics.report.crash_signatures import (
     crash_in_logs,
     find_signatures,
 )
+from forensics.report.document import code
 from forensics.report.html import render_html
 from forensics.report.logs_only import (
     LOG_RANKS_ENV,
@@ -109,6 +110,14 @@ class PostmortemResult:
         status_reason: why that status.
         summary: the dataset summary (``forensics.report.summary.DatasetSummary``).
         findings: the ``findings.json`` content.
+        opening: the report's first sentence: what crashed or leaked, where, why, what to do.
+        headline: the verdict in a few words (what crashed and why), before the exit status.
+        mechanisms: the chain grouped by mechanism (``forensics.report.chain.Mechanism``), the
+            fatal leak's group first.
+        recommended: builds clean on this run's path, each with the paths that stay open
+            (``forensics.report.paths.BuildAdvice``).
+        logs_verdict: without traces, what the logs alone conclude about the logged crash
+            (``forensics.report.logs_only.LogsOnlyVerdict``), or None.
     """
 
     out_dir: Path
@@ -128,6 +137,11 @@ class PostmortemResult:
     status_reason: str
     summary: Any
     findings: dict = dataclasses.field(repr=False, default_factory=dict)
+    opening: str = ""
+    headline: str = ""
+    mechanisms: tuple = ()
+    recommended: tuple = ()
+    logs_verdict: Any = None
 
 
 def _noop(_: str) -> None:
@@ -138,7 +152,9 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
                *, policies: Optional[Sequence[str]] = None,
                cache_dir: Optional[str | os.PathLike] = None,
                progress: Optional[Progress] = None, force: bool = False,
-               window: Optional[int] = None, client: Any = None) -> PostmortemResult:
+               window: Optional[int] = None, client: Any = None, run: Optional[str] = None,
+               counts: Optional[Callable[[str, int, int], None]] = None,
+               ingest_bar: bool = False) -> PostmortemResult:
     """Run the whole post-mortem and write the report.
 
     Args:
@@ -154,6 +170,11 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
             memory holds one window whatever the run's length.
         client: a ``distributed.Client`` (``forensics.cluster.connect``): the input files are
             ingested in parallel, one task per file (the report is the same).
+        run: the traced run to replay when the inputs hold several (default: every run, the
+            first one's story told).
+        counts: called with ``(phase, done, total)`` as a phase advances (``"replay"``:
+            iterations replayed over all policies), for progress bars.
+        ingest_bar: draw the ingest's own byte progress bar (on stderr, only on a terminal).
 
     Returns:
         :class:`PostmortemResult`.
@@ -183,11 +204,17 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
     say("ingesting inputs")
     inputs = _outside(inputs, out)
     ds = as_dataset(inputs, cache_dir=cache_dir if cache_dir is not None else out / DATASET_DIR,
-                    client=client)
+                    client=client, quiet=not ingest_bar)
     summary = summarize(ds)
     refused = list(ds.meta.get("refused", []))
 
     runs = ds.traced_runs()
+    if run is not None:
+        if run not in runs:
+            from forensics.errors import InputError
+            raise InputError(f"no traced run {run!r} in the inputs",
+                             hint="runs: " + (", ".join(runs) or "none (no request-state trace)"))
+        runs = [run]
     config = None
     if runs:
         from replay.frames import FrameWindows
@@ -200,37 +227,64 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
     log_crash = crash_in_logs(signatures)
     lo = logs_only_findings(ds.iterations, ds.events, tp_size=config.tp_size if config else None,
                             has_traces=bool(runs))
+    lov = None
+    if not runs and log_crash is not None and log_crash.kind.is_cause:
+        lov = _judge_logs(ds, log_crash, lo, pols)
+        log_crash = dataclasses.replace(log_crash, policies=lov.policies, reason=lov.reason)
+        signatures = [log_crash if (s.source, s.line) == (log_crash.source, log_crash.line) else s
+                      for s in signatures]
 
     results: dict[str, dict[str, Any]] = {}
     if (out / REPLAY_DIR).is_dir():  # an earlier run's decisions and ledgers
         import shutil
         shutil.rmtree(out / REPLAY_DIR)
-    for k, run in enumerate(runs):
+    total = sum(len(windows[r].iters) for r in runs) * len(pols)
+    done = 0
+    for k, key in enumerate(runs):
         from replay.engine import replay_windows
-        def step(i: int, n: int, run: str = run) -> None:
-            say(f"replaying {run} under {len(pols)} policies" + (f" (window {i + 1}/{n})" if n > 1 else ""))
-        results[run] = replay_windows(windows[run], pols, out / REPLAY_DIR / f"run-{k:03d}",
-                                      progress=step)
+        w = windows[key]
+
+        def step(i: int, n: int, key: str = key, w=w, before: int = done) -> None:
+            say(f"replaying {key} under {len(pols)} policies"
+                + (f" (window {i + 1}/{n})" if n > 1 else ""))
+            if counts is not None:
+                counts("replay", before + min(i * w.size, len(w.iters)) * len(pols), total)
+        results[key] = replay_windows(w, pols, out / REPLAY_DIR / f"run-{k:03d}", progress=step)
+        done += len(w.iters) * len(pols)
+        if counts is not None:
+            counts("replay", done, total)
     primary = results[runs[0]] if runs else {}
     build = config.build if config else ""
     logged = logged_surplus(ds.events)
     verdicts = tuple(_verdict(name, r, log_crash, build, logged) for name, r in primary.items())
 
-    status, reason = _status(ds, refused, log_crash, verdicts, lo, bool(runs), bool(signatures))
+    status, reason = _status(ds, refused, log_crash, verdicts, lo, bool(runs), bool(signatures),
+                             lov)
     chain_policy, chain = _chain(primary, verdicts, build)
-    next_step = _next_step(status, verdicts, log_crash, lo, primary)
+    story = primary.get(chain_policy) if chain_policy else None
+    mechs = tuple(_mechanisms(story))
+    recommended = tuple(_recommend(pols, verdicts, config))
+    next_step = _next_step(status, verdicts, log_crash, lo, primary, recommended, config,
+                           inputs=[str(i) for i in inputs], refused=refused, lov=lov)
+    opening, headline = _opening(status, reason, story, chain_policy == build, log_crash, lo,
+                                 recommended, config, verdicts, lov)
 
     say("drawing figures")
     figs = figure_blocks(ds, runs[0] if runs else None, figure_views(primary), chain_policy,
                          verdicts, lo, config, log_crash=log_crash)
     findings = _findings(summary, results, verdicts, signatures, log_crash, lo, chain_policy, chain,
                          next_step, status, reason, config, runs)
+    findings.update(opening=opening, headline=headline,
+                    logs_only_verdict=None if lov is None else lov.to_json(),
+                    recommended=[dataclasses.asdict(a) for a in recommended])
+    findings["chain"]["mechanisms"] = [m.to_json() for m in mechs]
     say("writing the report")
     doc = build_document(summary=summary, run=runs[0] if runs else None, config=config,
                          verdicts=verdicts, signatures=signatures, log_crash=log_crash,
                          logs_only=lo, chain_policy=chain_policy, chain=chain,
                          next_step=next_step, status=status, reason=reason, figures=figs,
-                         results=primary)
+                         results=primary, opening=opening, headline=headline, mechanisms=mechs,
+                         recommended=recommended, logs_verdict=lov)
     written = [report_dir.write(fig.name, fig.png) for fig in figs]
     md = report_dir.write("report.md", render_markdown(doc).encode())
     html_path = report_dir.write("report.html", render_html(doc).encode())
@@ -242,7 +296,8 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
         figures=tuple(written), run=runs[0] if runs else None, verdicts=verdicts,
         log_crash=log_crash, signatures=tuple(signatures), chain_policy=chain_policy,
         chain=tuple(chain), logs_only=lo, next_step=next_step, exit_status=status,
-        status_reason=reason, summary=summary, findings=findings)
+        status_reason=reason, summary=summary, findings=findings, opening=opening,
+        headline=headline, mechanisms=mechs, recommended=recommended, logs_verdict=lov)
 
 
 # --- pieces ---------------------------------------------------------------------------------------
@@ -413,10 +468,22 @@ def _verdict(name: str, result, log_crash: Optional[Signature], build: str,
                          is_recording_build=(name == build), first_divergence=div, text=text)
 
 
+def _judge_logs(ds, log_crash, lo, pols):
+    """The logs-only verdict on a logged crash (facts inferred from the logs and stats)."""
+    from forensics.report.crash_signatures import excerpt
+    from forensics.report.logs_only import infer_run_facts, judge_logs_only
+    try:
+        text = excerpt(log_crash, max_lines=80)
+    except Exception:  # the source may be gone (a cached dataset); the facts then say unknown
+        text = log_crash.message or ""
+    facts = infer_run_facts(ds.iterations, ds.events, ds.stats, crash_text=text)
+    return judge_logs_only(log_crash, lo, facts, pols)
+
+
 def _status(ds, refused, log_crash, verdicts, lo: LogsOnlyFindings, has_traces: bool,
-            has_signatures: bool) -> tuple[int, str]:
+            has_signatures: bool, lov=None) -> tuple[int, str]:
     if refused:
-        names = "; ".join(f"{r.get('name')}: {r.get('reason')}" for r in refused)
+        names = "; ".join(f"{code(r.get('name'))}: {r.get('reason')}" for r in refused)
         return EXIT_BAD_INPUT, f"input(s) not ingested: {names}"
     if not has_traces and not len(ds.iterations) and not has_signatures:
         return EXIT_BAD_INPUT, ("nothing usable in the inputs: no executor iteration line, no "
@@ -424,8 +491,12 @@ def _status(ds, refused, log_crash, verdicts, lo: LogsOnlyFindings, has_traces: 
     if log_crash is not None:
         if not log_crash.kind.is_cause:
             return EXIT_UNEXPLAINED, (f"the logs show a crash ({log_crash.kind.value} at "
-                                      f"{log_crash.where}) with no pad-dummy signature before it; "
+                                      f"{code(log_crash.where)}) with no pad-dummy signature before it; "
                                       "the catalogue does not model it")
+        if not has_traces and lov is not None and lov.explained:
+            return EXIT_EXPLAINED, (f"the logs show the NVBug 6438685 chain: {lov.chain.text()}; "
+                                    f"the {log_crash.kind.value} matches "
+                                    f"{', '.join(lov.policies)} under what the logs show")
         if not has_traces:
             who = ", ".join(log_crash.policies) or "no catalogue policy"
             return EXIT_UNEXPLAINED, (f"no request traces: the {log_crash.kind.value} signature "
@@ -484,32 +555,139 @@ def story_policy(verdicts) -> Optional[str]:
 
 
 def _chain(results: dict, verdicts: Sequence[PolicyVerdict], build: str) -> tuple[Optional[str], list[str]]:
-    """The policy whose story to tell and its causal chain."""
+    """The policy whose story to tell and its causal chain (``explain()`` order: the fatal leak
+    first)."""
     name = story_policy(verdicts)
     if name is None:
         return None, []
     try:
-        res = results[name]
-        first = [str(x) for x in res.story()]
-        lines = first + [str(x) for x in res.explain() if str(x) not in first]
+        lines = [str(x) for x in results[name].explain()]
     except Exception as e:  # the explanation is a bonus; never lose the report over it
         logger.warning("explain() failed for %s: %s", name, e)
         lines = [next(v.text for v in verdicts if v.policy == name)]
     return name, lines
 
 
-def _next_step(status: int, verdicts: Sequence[PolicyVerdict], log_crash: Optional[Signature],
-               lo: LogsOnlyFindings, results: dict) -> str:
-    clean = [v for v in verdicts if v.verdict == "clean"]
+def _mechanisms(res) -> list:
+    from forensics.report.chain import mechanisms
+    if res is None:
+        return []
+    try:
+        return mechanisms(res)
+    except Exception as e:  # as above: never lose the report over an explanation
+        logger.warning("grouping the chain failed for %s: %s", res.policy.name, e)
+        return []
+
+
+def _recommend(pols, verdicts: Sequence[PolicyVerdict], config) -> list:
+    """Builds clean on this run's path (from the replay when traced, from the catalogue's gates
+    for the inferred path otherwise), with the neighbouring paths that stay open."""
+    from forensics.report.paths import clean_builds
+    if verdicts:
+        clean = {v.policy for v in verdicts if v.verdict == "clean"}
+        return clean_builds(pols, config, replayed_clean=clean)
+    return clean_builds(pols, config) if config is not None else []
+
+
+def _advice_text(recommended, config, limit: int = 2) -> str:
+    """``fix-16161 (PR #16161, #16279), still open on aggregated, pp_size 1: ...`` for the best few."""
+    return "; ".join(a.text() for a in recommended[:limit])
+
+
+def _opening(status, reason, story, story_is_build, log_crash, lo, recommended, config,
+             verdicts, lov=None) -> tuple[str, str]:
+    """The report's first sentence, and the verdict headline."""
+    from forensics.report.chain import opening_sentence
+    from forensics.report.paths import path_label
+    todo = ""
+    if recommended:
+        best = recommended[0]
+        here = f" on this run's path ({path_label(config)})" if config is not None else ""
+        todo = f"move to {best.policy}, clean{here}"
+        if best.open_paths:
+            todo += " but still open on " + "; ".join(p.label for p in best.open_paths)
+    elif verdicts and status == EXIT_EXPLAINED:
+        todo = "no catalogue build survives this run: try a candidate fix with `forensics replay --policy py:FILE.py:FUNCTION`"
     if status == EXIT_BAD_INPUT:
-        return "Fix the inputs named above and run `forensics postmortem` again."
+        return f"Bad input: {reason}.", "Bad input"
+    if story is not None:
+        try:
+            sentence = opening_sentence(story, recording_build=story_is_build, todo=todo)
+        except Exception as e:  # never lose the report over the sentence
+            logger.warning("opening sentence failed: %s", e)
+            sentence = f"{reason[:1].upper()}{reason[1:]}."
+        return sentence, _headline(story, log_crash)
+    if log_crash is not None:
+        where = (f"rank {log_crash.rank}" if log_crash.rank is not None else "an unknown rank") + (
+            f" at iteration {log_crash.iter}" if log_crash.iter is not None else "")
+        head = f"{log_crash.kind.value} on {where} ({code(log_crash.where)})"
+        if lov is not None and lov.explained:
+            c = lov.chain
+            zero = ", ".join(str(r) for r in c.zero_ranks)
+            return (f"The logs show an {head} at the end of the NVBug 6438685 chain: at iteration {c.skip_iter} "
+                    f"rank{'s' if len(c.zero_ranks) > 1 else ''} {zero} offered batch 0 while rank "
+                    f"{c.crash_rank} was busy, so the whole fleet skipped the iteration and any "
+                    f"dummy padded on rank {c.crash_rank} stayed; at iteration {c.crash_iter} the "
+                    "entry assert fired there, as only "
+                    f"{_or(lov.policies)} can do under what the logs show; builds that survive it "
+                    f"{lov.survivors_text()}.",
+                    f"{head[:1].upper()}{head[1:]} after the fleet-wide skip of iteration "
+                    f"{c.skip_iter}: the NVBug 6438685 chain (logs only)")
+        if status == EXIT_UNEXPLAINED:
+            return f"The logs show an {head}; not explained: {reason}.", f"{head}, not explained"
+        return f"The logs show an {head}: {reason}" + (f"; {todo}" if todo else "") + ".", head
+    if status == EXIT_CLEAN:
+        return f"No leak and no crash: {reason}.", "No leak, no crash"
+    return f"{reason[:1].upper()}{reason[1:]}" + (f"; {todo}" if todo else "") + ".", "Leak"
+
+
+def _or(names) -> str:
+    names = list(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def _headline(res, log_crash) -> str:
+    """``Entry assert on rank 2 at iteration 76: a dummy leaked through the skip of iteration 75``."""
+    fatal = res.fatal_leak
+    if res.crash is not None:
+        c = res.crash
+        what = {"assert": "Entry assert", "dummy_alloc_none": "TypeError on a None dummy"}.get(
+            c.kind, "Crash")
+        why = (f": a dummy leaked through the fleet-wide skip of iteration {fatal.iter_skipped}"
+               if fatal is not None else "")
+        seen = " (as in the logs)" if matches_log_crash(c, log_crash) else ""
+        return f"{what} on rank {c.rank} at iteration {c.iter}{seen} under {res.policy.name}{why}"
+    if res.leaks:
+        n = len(res.leaks)
+        return (f"{n} leaked dumm{'y' if n == 1 else 'ies'} under {res.policy.name}, no crash "
+                f"(first through the skip of iteration {res.leaks[0].iter_skipped})")
+    return f"No leak, no crash under {res.policy.name}"
+
+
+def _next_step(status: int, verdicts: Sequence[PolicyVerdict], log_crash: Optional[Signature],
+               lo: LogsOnlyFindings, results: dict, recommended=(), config=None, *,
+               inputs=(), refused=(), lov=None) -> str:
+    from forensics.report.paths import path_label
+    clean = [v for v in verdicts if v.verdict == "clean"]
+    if status == EXIT_EXPLAINED and recommended and config is not None:
+        return (f"Move to a build clean on this run's path ({path_label(config)}, "
+                f"{'overlap' if config.overlap_scheduler else 'non-overlap'} loop): "
+                + _advice_text(recommended, config) + ".")
+    if status == EXIT_BAD_INPUT:
+        return _bad_input_step(inputs, refused)
+    if lov is not None and not verdicts:
+        record = _record_step(lo)
+        unknown = lov.unknown()
+        tell = (f" The logs do not show the {', '.join(unknown)}; the builds above are per path, "
+                "check the deployment for yours." if unknown else "")
+        if lov.explained:
+            return (f"This pattern matches the NVBug 6438685 chain; builds that survive it "
+                    f"{lov.survivors_text()}.{tell} To see which requests and dummy leaked and "
+                    f"confirm the build: {record}")
+        return (f"Builds that close the pad-dummy leak {lov.survivors_text()}.{tell} {record}")
     if status == EXIT_UNEXPLAINED and not verdicts:
-        settings = []
-        if any(LOG_RANKS_ENV in m for m in lo.missing):
-            settings.append(f"`{LOG_RANKS_ENV}=all` (iteration lines from every rank)")
-        settings.append(f"`{TRACE_ENV}=DIR` (the request-state trace, see {RECORDING_DOC})")
-        return (f"Record the next run with {' and '.join(settings)}, then run `forensics "
-                "postmortem` on the logs and DIR together.")
+        step = _record_step(lo)
+        return step[:1].upper() + step[1:]
     if status == EXIT_UNEXPLAINED:
         return ("Check the run record (tp_size, max_batch_size, cap, disaggregated, overlap) against "
                 "the deployment, then compare decisions with `forensics replay DATASET --policy NAME`.")
@@ -535,6 +713,29 @@ def _next_step(status: int, verdicts: Sequence[PolicyVerdict], log_crash: Option
     if lo.missing:
         return "Nothing crashed. To replay a future incident: " + lo.missing[0]
     return "Nothing to do: no leak and no crash."
+
+
+def _record_step(lo) -> str:
+    settings = []
+    if any(LOG_RANKS_ENV in m for m in lo.missing):
+        settings.append(f"`{LOG_RANKS_ENV}=all` (iteration lines from every rank)")
+    settings.append(f"`{TRACE_ENV}=DIR` (the request-state trace, see {RECORDING_DOC})")
+    return (f"record the next run with {' and '.join(settings)}, then run `forensics "
+            "postmortem` on the logs and DIR together.")
+
+
+def _bad_input_step(inputs, refused) -> str:
+    """What to do about bad input, naming the inputs."""
+    if refused:
+        names = ", ".join(code(r.get("name")) for r in refused)
+        return (f"Fix or leave out {names} (the reason is beside each name above) and run "
+                "`forensics postmortem` again; the other inputs were used.")
+    names = ", ".join(code(i) for i in inputs) or "(no input)"
+    return (f"{names} hold{'s' if len(inputs) == 1 else ''} no executor iteration line "
+            "(`iter = N, ... num_scheduled_requests: K`), no pad-dummy or crash event and no "
+            "request-state trace: pass the executor logs of the crashed run (with "
+            f"`{LOG_RANKS_ENV}=all` every rank prints iteration lines), its iteration-stats JSON "
+            f"or a trace recorded with `{TRACE_ENV}=DIR`.")
 
 
 def _findings(summary, results, verdicts, signatures, log_crash, lo, chain_policy, chain,

@@ -75,15 +75,29 @@ class IterWindows:
             out.append(((prev_end + offs[i]) / 2.0, self.hidden[i - 1]))
         return out
 
-    def ticks(self, per_segment: int = 4) -> tuple[list[float], list[str]]:
-        """Tick positions and labels (real iteration numbers) for the compressed axis."""
+    def ticks(self, per_segment: int = 5) -> tuple[list[float], list[str]]:
+        """Tick positions and labels (real iteration numbers) for the compressed axis: round
+        numbers (multiples of 1, 2, 5 x 10^k), at most ``per_segment`` per segment."""
         xs, labels = [], []
         for (first, last), off in zip(self.segments, self.offsets):
-            n = min(per_segment, last - first + 1)
-            for it in np.unique(np.linspace(first, last, n).round().astype(int)):
+            step = round_step(last - first, per_segment)
+            start = -(-first // step) * step
+            for it in range(start, last + 1, step):
                 xs.append(float(it - first + off))
                 labels.append(str(int(it)))
         return xs, labels
+
+
+def round_step(span: int, max_ticks: int = 5) -> int:
+    """The smallest step in 1, 2, 5, 10, 20, 25, 50, ... giving at most ``max_ticks`` ticks."""
+    span = max(int(span), 1)
+    k = 1
+    while True:
+        for m in (1, 2, 5):
+            step = m * k
+            if span // step + 1 <= max_ticks:
+                return step
+        k *= 10
 
 
 def choose_windows(iters: Sequence[int] | np.ndarray, focus: Iterable[int] = (), *,
@@ -101,7 +115,7 @@ def choose_windows(iters: Sequence[int] | np.ndarray, focus: Iterable[int] = (),
 
     Returns:
         The segments; with no focus in a long run, the last ``2 * radius + 1`` iterations
-        (where a crash run ends).
+        (callers pass the peak-load iteration as a focus so a clean run shows its busiest part).
     """
     arr = np.asarray(iters, dtype=np.int64)
     if arr.size == 0:

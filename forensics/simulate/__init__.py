@@ -21,7 +21,7 @@ import dataclasses
 import gzip
 import io
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from forensics.errors import ConfigError
@@ -135,13 +135,28 @@ def _expect_toml(policy: str, scenario: str, seed: int, s: LoopSummary) -> str:
     return "\n".join(lines) + "\n"
 
 
+class _ProgressSink:
+    """Reports each loop body to a progress callback (a sink like the writers)."""
+
+    def __init__(self, progress: Callable[[int, int], None], total: int):
+        self.progress, self.total, self.done = progress, total, 0
+
+    def body(self, b) -> None:
+        self.done += 1
+        self.progress(self.done, self.total)
+
+    def close(self) -> None:
+        pass
+
+
 def simulate(scenario_or_workload: str | Scenario | Workload, *, out_dir: str | os.PathLike,
              policy: str | Policy | None = None, ranks: int | None = None, iters: int | None = None,
              seed: int | None = None, cap: int | None = None, log_format: str = "V4",
              log_ranks: str | Iterable[int] = "all", launcher: str | None = None,
              prefix_style: str = "rank", write: Iterable[str] = ("log", "stats", "trace"),
              compression: str | None = None, state_names: bool = True,
-             version: str | None = None, force: bool = False) -> SimulationResult:
+             version: str | None = None, force: bool = False,
+             progress: Callable[[int, int], None] | None = None) -> SimulationResult:
     """Simulate a scenario (or a bare workload) under a policy and write its artefacts.
 
     Args:
@@ -162,6 +177,7 @@ def simulate(scenario_or_workload: str | Scenario | Workload, *, out_dir: str | 
             still byte-identical for a seed). Advisable for ``fleet-1h`` (GBs uncompressed).
         state_names: trace states as names (else ints).
         version: print a ``TensorRT-LLM version`` banner first.
+        progress: called with ``(bodies done, bodies to run)`` after each loop body (bars).
 
     Returns:
         A :class:`SimulationResult`.
@@ -239,6 +255,8 @@ def simulate(scenario_or_workload: str | Scenario | Workload, *, out_dir: str | 
                                                   "workload": workload_parameters(workload)}})
             sinks.append(TraceWriter(f, record=rec, state_names=state_names,
                                      postpad=pol.postpad_empty_batch and config.enable_attention_dp))
+        if progress is not None:
+            sinks.append(_ProgressSink(progress, n_iters))
         summary = run(workload, pol, iters=n_iters, seed=the_seed, sinks=sinks)
         for s in sinks:
             s.close()

@@ -71,9 +71,12 @@ def test_nvbug_chain_prefix(nvbug):
     assert res.to_json()["crash"] == {"iter": 42, "rank": 1, "expected": 8, "active": 9}
     chains = res.explain()
     assert len(chains) == 3
-    assert "rank 2 held only GENERATION_TO_COMPLETE requests (ids 17, 23)" in chains[1]
-    assert "can_queue is False fleet-wide (rank 2 offered 0)" in chains[1]
-    assert "rank 1 counted 8 real requests + its leaked dummy = 9 > expected 8" in chains[1]
+    # The fatal leak (rank 1, the crashing rank) first, then the other leak, then the crash.
+    assert res.fatal_leak == res.leaks[1]
+    assert "rank 2 held only GENERATION_TO_COMPLETE requests (ids 17, 23)" in chains[0]
+    assert "can_queue is False fleet-wide (rank 2 offered 0)" in chains[0]
+    assert "rank 1 counted 8 real requests + its leaked dummy = 9 > expected 8" in chains[0]
+    assert "dummy padded on rank 0 at iter 41" in chains[1]
     assert "AssertionError" in chains[2]
 
 

@@ -116,7 +116,7 @@ def _cli(args):
 
 
 def test_exit_1_crash_explained_via_cli(crash_inputs, tmp_path):
-    res = _cli([*crash_inputs, "-o", tmp_path / "r", "--quiet"])
+    res = _cli([*crash_inputs, "-o", tmp_path / "r"])
     assert res.exit_code == 1, res.output
     assert "entry-assert on rank 0, iteration 2" in res.output
     assert "rank0.log:4" in res.output
@@ -158,7 +158,7 @@ def test_exit_3_logs_without_traces(tmp_path):
     assert r.log_crash.rank == 0 and r.log_crash.iter == 2
     assert "ADP_FORENSICS_TRACE_DIR" in r.next_step and "TLLM_PROFILE_LOG_RANKS=all" in r.next_step
     assert any("ADP_FORENSICS_TRACE_DIR" in m for m in r.logs_only.missing)
-    res = _cli([log, "-o", tmp_path / "r2", "-q"])
+    res = _cli([log, "-o", tmp_path / "r2"])
     assert res.exit_code == 3
     assert "From the logs alone" in res.output and "no request traces" in res.output
 
@@ -212,12 +212,12 @@ def _sample(name: str) -> Path:
 def test_bundled_nvbug_sample(tmp_path):
     """The README's main command: the simulated NVBug 6438685 run crashes under prefix-2026."""
     sample = _sample("nvbug-6438685")
-    res = _cli([sample, "-o", tmp_path / "report", "-q"])
+    res = _cli([sample, "-o", tmp_path / "report"])
     assert res.exit_code == 1, res.output
     f = json.loads((tmp_path / "report" / "findings.json").read_text())
     assert f["policies"]["prefix-2026"]["crash"] is not None
     assert f["policies"]["prefix-2026"]["leaks"]
-    assert str(tmp_path / "report" / "report.html") in res.output.replace("\n", "")
+    assert str(tmp_path / "report" / "report.html") in res.output.splitlines()[-1]
     for png in (tmp_path / "report").glob("*.png"):
         assert png.read_bytes().startswith(PNG_MAGIC)
 
@@ -245,12 +245,13 @@ def test_bundled_surplus_sample_warnings_matched(tmp_path):
 def test_logs_alone_agree_with_the_replay(tmp_path):
     """On the bundled NVBug run every rank logs its batch size, so the fleet-wide skips read from
     the logs alone must be exactly the replayed skips (can_queue False with work pending) of the
-    build that recorded it; without the trace the crash stays unexplained (3)."""
+    build that recorded it. The logs alone show the chain (the skip at 75 with rank 2 busy,
+    the assert on rank 2 at 76), so the crash is explained (1) without the trace."""
     sample = _sample("nvbug-6438685")
     full = postmortem([sample], tmp_path / "full")
     prefix = full.findings["policies"]["prefix-2026"]
     logs = postmortem([sample / "executor.log"], tmp_path / "logs")
-    assert logs.exit_status == 3 and "no request traces" in logs.status_reason
+    assert logs.exit_status == 1 and "NVBug 6438685 chain" in logs.status_reason
     skips = [s.iter for s in logs.logs_only.fleet_skips]
     assert skips and skips[0] == prefix["leaks"][0]["iter_skipped"]
     assert set(skips) == {leak["iter_skipped"] for leak in prefix["leaks"]}

@@ -1,0 +1,148 @@
+"""Which serving paths of a build stay open to the pad-dummy leak, and which builds to recommend.
+
+A leak needs a rank that offers a zero batch without a dummy: its pad predicate counts a request
+the scheduler refuses (a state outside the micro-batch window), no post-schedule padding fills the
+empty batch, and no rollback removes the dummies the other ranks padded when the fleet skips
+(domain doc §4-7). Whether a build has that gap depends on the run: serving mode (a KV-cache
+transceiver or not), pp_size (PR #16921 gates its predicate and rollback on pp_size 1) and the
+model (encoder-decoder models have a wider window). The overlap loop does not change the gap.
+
+:func:`path_gap` is the one place that reads the policy's fields for this; the catalogue's own
+gates replace it when they exist.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Sequence
+
+from replay.config import RunConfig
+from replay.policy import EntryCheck, Policy
+from replay.states import ALL_STATES, micro_batch_window
+
+
+@dataclasses.dataclass(frozen=True)
+class PathGap:
+    """What one build does on one serving path.
+
+    Fields:
+        label: the path in words (``"disaggregated, pp_size 1"``).
+        open: a dummy can leak on this path.
+        gap_states: states the predicate counts but the scheduler refuses.
+        outcome: what a leak does there (``"crash at the cap"``, ``"warned, capacity wasted"``,
+            ``"silent"``), or ``"closed"``.
+        why: one clause saying why.
+    """
+
+    label: str
+    open: bool
+    gap_states: tuple[str, ...]
+    outcome: str
+    why: str
+
+
+def path_label(config: RunConfig) -> str:
+    """``"disaggregated, pp_size 1, overlap loop"`` for a configuration."""
+    return (f"{'disaggregated' if config.disaggregated else 'aggregated'}, pp_size {config.pp_size}"
+            + (", encoder-decoder" if config.encoder_decoder else ""))
+
+
+def gap_states(policy: Policy, config: RunConfig) -> tuple[str, ...]:
+    """States the policy's pad predicate counts on this path but the scheduler refuses."""
+    counted = policy.predicate(config).mask(config)
+    window = micro_batch_window(config.encoder_decoder).mask()
+    states = [s.name for s, c, w in zip(ALL_STATES, counted, window) if c and not w]
+    # Only states a live request reaches on this path: no DISAGG_* state without a transceiver.
+    if not config.disaggregated:
+        states = [s for s in states if not s.startswith("DISAGG_")]
+    drop = {"UNKNOWN", "DISAGG_TRANS_ERROR", "GENERATION_COMPLETE"}
+    if not config.encoder_decoder:
+        drop.add("ENCODER_INIT")
+    states = [s for s in states if s not in drop]
+    # The state that leaks in practice (NVBug 6438685) first.
+    return tuple(sorted(states, key=lambda s: s != "GENERATION_TO_COMPLETE"))
+
+
+def path_gap(policy: Policy, config: RunConfig) -> PathGap:
+    """Whether ``policy`` can leak a dummy on the path of ``config``, and what the leak does."""
+    label = path_label(config)
+    gap = gap_states(policy, config)
+    if policy.pad_hook is not None:
+        return PathGap(label, False, (), "unknown", "real or candidate code: only the replay tells")
+    if not gap:
+        return PathGap(label, False, (), "closed", "its predicate counts only states the scheduler takes")
+    if policy.rolls_back(config):
+        return PathGap(label, False, gap, "closed",
+                       "a pending dummy is rolled back when the fleet skips (PR #16921)")
+    states = gap[0] + (f" and {len(gap) - 1} more state{'s' if len(gap) > 2 else ''}"
+                       if len(gap) > 1 else "")
+    if policy.postpad_empty_batch:
+        return PathGap(label, True, gap, _outcome(policy),
+                       f"counts {states} the scheduler refuses; post-schedule padding fills an "
+                       "empty batch only below the cap")
+    return PathGap(label, True, gap, _outcome(policy),
+                   f"counts {states} the scheduler refuses; no rollback on a skip")
+
+
+def _outcome(policy: Policy) -> str:
+    if not policy.cap:
+        return "leaks silently (no cap)"
+    if policy.entry_check is EntryCheck.WARN:
+        return "leaks are warned about and waste capacity"
+    return "can crash at the cap (entry assert)"
+
+
+def other_paths(config: RunConfig) -> list[RunConfig]:
+    """The neighbouring paths worth naming: the other serving mode and pp_size > 1."""
+    out = [dataclasses.replace(config, disaggregated=not config.disaggregated)]
+    if config.pp_size == 1:
+        out.append(dataclasses.replace(config, pp_size=2, max_num_active_requests=None))
+    else:
+        out.append(dataclasses.replace(config, pp_size=1, max_num_active_requests=None))
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildAdvice:
+    """One build recommended for this run, and where it stays open."""
+
+    policy: str
+    title: str
+    prs: tuple[str, ...]
+    open_paths: tuple[PathGap, ...]
+    #: This run's own path when the build's gap is still there (replayed clean on this traffic,
+    #: e.g. post-schedule padding that only works below the cap), else None.
+    here: Optional[PathGap] = None
+
+    def text(self) -> str:
+        prs = f" (PR {', '.join(self.prs[:2])})" if self.prs else ""
+        if not self.open_paths:
+            return f"{self.policy}{prs}"
+        opened = "; ".join(f"{p.label}: {p.outcome}" for p in self.open_paths)
+        return f"{self.policy}{prs}, still open on {opened}"
+
+
+def clean_builds(policies: Sequence[Policy], config: Optional[RunConfig],
+                 replayed_clean: Optional[set[str]] = None) -> list[BuildAdvice]:
+    """The builds clean for this run's path, each with the neighbouring paths that stay open.
+
+    ``replayed_clean``: the policies whose replay of this run found nothing (traced runs); without
+    it (logs only) a build qualifies when its path is closed for ``config``.
+    """
+    out = []
+    for p in policies:
+        if replayed_clean is not None:
+            if p.name not in replayed_clean:
+                continue
+        elif config is None or path_gap(p, config).open or p.pad_hook is not None:
+            continue
+        opened = tuple(g for g in (path_gap(p, c) for c in other_paths(config)) if g.open) \
+            if config is not None else ()
+        here = path_gap(p, config) if config is not None else None
+        out.append(BuildAdvice(p.name, p.title, tuple(p.prs), opened,
+                               here if here is not None and here.open else None))
+    # Closed on this path first, then fewest open paths, then catalogue order (stable sort).
+    return sorted(out, key=lambda a: (a.here is not None, len(a.open_paths)))
+
+
+__all__ = ["BuildAdvice", "PathGap", "clean_builds", "gap_states", "other_paths", "path_gap",
+           "path_label"]
