@@ -302,7 +302,7 @@ def ingest_parallel(inputs: Sequence[PathLike], output: PathLike, *, client: Any
 
 
 def as_dataset(inputs: Sequence[PathLike], *, cache_dir: PathLike | None = None, client: Any = None,
-               done: Done | None = None):
+               done: Done | None = None, quiet: bool = True):
     """:func:`forensics.ingest.as_dataset`, ingesting file by file on ``client`` when given.
 
     Without a client this is ``forensics.ingest.as_dataset``. With one, a dataset input is
@@ -316,7 +316,7 @@ def as_dataset(inputs: Sequence[PathLike], *, cache_dir: PathLike | None = None,
 
     inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     if client is None or (len(inputs) == 1 and (Path(inputs[0]) / META_FILE).is_file()):
-        return serial(inputs, cache_dir=cache_dir)
+        return serial(inputs, cache_dir=cache_dir, quiet=quiet)
     if cache_dir is not None:
         ds = _cached(Path(cache_dir), inputs)
         if ds is not None:

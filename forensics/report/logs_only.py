@@ -632,7 +632,8 @@ def judge_logs_only(sig, lo: LogsOnlyFindings, facts: RunFacts, policies) -> Log
             continue
         seen.add(label)
         # What to move to is any version, not only those of the crashed build's era.
-        survivors.append((label, tuple(a.policy for a in clean_builds(policies, cfg))))
+        survivors.append((label, tuple(a.policy + (f" ({a.condition})" if a.condition else "")
+                                       for a in clean_builds(policies, cfg))))
     return LogsOnlyVerdict(facts=facts, policies=tuple(names), reason=reason, chain=chain,
                            survivors=tuple(survivors),
                            explained=bool(chain is not None and names))

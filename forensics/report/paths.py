@@ -7,8 +7,10 @@ empty batch, and no rollback removes the dummies the other ranks padded when the
 transceiver or not), pp_size (PR #16921 gates its predicate and rollback on pp_size 1) and the
 model (encoder-decoder models have a wider window). The overlap loop does not change the gap.
 
-:func:`path_gap` is the one place that reads the policy's fields for this; the catalogue's own
-gates replace it when they exist.
+:func:`path_gap` is the one place that reads the policy's fields for this; it goes through the
+catalogue's gates (``Policy.predicate``/``rolls_back`` read ``RunConfig.model_arch``, ``pp_size``,
+the overlap loop and the transceiver), and a build that never shipped (``Policy.merged`` False,
+PR #16161) is never recommended.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import dataclasses
 from typing import Optional, Sequence
 
 from replay.config import RunConfig
-from replay.policy import EntryCheck, Policy
+from replay.policy import EntryCheck, Policy, model_name
 from replay.states import ALL_STATES, micro_batch_window
 
 
@@ -43,7 +45,8 @@ class PathGap:
 def path_label(config: RunConfig) -> str:
     """``"disaggregated, pp_size 1, overlap loop"`` for a configuration."""
     return (f"{'disaggregated' if config.disaggregated else 'aggregated'}, pp_size {config.pp_size}"
-            + (", encoder-decoder" if config.encoder_decoder else ""))
+            + (", encoder-decoder" if config.encoder_decoder else "")
+            + (f", model {config.model_arch}" if config.model_arch else ""))
 
 
 def gap_states(policy: Policy, config: RunConfig) -> tuple[str, ...]:
@@ -112,9 +115,14 @@ class BuildAdvice:
     #: This run's own path when the build's gap is still there (replayed clean on this traffic,
     #: e.g. post-schedule padding that only works below the cap), else None.
     here: Optional[PathGap] = None
+    #: The gate the advice depends on when the run does not name its model
+    #: (``"only if the model is DeepSeek-V4"``), else empty.
+    condition: str = ""
 
     def text(self) -> str:
         prs = f" (PR {', '.join(self.prs[:2])})" if self.prs else ""
+        if self.condition:
+            prs += f" ({self.condition})"
         if not self.open_paths:
             return f"{self.policy}{prs}"
         opened = "; ".join(f"{p.label}: {p.outcome}" for p in self.open_paths)
@@ -130,16 +138,27 @@ def clean_builds(policies: Sequence[Policy], config: Optional[RunConfig],
     """
     out = []
     for p in policies:
+        if not p.merged:  # a proposal that never shipped is no build to move to (PR #16161)
+            continue
+        condition = ""
         if replayed_clean is not None:
             if p.name not in replayed_clean:
                 continue
-        elif config is None or path_gap(p, config).open or p.pad_hook is not None:
+        elif config is None or p.pad_hook is not None:
             continue
+        elif path_gap(p, config).open:
+            # A gate that reads the model the logs do not name: closed for the models it names?
+            models = [m for m in p.model_dependent(config)
+                      if not path_gap(p, dataclasses.replace(config, model_arch=m)).open]
+            if not models:
+                continue
+            condition = "only if the model is " + " or ".join(model_name(m) for m in models)
         opened = tuple(g for g in (path_gap(p, c) for c in other_paths(config)) if g.open) \
             if config is not None else ()
         here = path_gap(p, config) if config is not None else None
         out.append(BuildAdvice(p.name, p.title, tuple(p.prs), opened,
-                               here if here is not None and here.open else None))
+                               here if here is not None and here.open and not condition else None,
+                               condition))
     # Closed on this path first, then fewest open paths, then catalogue order (stable sort).
     return sorted(out, key=lambda a: (a.here is not None, len(a.open_paths)))
 

@@ -79,7 +79,8 @@ def test_build_era_from_line_format_and_banner(tmp_path):
     assert f.version == "1.3.0rc2"
     assert f.line_formats == ("V3",)   # host_step_time, no num_scheduled_requests = (V4)
     # A V3-only build predates PR #14206: only the versions older than that remain.
-    assert [p for p in CATALOGUE if f.era_allows(CATALOGUE[p])] == ["legacy-2025", "prefix-2026"]
+    assert [p for p in CATALOGUE if f.era_allows(CATALOGUE[p])] == ["mid-2025", "legacy-2025",
+                                                                   "early-2026", "prefix-2026"]
 
 
 def test_signature_matched_only_against_possible_versions(tmp_path):
@@ -91,12 +92,17 @@ def test_signature_matched_only_against_possible_versions(tmp_path):
     f, ds = _facts(tmp_path, text, stats=[_stat(0, 0, 3, 4)])
     pols = list(CATALOGUE.values())
     sig = crash_in_logs(find_signatures(ds.events, pols, iterations=ds.iterations))
-    assert set(sig.policies) == {"prefix-2026", "fix-16161", "sched-aware-16921"}   # any path
+    # any path; fix-16279 outside its model gate keeps the crashing count (sched-aware-16921
+    # shipped after #17278: it warns, never asserts)
+    assert set(sig.policies) == {"prefix-2026", "fix-16161", "fix-16279"}
     v = judge_logs_only(sig, logs_only_findings(ds.iterations, ds.events), f, pols)
     assert v.policies == ("prefix-2026",)
+    # fix-16161 never shipped; the logs name no model, so the DeepSeek-V4-gated builds are
+    # named with their condition
     assert v.survivors == (("disaggregated, pp_size 1",
-                            ("fix-16161", "sched-aware-16921", "tolerant-17278", "postpad-17379",
-                             "newest")),)
+                            ("fix-16279 (only if the model is DeepSeek-V4)",
+                             "tolerant-17278 (only if the model is DeepSeek-V4)",
+                             "sched-aware-16921", "postpad-17379", "newest")),)
     assert v.chain is None and not v.explained     # rank 0 alone logs: no skip is known
 
 
@@ -110,7 +116,8 @@ def test_nvbug_executor_log_alone_is_explained(tmp_path):
     v = r.logs_verdict
     assert v.chain.skip_iter == 75 and v.chain.zero_ranks == (0,) and v.chain.crash_rank == 2
     assert v.facts.overlap is True and v.facts.line_formats == ("V4",)
-    assert "disaggregated, pp_size 1: fix-16161, sched-aware-16921" in r.next_step
+    assert ("disaggregated, pp_size 1: fix-16279 (only if the model is DeepSeek-V4), "
+            "tolerant-17278 (only if the model is DeepSeek-V4), sched-aware-16921") in r.next_step
     assert "record the next run" in r.next_step
     md = r.report_md.read_text()
     assert "### The run as the logs show it" in md
