@@ -59,7 +59,7 @@ def first_json_object(head_text: str) -> dict | None:
             continue
         try:
             value = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         return value if isinstance(value, dict) else None
     return None
