@@ -10,15 +10,17 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from forensics.dataset.schema import SCHEMA_VERSION, SCHEMAS, TABLES
 from forensics.errors import DatasetError
+
+if TYPE_CHECKING:
+    import pandas as pd     # imported where DataFrames are made: ingest never needs pandas
 
 META_FILE = "_meta.json"
 
@@ -165,6 +167,7 @@ class Dataset:
 
 def to_pandas(table: pa.Table) -> pd.DataFrame:
     """Arrow to pandas keeping integer columns with nulls as nullable integers."""
+    import pandas as pd
     return table.to_pandas(types_mapper={
         pa.int16(): pd.Int16Dtype(), pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype(),
         pa.bool_(): pd.BooleanDtype(),
