@@ -134,6 +134,9 @@ def _decoder(shape: tuple):
     order, ``family`` None for an object (cached per shape)."""
     got = _DECODERS.get(shape)
     if got is None:
+        if len(_DECODERS) >= 64:        # a file whose lines keep changing shape: stay bounded
+            _DECODERS.clear()
+            _MERGED.clear()
         paths: list[tuple[str, tuple[str, ...], str | None]] = []
 
         def walk(sh: tuple, parts: tuple[str, ...]) -> None:
