@@ -5,8 +5,9 @@ per-object reader (:mod:`forensics.ingest.stats_json`) would make, or returns No
 takes the block (and its bad lines go to ``unparsed`` with their line numbers). The block's first
 line gives the shape (its keys, nested objects as nested structs); every line is decoded into
 that ``msgspec`` struct (no dict per object, ``gc=False``), then each leaf becomes one Arrow
-array. Measured by ``benchmarks/trace_ingest.py`` at about 3x the ``pyarrow.json`` path it
-replaced, which also crashed (exit 139) on deep nesting before any check could run (issue 13).
+array. The decode costs about a quarter of ``pyarrow.json``'s parse it replaced; end to end
+(``benchmarks/trace_ingest.py``) the two are about even, the rest being column gathering and
+writing. ``pyarrow.json`` also crashed (exit 139) on deep nesting before any check (issue 13).
 
 It declines whatever it cannot reproduce exactly, checked on the whole block before any row is
 made:
