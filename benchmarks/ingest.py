@@ -1,25 +1,36 @@
-"""Executor-log ingest speed and memory against two baselines measured in the same run.
+"""Executor-log ingest as a user runs it, against the baselines a user would write, same run.
 
-Generates a realistic log (mostly iteration lines of V3/V4/V5 from 8 ranks, some warnings and
-C++ lines, a few ADP messages, one traceback) and times, each in a fresh subprocess so peak RSS
-(``ru_maxrss`` of the child) is per method:
+Every method is a whole process (interpreter start-up, imports and output included), timed in
+paired, interleaved rounds by ``wholeprocess`` (wall, CPU of the child and its threads, peak
+RSS; medians). The log comes from one of two generators, both writing the simulator's line
+layout of one iteration-line variant (``--variant``, default V4):
 
-1. ours: ``parse_executor_log`` with every batch written to Parquet (zstd, as ``DatasetWriter``);
-2. naive: a per-line ``re`` loop reading fields by name into dict rows, one pandas DataFrame at
-   the end (units stripped, numbers typed, ``a/b`` split), written to Parquet;
-3. polars: a lazy scan, ``str.extract_groups`` for the prefix plus ``str.extract`` per field,
-   typed the same way, to Parquet.
+- ``bench``: iteration lines of 8 ranks with random values, plus warnings, C++ lines, an ADP
+  error now and then and a closing traceback (a 16 MB chunk repeated, iteration numbers go on);
+- ``simulate``: ``forensics simulate --scenario fleet-1h`` (32 ranks), the product's simulator.
 
-The baselines build only the iterations table (comparable columns); ours also builds events
-and unparsed, so the comparison is, if anything, unfair to ours.
+Methods (the baselines are scripts this benchmark writes into its work directory; read them
+there, ``--workdir`` keeps them):
 
-Goals (issue #2 item 8): ours >= 6x naive, no slower than polars, peak RSS < 1 GiB. Times
-exclude interpreter start-up and imports; CPU seconds are printed beside wall seconds because
-on a shared machine wall time also measures the neighbours.
+- ``ours``: ``python -m forensics ingest LOG -o DS -q`` (the console script minus any launcher
+  shim of the environment): every table (iterations, events, unparsed), sha256, summary;
+- ``naive``: the loop a user would write: ONE compiled regex capturing every field of the
+  variant's iteration line (prefix included), ``match`` per line, ``groupdict`` rows, one pandas
+  DataFrame, numbers typed with ``to_numeric``, ``to_parquet`` (iterations only);
+- ``polars``: lazy ``scan_csv`` of whole lines, ``filter``, one ``str.extract_groups`` with the
+  same regex, casts, ``sink_parquet`` (``POLARS_MAX_THREADS=2``);
+- ``duckdb``: ``read_csv`` of one VARCHAR column, ``regexp_extract`` with the same regex into
+  named groups, ``TRY_CAST``, ``COPY ... TO parquet`` (2 threads);
+- floors: ``cat LOG > /dev/null`` and ``grep -c 'iter = ' LOG``.
 
-Usage: ``python benchmarks/ingest.py --size-mb 200``  (default 1024); ``--repeat 3`` runs the
-methods in three interleaved rounds and keeps each one's best wall time (a shared machine's
-neighbours only ever add time).
+The baselines build the iterations table only; ours builds every table, so any ratio is, if
+anything, unfair to ours. The figures to quote are CPU-time ratios from one run (on a shared
+machine wall time also measures the neighbours).
+
+Usage:
+    python benchmarks/ingest.py                        # 64 MB, both generators, 3 rounds
+    python benchmarks/ingest.py --size-mb 1024 --rounds 3 --generators bench,simulate
+    python benchmarks/ingest.py --methods ours,naive --size-mb 2 --rounds 1   # smoke test
 """
 from __future__ import annotations
 
@@ -27,226 +38,271 @@ import argparse
 import json
 import os
 import random
-import resource
+import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-# benchmarks/replay.py would shadow the replay package when a script here runs directly.
 _HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(_HERE))
+import wholeprocess as wp  # noqa: E402  (the helper beside this script)
+
+# benchmarks/replay.py would shadow the replay package for anything imported from here on.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
-FIELDS = ("global_rank", "rank", "num_scheduled_requests", "adp_dummy_ctx_tokens",
-          "adp_dummy_gen_tokens", "currank_total_requests", "host_step_time",
-          "prev_device_step_time", "elapsed_time", "timestamp", "kv_cache_util")
-FLOAT_FIELDS = ("host_step_time", "prev_device_step_time", "elapsed_time", "kv_cache_util")
+REPO = _HERE.parent
+
+# --------------------------------------------------------------------------- the variants
+
+_HEAD = [("iter", r"\d+"), ("global_rank", r"\d+"), ("rank", r"\d+")]
+_CUR = [("currank_total_requests", r"(?P<currank_requests>\d+)/(?P<total_requests>\d+)")]
+_TIMES = [("host_step_time", r"(?P<host_step_time>[0-9.]+)ms"),
+          ("prev_device_step_time", r"(?:(?P<prev_device_step_time>[0-9.]+)ms|N/A)")]
+_TS = [("timestamp", r"[^,]+")]
+_STATES = ("states = \\{'num_ctx_requests': (?P<num_ctx_requests>\\d+), 'num_ctx_tokens': "
+           "(?P<num_ctx_tokens>\\d+), 'num_generation_tokens': (?P<num_generation_tokens>\\d+)\\}")
+#: Per variant, the fields in the simulator's order (``forensics/simulate/log_writer.py``):
+#: (name, value pattern); a pattern with its own groups names them itself; ``name:`` is the
+#: colon form (``num_scheduled_requests: 3`` in V2/V3).
+VARIANTS = {
+    "V1": _HEAD + _CUR + [("elapsed_time", r"(?P<elapsed_time>[0-9.e-]+)s")] + _TS,
+    "V2": _HEAD + _CUR + [("elapsed_time", r"(?P<elapsed_time>[0-9.e-]+)s")] + _TS
+    + [("num_scheduled_requests:", r"\d+")],
+    "V3": _HEAD + _CUR + _TIMES + _TS + [("num_scheduled_requests:", r"\d+")],
+    "V4": _HEAD + [("num_scheduled_requests", r"\d+"), ("kv_cache_util", r"(?:(?P<kv_cache_util>"
+                   r"[0-9.]+)|N/A)")] + _CUR + _TIMES + _TS,
+    "V5": _HEAD + [("num_scheduled_requests", r"\d+"), ("adp_dummy_ctx_tokens", r"\d+"),
+                   ("adp_dummy_gen_tokens", r"\d+"),
+                   ("kv_cache_util", r"(?:(?P<kv_cache_util>[0-9.]+)|N/A)")] + _CUR + _TIMES + _TS,
+}
+_PREFIX = (r"^\[(?P<log_time>[^\]]+)\] \[TRT-LLM\] \[RANK (?P<prefix_rank>\d+)\] "
+           r"\[(?P<severity>[A-Z])\] ")
+FLOATS = ("elapsed_time", "host_step_time", "prev_device_step_time", "kv_cache_util")
+STRINGS = ("log_time", "severity", "timestamp")
 
 
-def _iteration(rng: random.Random, it: int, rank: int, version: str) -> str:
+def iteration_regex(variant: str) -> str:
+    """The one regex for a whole iteration line of ``variant``, every field a named group."""
+    parts = []
+    for name, pat in VARIANTS[variant]:
+        if name.endswith(":"):
+            parts.append(f"{name} (?P<{name[:-1]}>{pat})")
+        elif "(?P<" in pat:
+            parts.append(f"{name} = {pat}")
+        else:
+            parts.append(f"{name} = (?P<{name}>{pat})")
+    return _PREFIX + ", ".join(parts) + ", " + _STATES + "$"
+
+
+def group_names(variant: str) -> list[str]:
+    import re
+    return list(re.compile(iteration_regex(variant)).groupindex)
+
+
+# --------------------------------------------------------------------------- generators
+
+def _bench_line(rng: random.Random, it: int, rank: int, variant: str) -> str:
     pre = f"[11/30/2026-12:{(it // 60) % 60:02d}:{it % 60:02d}] [TRT-LLM] [RANK {rank}] [I] "
-    head = f"iter = {it}, global_rank = {rank}, rank = {rank}"
-    n = rng.randint(0, 64)
-    cr = f"currank_total_requests = {it * 3 + rank}/{it * 24}"
-    times = (f"host_step_time = {rng.uniform(5, 80):.6f}ms, "
-             f"prev_device_step_time = {rng.uniform(5, 80):.6f}ms")
-    ts = "timestamp = 2026-11-30 12:00:01"
-    st = (f"states = {{'num_ctx_requests': {rng.randint(0, 4)}, 'num_ctx_tokens': "
-          f"{rng.randint(0, 8192)}, 'num_generation_tokens': {rng.randint(0, 64)}}}")
-    if version == "V3":
-        return pre + ", ".join([head, cr, times, ts, f"num_scheduled_requests: {n}", st])
-    kv = f"kv_cache_util = {rng.random():.3f}"
-    if version == "V4":
-        return pre + ", ".join([head, f"num_scheduled_requests = {n}", cr, times, ts, kv, st])
-    dummy = f"adp_dummy_ctx_tokens = 0, adp_dummy_gen_tokens = {rng.randint(0, 1)}"
-    return pre + ", ".join([head, f"num_scheduled_requests = {n}", dummy, cr, times, ts, kv, st])
+    vals = {
+        "iter": str(it), "global_rank": str(rank), "rank": str(rank),
+        "currank_total_requests": f"{it * 3 + rank}/{it * 24}",
+        "elapsed_time": f"{rng.uniform(0.005, 0.08)!r}s",
+        "host_step_time": f"{round(rng.uniform(5, 80), 6)}ms",
+        "prev_device_step_time": "N/A" if rng.random() < 0.05 else f"{round(rng.uniform(5, 80), 6)}ms",
+        "timestamp": "2026-11-30 12:00:01",
+        "num_scheduled_requests": str(rng.randint(0, 64)),
+        "kv_cache_util": f"{rng.random():.3f}",
+        "adp_dummy_ctx_tokens": "0", "adp_dummy_gen_tokens": str(rng.randint(0, 1)),
+    }
+    body = []
+    for name, _ in VARIANTS[variant]:
+        body.append(f"{name} {vals[name[:-1]]}" if name.endswith(":") else f"{name} = {vals[name]}")
+    states = (f"states = {{'num_ctx_requests': {rng.randint(0, 4)}, 'num_ctx_tokens': "
+              f"{rng.randint(0, 8192)}, 'num_generation_tokens': {rng.randint(0, 64)}}}")
+    return pre + ", ".join(body) + ", " + states
 
 
-def generate(path: Path, size_mb: int, seed: int = 0) -> int:
-    """Write a ~size_mb log; a 16 MB unique chunk is repeated (iteration numbers continue)."""
+def generate_bench(path: Path, size_mb: int, variant: str, seed: int = 0) -> None:
+    """~size_mb of log: a 16 MB unique chunk repeated (iteration numbers continue)."""
     rng = random.Random(seed)
-    lines = []
+    lines: list[str] = []
     it = 0
-    while sum(map(len, lines)) < 16 << 20:
-        version = ("V3", "V4", "V5")[(it // 5000) % 3]
+    size = 0
+    while size < min(16, size_mb) << 20:
         for rank in range(8):
-            lines.append(_iteration(rng, it, rank, version))
+            lines.append(_bench_line(rng, it, rank, variant))
+            size += len(lines[-1]) + 1
         if it % 50 == 0:
-            lines.append(f"[11/30/2026-12:00:01] [TRT-LLM] [RANK {it % 8}] [W] "
-                         f"active_requests (9) exceeds expected_num_active_requests (8); "
-                         "tolerating the ADP pad-dummy surplus")
+            lines.append(f"[11/30/2026-12:00:01] [TRT-LLM] [RANK {it % 8}] [W] active_requests (9) "
+                         "exceeds expected_num_active_requests (8); tolerating the ADP pad-dummy "
+                         "surplus")
             lines.append("[TensorRT-LLM][WARNING] [kv cache manager] storeContextBlocks: "
                          f"Can not find sequence for request {it}")
         if it % 997 == 0:
             lines.append("[11/30/2026-12:00:01] [TRT-LLM] [RANK 3] [E] Error in event loop: x")
         it += 1
     chunk = "\n".join(lines) + "\n"
-    tb = ("Traceback (most recent call last):\n"
-          '  File "/usr/lib/python3.12/site-packages/tensorrt_llm/_torch/pyexecutor/'
-          'py_executor.py", line 2101, in _pad_attention_dp_dummy_request\n'
-          "    assert self.expected_num_active_requests >= len(self.active_requests)\n"
-          "AssertionError\n")
-    target = size_mb << 20
-    written = 0
     with open(path, "w") as f:
-        while written < target:
+        written = 0
+        while written < size_mb << 20:
             f.write(chunk)
             written += len(chunk)
-        f.write(tb)
-    return path.stat().st_size
+        f.write("Traceback (most recent call last):\n"
+                '  File "/usr/lib/python3.12/site-packages/tensorrt_llm/_torch/pyexecutor/'
+                'py_executor.py", line 2101, in _pad_attention_dp_dummy_request\n'
+                "    assert self.expected_num_active_requests >= len(self.active_requests)\n"
+                "AssertionError\n")
 
 
-# --------------------------------------------------------------------------- methods
-
-def run_ours(path: Path, out: Path) -> int:
-    import pyarrow.parquet as pq
-
-    from forensics.dataset.schema import EVENTS, ITERATIONS, UNPARSED
-    from forensics.ingest.executor_log import parse_executor_log
-    writers = {name: pq.ParquetWriter(out / f"{name}.parquet", schema, compression="zstd")
-               for name, schema in (("iterations", ITERATIONS), ("events", EVENTS),
-                                    ("unparsed", UNPARSED))}
-    rows = 0
-    for b in parse_executor_log(path, path.name):
-        for name, w in writers.items():
-            t = getattr(b, name)
-            if t.num_rows:
-                w.write_table(t)
-        rows += b.iterations.num_rows
-    for w in writers.values():
-        w.close()
-    return rows
+def generate_simulated(path: Path, size_mb: int, variant: str) -> None:
+    """``forensics simulate --scenario fleet-1h`` sized to about ``size_mb`` of log."""
+    iters = max(20, int(size_mb * 5000 / 57))        # 32 ranks x 5,000 iterations ~ 57 MB
+    out = path.parent / "sim"
+    subprocess.run([sys.executable, "-m", "forensics", "simulate", "--scenario", "fleet-1h",
+                    "--iters", str(iters), "--log-format", variant, "-o", str(out)],
+                   check=True, capture_output=True, cwd=path.parent)
+    (out / "executor.log").rename(path)
+    shutil.rmtree(out)
 
 
-_PREFIX = (r"^\[(?P<log_time>[^\]]+)\] \[TRT-LLM\] (?:\[RANK (?P<prefix_rank>\d+)\] )?"
-           r"\[(?P<severity>[FEWIVD])\] (?P<body>.*)$")
+# --------------------------------------------------------------------------- baselines
 
+NAIVE = '''"""The loop a user would write: one regex per line, dict rows, pandas, Parquet."""
+import re, sys
+import pandas as pd
 
-def run_naive(path: Path, out: Path) -> int:
-    import re
-
-    import pandas as pd
-    prefix = re.compile(_PREFIX)
-    pair = re.compile(r"(\w+) ?[=:] ?([^,{}]+|\{[^}]*\})")
-    state = re.compile(r"'(\w+)': ([^,}]+)")
-    rows = []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for n, line in enumerate(f, 1):
-            m = prefix.match(line)
-            body = m["body"] if m else line
-            if not body.startswith("iter"):
-                continue
-            d: dict = dict(pair.findall(body))
-            if "states" in d:
-                d.update(state.findall(d.pop("states")))
+RX = re.compile({regex!r})
+FLOATS, STRINGS = {floats!r}, {strings!r}
+rows = []
+with open(sys.argv[1], encoding="utf-8", errors="replace") as f:
+    for n, line in enumerate(f, 1):
+        m = RX.match(line.rstrip("\\n"))
+        if m:
+            d = m.groupdict()
             d["line"] = n
-            d["log_time"] = m["log_time"] if m else None
             rows.append(d)
-    df = pd.DataFrame(rows)
-    cur = df.pop("currank_total_requests").str.split("/", expand=True)
-    df["currank_requests"] = pd.to_numeric(cur[0], errors="coerce")
-    df["total_requests"] = pd.to_numeric(cur[1], errors="coerce")
-    for c in df.columns:
-        if c not in ("timestamp", "log_time"):
-            v = df[c] if pd.api.types.is_numeric_dtype(df[c]) else df[c].str.rstrip("ms")
-            df[c] = pd.to_numeric(v, errors="coerce")
-    df.to_parquet(out / "iterations.parquet", compression="zstd")
-    return len(df)
+df = pd.DataFrame(rows)
+for c in df.columns:
+    if c not in STRINGS and c != "line":
+        df[c] = pd.to_numeric(df[c], errors="coerce")
+        if c not in FLOATS:
+            df[c] = df[c].astype("Int64")
+df.to_parquet(sys.argv[2] + "/iterations.parquet", compression="zstd")
+print(len(df))
+'''
+
+POLARS = '''"""polars, lazy: whole lines, filter, one extract_groups, casts, sink_parquet."""
+import sys
+import polars as pl
+
+RX = {regex!r}
+FLOATS, STRINGS, NAMES = {floats!r}, {strings!r}, {names!r}
+lf = pl.scan_csv(sys.argv[1], has_header=False, separator="\\x1f", quote_char=None,
+                 new_columns=["text"], schema_overrides={{"text": pl.String}}, infer_schema=False,
+                 truncate_ragged_lines=True)
+lf = lf.with_row_index("line", offset=1).filter(pl.col("text").str.contains("] iter = ", literal=True))
+lf = lf.select("line", pl.col("text").str.extract_groups(RX).alias("g")).unnest("g")
+lf = lf.filter(pl.col("iter").is_not_null()).with_columns(
+    *(pl.col(c).cast(pl.Float64, strict=False) for c in NAMES if c in FLOATS),
+    *(pl.col(c).cast(pl.Int64, strict=False) for c in NAMES if c not in FLOATS and c not in STRINGS))
+lf.sink_parquet(sys.argv[2] + "/iterations.parquet", compression="zstd")
+print(pl.scan_parquet(sys.argv[2] + "/iterations.parquet").select(pl.len()).collect().item())
+'''
+
+DUCKDB = '''"""duckdb: one VARCHAR column, regexp_extract into named groups, TRY_CAST, COPY TO parquet."""
+import sys
+import duckdb
+
+RX = {regex!r}
+FLOATS, STRINGS, NAMES = {floats!r}, {strings!r}, {names!r}
+con = duckdb.connect()
+con.execute("SET threads = 2")
+casts = ", ".join(f"g.{{c}}" if c in STRINGS else
+                  f"TRY_CAST(g.{{c}} AS {{'DOUBLE' if c in FLOATS else 'BIGINT'}}) AS {{c}}" for c in NAMES)
+names = ", ".join("'" + c + "'" for c in NAMES)
+src = (f"read_csv('{{sys.argv[1]}}', columns = {{{{'text': 'VARCHAR'}}}}, delim = '\\x1f', quote = '', "
+       "escape = '', header = false, auto_detect = false, strict_mode = false, null_padding = true)")
+rx = RX.replace("'", "''")
+con.execute(f"""COPY (SELECT {{casts}} FROM (
+    SELECT regexp_extract(text, '{{rx}}', [{{names}}]) AS g FROM {{src}} WHERE text LIKE '%] iter = %')
+    WHERE g.iter <> '') TO '{{sys.argv[2]}}/iterations.parquet' (FORMAT parquet, COMPRESSION zstd)""")
+print(con.execute(f"SELECT count(*) FROM '{{sys.argv[2]}}/iterations.parquet'").fetchone()[0])
+'''
 
 
-def run_polars(path: Path, out: Path) -> int:
-    import polars as pl
-    lf = pl.scan_csv(path, has_header=False, separator="\x1f", quote_char=None,
-                     new_columns=["text"], infer_schema=False, truncate_ragged_lines=True)
-    lf = lf.with_row_index("line", offset=1)
-    it = lf.filter(pl.col("text").str.contains(r"\] iter = \d+"))
-    cols = [pl.col("line"), pl.col("text").str.extract_groups(_PREFIX[:-len("(?P<body>.*)$")])
-            .alias("p")]
-    for f in FIELDS:
-        v = pl.col("text").str.extract(rf", {f} ?[=:] ?([^,]*)", 1)
-        if f == "currank_total_requests":
-            cols.append(v.str.extract(r"^(\d+)/", 1).cast(pl.Int64).alias("currank_requests"))
-            cols.append(v.str.extract(r"/(\d+)$", 1).cast(pl.Int64).alias("total_requests"))
-        elif f in FLOAT_FIELDS:
-            cols.append(v.str.strip_chars_end("ms").cast(pl.Float64, strict=False).alias(f))
-        elif f != "timestamp":
-            cols.append(v.cast(pl.Int64, strict=False).alias(f))
-        else:
-            cols.append(v.alias(f))
-    cols.append(pl.col("text").str.extract(r"\biter = (\d+)", 1).cast(pl.Int64).alias("iter"))
-    for k in ("num_ctx_requests", "num_ctx_tokens", "num_generation_tokens"):
-        cols.append(pl.col("text").str.extract(rf"'{k}': (\d+)", 1).cast(pl.Int64).alias(k))
-    df = it.select(cols).unnest("p").collect()
-    df.write_parquet(out / "iterations.parquet")
-    return df.height
+def write_baselines(work: Path, variant: str) -> dict[str, Path]:
+    regex = iteration_regex(variant)
+    names = [n for n in group_names(variant)]
+    fill = dict(regex=regex, floats=FLOATS, strings=STRINGS, names=names)
+    out = {}
+    for name, src in (("naive", NAIVE), ("polars", POLARS), ("duckdb", DUCKDB)):
+        p = work / f"baseline_{name}_{variant}.py"
+        p.write_text(src.format(**fill))
+        out[name] = p
+    return out
 
 
-METHODS = {"ours": run_ours, "naive": run_naive, "polars": run_polars}
-
-
-#: Modules each method imports, loaded before the clock starts (start-up is not ingest).
-IMPORTS = {"ours": ("pyarrow.parquet", "forensics.ingest.executor_log"),
-           "naive": ("pandas",), "polars": ("polars",)}
-
-
-def _cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
-
-
-def child(method: str, path: Path) -> None:
-    import importlib
-    for mod in IMPORTS[method]:
-        importlib.import_module(mod)
-    with tempfile.TemporaryDirectory() as out:
-        c, t = _cpu(), time.perf_counter()
-        rows = METHODS[method](path, Path(out))
-        secs, cpu = time.perf_counter() - t, _cpu() - c
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"method": method, "seconds": secs, "rows": rows, "cpu_seconds": cpu,
-                      "peak_rss_mb": rss}))
+def _rows_of_ours(ds: Path, env: dict) -> int:
+    """Iteration rows of our dataset, read in a subprocess (this process stays small)."""
+    code = ("import sys, forensics; print(len(forensics.load(sys.argv[1]).iterations))")
+    return int(subprocess.run([sys.executable, "-c", code, str(ds)], capture_output=True,
+                              text=True, check=True, env=env, cwd=ds.parent).stdout.split()[-1])
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--size-mb", type=int, default=1024)
-    ap.add_argument("--methods", default="ours,naive,polars")
-    ap.add_argument("--repeat", type=int, default=1,
-                    help="rounds over the methods (interleaved); the best wall time counts")
-    ap.add_argument("--child", help=argparse.SUPPRESS)
-    ap.add_argument("--path", help=argparse.SUPPRESS)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size-mb", type=int, default=64, help="log size per generator (default 64)")
+    ap.add_argument("--generators", default="bench,simulate")
+    ap.add_argument("--variant", default="V4", choices=sorted(VARIANTS))
+    ap.add_argument("--methods", default="ours,naive,polars,duckdb,cat,grep")
+    ap.add_argument("--rounds", type=int, default=3, help="paired rounds (medians reported)")
+    ap.add_argument("--workdir", help="keep the log, the baseline scripts and outputs here")
     args = ap.parse_args()
-    if args.child:
-        child(args.child, Path(args.path))
-        return
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "executor.log"
-        size = generate(path, args.size_mb)
-        print(f"log: {size / 1e6:.0f} MB at {path}", flush=True)
-        res: dict[str, dict] = {}
-        for _ in range(args.repeat):
-            for m in args.methods.split(","):
-                p = subprocess.run([sys.executable, __file__, "--child", m, "--path", str(path)],
-                                   capture_output=True, text=True, env=os.environ, check=False)
-                if p.returncode != 0:
-                    print(f"{m}: failed\n{p.stderr[-2000:]}")
-                    continue
-                r = json.loads(p.stdout.strip().splitlines()[-1])
-                if m not in res or r["seconds"] < res[m]["seconds"]:
-                    res[m] = r
-                print(f"{m:7s} {size / 1e6 / r['seconds']:8.1f} MB/s  {r['seconds']:7.1f} s wall"
-                      f"  {r['cpu_seconds']:7.1f} s cpu  peak RSS {r['peak_rss_mb']:6.0f} MB  "
-                      f"rows {r['rows']}", flush=True)
-        if args.repeat > 1:
-            print("best of", args.repeat, "(wall):", ", ".join(
-                f"{m} {r['seconds']:.2f} s wall / {r['cpu_seconds']:.2f} s cpu"
-                for m, r in res.items()))
-        if "ours" in res:
-            for m in ("naive", "polars"):
-                if m in res:
-                    print(f"ours vs {m}: {res[m]['seconds'] / res['ours']['seconds']:.2f}x wall, "
-                          f"{res[m]['cpu_seconds'] / res['ours']['cpu_seconds']:.2f}x cpu")
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="ingest-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]), POLARS_MAX_THREADS="2")
+    try:
+        scripts = write_baselines(work, args.variant)
+        for gen in args.generators.split(","):
+            log = work / f"{gen}-{args.variant}.log"
+            if not log.exists():
+                (generate_bench(log, args.size_mb, args.variant) if gen == "bench"
+                 else generate_simulated(log, args.size_mb, args.variant))
+            mb = log.stat().st_size / 1e6
+            print(f"--- generator {gen}, variant {args.variant}: {mb:.0f} MB ({log})", flush=True)
+            out = {m: work / f"out-{gen}-{m}" for m in ("ours", "naive", "polars", "duckdb")}
+
+            def fresh(d: Path) -> None:
+                shutil.rmtree(d, ignore_errors=True)
+                if d.name.split("-")[-1] != "ours":
+                    d.mkdir()
+
+            argv = {
+                "ours": [sys.executable, "-m", "forensics", "ingest", str(log), "-o",
+                         str(out["ours"]), "-q"],
+                **{m: [sys.executable, str(scripts[m]), str(log), str(out[m])]
+                   for m in ("naive", "polars", "duckdb")},
+                "cat": ["sh", "-c", f"cat '{log}' > /dev/null"],
+                "grep": ["grep", "-c", "iter = ", str(log)],
+            }
+            methods = [wp.Method(m, argv[m], env=env,
+                                 prepare=(lambda d=out[m]: fresh(d)) if m in out else None)
+                       for m in args.methods.split(",")]
+            wp.run_rounds(methods, args.rounds, cwd=str(work))
+            counts = {}
+            for m in methods:
+                if m.name == "ours":
+                    counts[m.name] = _rows_of_ours(out["ours"], env)
+                elif m.name in out or m.name == "grep":
+                    counts[m.name] = int(m.samples[-1].stdout.split()[-1])
+            print("iteration rows:", json.dumps(counts))
+            print(wp.table(methods, mb), flush=True)
+    finally:
+        if not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 CASES = {
-    "ingest": ["--size-mb", "2", "--methods", "ours,naive"],
+    "ingest": ["--size-mb", "2", "--methods", "ours,naive,cat", "--rounds", "1",
+               "--generators", "bench"],
     "replay": ["--ranks", "4", "--iters", "300", "--ref-iters", "50"],
     "record": ["--iters", "200", "--rounds", "1"],
     "simulate": ["--iters", "60"],
     "trtllm_hook": ["--ranks", "2", "--iters", "20", "--rounds", "1"],
-    "trace_ingest": ["--iters", "20,40", "--ranks", "4"],
+    "trace_ingest": ["--iters", "20,40", "--ranks", "4", "--rounds", "1",
+                     "--methods", "ours,json.loads"],
+    "startup": ["--rounds", "1"],
     "postmortem": ["--sizes", "4x50,4x100", "--rounds", "1"],
 }
 try:  # the campaign compares serial with a LocalCluster: it needs the [dask] extra

@@ -26,9 +26,8 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
@@ -47,6 +46,9 @@ from forensics.dataset.schema import (
 from forensics.errors import DatasetError, EnvironmentFault
 
 logger = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    import pandas as pd     # imported where DataFrames are made: ingest never needs pandas
 
 META_FILE = "_meta.json"
 
@@ -531,6 +533,7 @@ def _recover_unlocked(path: Path) -> None:
 
 def to_pandas(table: pa.Table) -> pd.DataFrame:
     """Arrow to pandas keeping integer columns with nulls as nullable integers."""
+    import pandas as pd
     return table.to_pandas(types_mapper={
         pa.int16(): pd.Int16Dtype(), pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype(),
         pa.bool_(): pd.BooleanDtype(),

@@ -1,9 +1,9 @@
-"""The shape check shared by the vectorised JSON Lines readers (``stats_fast``, ``trace_fast``).
+"""The shape check shared by the fast JSON Lines readers (``stats_fast``, ``trace_fast``).
 
-A block goes to ``pyarrow.json`` only when every line is exactly one ``{...}`` object with nothing
-around it (``\\r`` allowed before the newline), the block ends on a newline, it is valid UTF-8 and
-it holds no backslash escape; any other block is declined and read by the exact per-line parser,
-so errors keep their file and line.
+A block goes to their ``msgspec`` decoders only when every line is exactly one ``{...}`` object
+with nothing around it (``\\r`` allowed before the newline), the block ends on a newline, it is
+valid UTF-8 and it holds no backslash escape; any other block is declined and read by the exact
+per-line parser, so errors keep their file and line.
 """
 from __future__ import annotations
 

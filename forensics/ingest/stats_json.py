@@ -23,8 +23,8 @@ Bad input, decided so that nothing is lost and a corrupt file is never half-beli
   and one ``input_truncated`` error event (``line`` one past the last line read, a line that
   does not exist, as the log parser does) records it.
 
-Speed: JSON Lines are read in blocks of whole lines by ``pyarrow.json``
-(:mod:`forensics.ingest.stats_fast`, ~6x the per-object loop, ``benchmarks/postmortem.py``); a
+Speed: JSON Lines are read in blocks of whole lines by typed ``msgspec`` decoding
+(:mod:`forensics.ingest.stats_fast`; ``benchmarks/trace_ingest.py`` measures it); a
 block it cannot reproduce exactly (a bad line, a key order that differs, escapes, ...) goes
 through the per-object parser below, so rows, line numbers and ``unparsed`` are the same either
 way.
@@ -101,14 +101,23 @@ class StatsBatch:
 
 
 def _flatten(obj: Any, prefix: str, out: dict[str, Any]) -> None:
-    """Numeric leaves (raw int/float/bool) of a dict or list under dotted names."""
-    items = obj.items() if type(obj) is dict else enumerate(obj)
-    for k, v in items:
-        t = type(v)
-        if t is int or t is float or t is bool:
-            out[f"{prefix}{k}"] = v
-        elif t is dict or t is list:
-            _flatten(v, f"{prefix}{k}.", out)
+    """Numeric leaves (raw int/float/bool) of a dict or list under dotted names, depth first.
+
+    A stack of iterators instead of recursion: any depth ``json`` decodes flattens without a
+    ``RecursionError`` (issue 13: 5,000-deep stats JSON aborted the ingest).
+    """
+    stack = [(prefix, iter(obj.items()) if type(obj) is dict else enumerate(obj))]
+    while stack:
+        pre, items = stack[-1]
+        for k, v in items:
+            t = type(v)
+            if t is int or t is float or t is bool:
+                out[f"{pre}{k}"] = v
+            elif t is dict or t is list:
+                stack.append((f"{pre}{k}.", iter(v.items()) if t is dict else enumerate(v)))
+                break
+        else:
+            stack.pop()
 
 
 def _as_float(v: Any) -> float | None:

@@ -109,7 +109,7 @@ def is_trace(head_text: str) -> bool:
             continue
         try:
             obj = json.loads(s)
-        except ValueError:
+        except (ValueError, RecursionError):
             # The head may cut a long first line; fall back to the two key markers.
             return s.startswith("{") and bool(_HEAD_RE.search(s)) and bool(_FORMAT_RE.search(s))
         return isinstance(obj, dict) and obj.get("kind") == "run" and obj.get("format") == FORMAT_NAME
@@ -407,6 +407,8 @@ class _Builder:
                 rec = json.loads(text)
             except ValueError as e:
                 raise self.error(f"not a JSON object ({e.msg})", line) from None
+            except RecursionError:
+                raise self.error("not a JSON object (nested too deeply)", line) from None
             if not isinstance(rec, dict):
                 raise self.error(f"not a JSON object (a JSON {type(rec).__name__})", line)
             self._record(rec, line, text)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -131,3 +132,122 @@ def test_vectorised_path_is_taken_for_json_lines(tmp_path, monkeypatch):
     path.write_text("".join(json.dumps(_line(i, 0)) + "\n" for i in range(50)))
     assert _read(path)[0].num_rows == 50
     assert calls and all(c is not None for c in calls)
+
+
+# --- the fast path against the per-object reader: samples, simulated runs, random shapes -------
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE_STATS = sorted((REPO / "traces" / "samples").glob("*/stats.jsonl"))
+
+
+def _taken(monkeypatch) -> list[bool]:
+    taken: list[bool] = []
+    real = stats_fast.fast_block
+    monkeypatch.setattr(stats_fast, "fast_block",
+                        lambda *a: taken.append((r := real(*a)) is not None) or r)
+    return taken
+
+
+@pytest.mark.parametrize("path", SAMPLE_STATS, ids=lambda p: p.parent.name)
+def test_samples_match_the_per_object_reader(path, monkeypatch):
+    monkeypatch.setattr(stats_fast, "BLOCK_BYTES", 4096)
+    taken = _taken(monkeypatch)
+    got = _outcome(_read, path)
+    assert taken and all(taken)
+    assert got == _outcome(_reference, path.read_bytes())
+
+
+@pytest.fixture(scope="module")
+def simulated_stats(tmp_path_factory) -> list[Path]:
+    from forensics.simulate import SCENARIOS, simulate
+    out = []
+    for name in sorted(SCENARIOS):
+        d = tmp_path_factory.mktemp(name)
+        simulate(name, out_dir=d, iters=120, ranks=4 if name == "fleet-1h" else None,
+                 write=("stats",), compression="gz" if len(out) % 2 else None)
+        out.extend(sorted(d.glob("stats.jsonl*")))
+    return out
+
+
+def test_simulated_scenarios_match_the_per_object_reader(simulated_stats, monkeypatch):
+    monkeypatch.setattr(stats_fast, "BLOCK_BYTES", 8192)
+    for path in simulated_stats:
+        taken = _taken(monkeypatch)
+        got = _outcome(_read, path)
+        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        assert got == _outcome(_reference, data), path
+        assert taken and all(taken), path
+        assert len(got[0]) == data.count(b"\n")
+
+
+_KEYS = ["iter", "attentionDpRank", "numActiveRequests", "iterLatencyMS", "gpuMemUsage",
+         "timestamp", "numNewActiveRequests"]
+_NESTED = {"kvCacheStats": ["maxNumBlocks", "usedNumBlocks", "cacheHitRate"],
+           "inflightBatchingStats": ["numContextRequests", "numCtxTokens", "microBatchId"]}
+
+
+_FAMILIES = ("int", "float", "bool", "str")
+
+
+def _value(rnd: random.Random, family: str):
+    """A value of ``family``; now and then null, or (rarely) of another family."""
+    r = rnd.random()
+    if r < 0.05:
+        return None
+    if r < 0.07:
+        family = rnd.choice(_FAMILIES)
+    if family == "int":
+        return rnd.randint(-5, 10 ** rnd.randint(1, 18 if rnd.random() < 0.99 else 20))
+    if family == "float":
+        return rnd.choice([rnd.uniform(-1e6, 1e6), rnd.random() * 10 ** rnd.randint(-300, 300),
+                           float(rnd.randint(0, 99)), 2.0 ** 53 + 2 * rnd.randint(0, 9), -0.0])
+    if family == "bool":
+        return rnd.choice([True, False])
+    return rnd.choice(["t", "2026-11-30 12:00:01", "é"])
+
+
+def _random_object(rnd: random.Random, shape_rnd: random.Random, families: dict) -> dict:
+    """An object over a fixed key pool: keys dropped, reordered (rarely), values of the key's
+    family (``families``), nulls, now and then a value of another family."""
+    keys = [*_KEYS, *_NESTED]
+    if shape_rnd.random() < 0.02:
+        shape_rnd.shuffle(keys)
+    obj: dict = {}
+    for k in keys:
+        if rnd.random() < 0.05:
+            continue
+        if k in _NESTED:
+            obj[k] = None if rnd.random() < 0.02 else \
+                {s: _value(rnd, families[s]) for s in _NESTED[k] if rnd.random() < 0.95}
+        else:
+            obj[k] = _value(rnd, families[k])
+    return obj
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_shapes_match_the_per_object_reader(seed, tmp_path, monkeypatch):
+    """Values of every JSON type, absent and null keys, keys a first line lacks, a reordered
+    line now and then, floats of every magnitude, ints past int64, a key given twice."""
+    monkeypatch.setattr(stats_fast, "BLOCK_BYTES", 1 << random.Random(seed).randint(9, 14))
+    rnd, shape_rnd = random.Random(seed), random.Random(seed + 1000)
+    typed = rnd.random() < 0.5         # half the files: typed values only, all taken fast
+    families = {k: rnd.choice(_FAMILIES) if k != "timestamp" else "str"
+                for k in (*_KEYS, *(s for sub in _NESTED.values() for s in sub))}
+    lines = []
+    for i in range(rnd.randint(20, 300)):
+        obj = _random_object(rnd, shape_rnd, families) if not typed else \
+            {"iter": i, "attentionDpRank": i % 4, "iterLatencyMS": rnd.random() * 100,
+             "kvCacheStats": {"usedNumBlocks": rnd.randint(0, 999), "x": rnd.random()},
+             **({"late": 1.5} if i > 10 and rnd.random() < 0.5 else {})}
+        text = json.dumps(obj, separators=(",", ":") if rnd.random() < 0.5 else None,
+                          ensure_ascii=rnd.random() < 0.01)       # rarely "\u00e9"
+        if not typed and rnd.random() < 0.02:
+            text = text.replace("{", '{"iter":-1,', 1)  # a key given twice, first value lost
+        lines.append(text)
+    data = ("\n".join(lines) + "\n").encode()
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(data)
+    taken = _taken(monkeypatch)
+    assert _outcome(_read, path) == _outcome(_reference, data)
+    if typed:
+        assert all(taken)
