@@ -136,14 +136,30 @@ def _rank_label(rank: int, leaks: pd.DataFrame | None, crash: Mapping | None) ->
     return f"rank {rank}" + (f" ({', '.join(parts)})" if parts else "")
 
 
+#: ``DataFrame.attrs`` key of a decisions table holding only some iterations of a long run: the
+#: whole run's :func:`per_iteration_active` (a streamed replay's figures, ``figure_views``).
+PER_ITERATION_ACTIVE = "per_iteration_active"
+
+
+def per_iteration_active(decisions: pd.DataFrame) -> pd.DataFrame:
+    """Per iteration (sorted index), the busiest rank's and the fleet's active requests
+    (columns ``max``, ``sum``): what the overview and the peak-load focus read. A decisions table
+    of some iterations only carries the whole run's in ``attrs[PER_ITERATION_ACTIVE]``."""
+    pre = decisions.attrs.get(PER_ITERATION_ACTIVE)
+    if pre is not None:
+        return pre
+    if not len(decisions) or "active" not in decisions.columns:
+        return pd.DataFrame({"max": pd.Series(dtype=float), "sum": pd.Series(dtype=float)})
+    g = pd.to_numeric(decisions["active"], errors="coerce").groupby(decisions["iter"].to_numpy())
+    return pd.DataFrame({"max": g.max(), "sum": g.sum()}).sort_index()
+
+
 def _focus_with_peak(decisions: pd.DataFrame, leaks, crash) -> list[int]:
     """Focus iterations, with the peak-load iteration last: a clean run shows its busiest part."""
     focus = focus_iterations(decisions, leaks, crash)
-    if len(decisions) and "active" in decisions.columns:
-        per = pd.to_numeric(decisions["active"], errors="coerce").groupby(
-            decisions["iter"].to_numpy()).sum()
-        if len(per):
-            focus.append(int(per.idxmax()))
+    per = per_iteration_active(decisions)["sum"]
+    if len(per):
+        focus.append(int(per.idxmax()))
     return focus
 
 
@@ -269,8 +285,7 @@ def _overview(ax, decisions: pd.DataFrame, win: IterWindows, cap: int | None) ->
     if not len(decisions):
         ax.set_axis_off()
         return
-    per = pd.to_numeric(decisions["active"], errors="coerce").groupby(
-        decisions["iter"].to_numpy()).max().sort_index()
+    per = per_iteration_active(decisions)["max"]
     if len(per) > OVERVIEW_POINTS:
         bins = np.linspace(per.index.min(), per.index.max() + 1, OVERVIEW_POINTS + 1)
         per = per.groupby(pd.cut(per.index, bins, right=False, labels=bins[:-1]),

@@ -411,7 +411,8 @@ def figure_views(results: dict) -> dict:
     """
     from forensics.report import figures as F
     need: set[int] = set()
-    for r in results.values():
+    per_iter: dict[str, pd.DataFrame] = {}
+    for name, r in results.items():
         # A streamed replay's rows are its windows' iterations up to the crash.
         span = r.frames.iters if r.stored else r.decisions["iter"].to_numpy()
         if not len(span):
@@ -422,6 +423,9 @@ def figure_views(results: dict) -> dict:
         skips = list(r.skipped_iters)
         focus = pd.DataFrame({"iter": [lo, hi] + skips,
                               "can_queue": pd.array([True, True] + [False] * len(skips), "boolean")})
+        if r.stored:  # the overview and the peak-load window read the whole run, per iteration
+            per_iter[name] = _per_iteration_active(r)
+            focus.attrs[F.PER_ITERATION_ACTIVE] = per_iter[name]
         win = F.windows_for(focus, F.leaks_frame(r.leaks), F.crash_marker(r.crash))
         for a, b in win.segments:
             need.update(range(a, b + 1))
@@ -429,7 +433,29 @@ def figure_views(results: dict) -> dict:
             need.add(int(r.leaks[0].iter_skipped) + 1)
         if r.crash is None and not r.leaks:
             need |= _busiest_iterations(r)
-    return {name: r.at_iterations(need) if r.stored else r for name, r in results.items()}
+    out = {}
+    for name, r in results.items():
+        if not r.stored:
+            out[name] = r
+            continue
+        out[name] = view = r.at_iterations(need)
+        if name in per_iter:
+            view.decisions.attrs[F.PER_ITERATION_ACTIVE] = per_iter[name]
+    return out
+
+
+def _per_iteration_active(result) -> pd.DataFrame:
+    """:func:`figures.per_iteration_active` of a streamed result, a row group at a time."""
+    parts = []
+    for b in result._files["decisions"].batches(["iter", "active"]):
+        df = b.to_pandas()
+        g = pd.to_numeric(df["active"], errors="coerce").groupby(df["iter"].to_numpy())
+        parts.append(pd.DataFrame({"max": g.max(), "sum": g.sum()}))
+    if not parts:
+        return pd.DataFrame({"max": pd.Series(dtype=float), "sum": pd.Series(dtype=float)})
+    both = pd.concat(parts)   # an iteration may straddle two batches
+    return pd.DataFrame({"max": both["max"].groupby(level=0).max(),
+                         "sum": both["sum"].groupby(level=0).sum()}).sort_index()
 
 
 def _busiest_iterations(result) -> set[int]:
