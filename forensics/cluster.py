@@ -238,7 +238,7 @@ def _merge_parts(parts: list[str], output: str, refused: list[dict], skipped: li
     import types
 
     from forensics import __version__
-    from forensics.dataset.schema import TABLES
+    from forensics.dataset.schema import REFERENCE_TABLES, TABLES
     from forensics.dataset.store import Dataset, DatasetWriter
     from forensics.ingest import _TraceRuns
 
@@ -253,7 +253,8 @@ def _merge_parts(parts: list[str], output: str, refused: list[dict], skipped: li
                 source = str(ds.meta["inputs"][0]["name"]) if ds.meta.get("inputs") else part
                 traces.check(types.SimpleNamespace(runs=runs, frames=frames), source)
             for table in TABLES:
-                writer.write(table, ds.arrow(table))
+                if table not in REFERENCE_TABLES:   # the writer adds those once itself
+                    writer.write(table, ds.arrow(table))
         path = writer.finish({"tool": "adp-forensics", "tool_version": __version__,
                               "inputs": inputs, "refused": refused, "skipped": skipped})
     return str(path)

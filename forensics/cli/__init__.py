@@ -18,7 +18,6 @@ from pathlib import Path
 import click
 
 from forensics import __version__
-from forensics.cli.errors import invoke_with_contract
 
 #: Command modules, each defining ``command`` (a click command) to register.
 COMMAND_MODULES = (
@@ -115,6 +114,8 @@ class ForensicsGroup(_LazyGroup):
     """The command group: every subcommand runs under the error contract."""
 
     def invoke(self, ctx: click.Context):
+        from forensics.cli.errors import invoke_with_contract   # not on the `--help` path
+
         return invoke_with_contract(super().invoke, ctx)
 
 

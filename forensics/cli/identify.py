@@ -1,17 +1,17 @@
 """``forensics identify``: which catalogue policy a TensorRT-LLM build behaves like."""
 from __future__ import annotations
 
-import json
-
 import click
 
 from forensics.cli.errors import library_errors
+from forensics.cli.options import Output, echo_json, json_option, quiet_option
 
 
 @click.command("identify")
 @click.argument("spec", metavar="trtllm:PATH[@REV]")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def command(spec: str, as_json: bool) -> None:
+@json_option
+@quiet_option
+def command(spec: str, as_json: bool, quiet: bool) -> None:
     """Which catalogue policy a build's real pad code behaves as.
 
     Replays a battery of small hand-made traces (one per behaviour the executor's unit tests and
@@ -31,7 +31,7 @@ def command(spec: str, as_json: bool) -> None:
     with library_errors():
         result = identify(spec)
     if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2))
+        echo_json(result.to_json())
     else:
-        click.echo("\n".join(result.summary()))
+        Output(quiet).echo("\n".join(result.summary()))
     raise SystemExit(0 if result.ok else 1)

@@ -7,6 +7,7 @@ import click
 
 from forensics.cli.cluster_options import cluster_client, cluster_options
 from forensics.cli.errors import library_errors
+from forensics.cli.options import json_option, quiet_option
 
 
 def parse_value(text: str):
@@ -77,10 +78,11 @@ def _render(result) -> None:
               metavar="FILE", help="Write the per-configuration table to this Parquet file.")
 @click.option("--runs", "runs_output", default=None, type=click.Path(dir_okay=False, path_type=str),
               metavar="FILE", help="Write the per-run table to this Parquet file.")
-@click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
+@json_option
+@quiet_option
 @cluster_options
 def command(spec_file, scenario, grid_items, policies, seeds, iters, output, runs_output, as_json,
-            workers, scheduler) -> None:
+            quiet, workers, scheduler) -> None:
     """Simulate a what-if grid: leak, crash and near-miss shares.
 
     Every combination of the grid's workload parameters, under every policy, with every seed,
@@ -114,7 +116,7 @@ def command(spec_file, scenario, grid_items, policies, seeds, iters, output, run
             data["iters"] = iters
         spec = SweepSpec(**data)
         with cluster_client(workers, scheduler) as client, \
-                task_bar(f"simulating {spec.size} runs", enabled=True) as done:
+                task_bar(f"simulating {spec.size} runs", enabled=not quiet) as done:
             result = sweep(spec, client=client, output=output, runs_output=runs_output, done=done)
     if as_json:
         from forensics.fleet import _plain
@@ -122,5 +124,5 @@ def command(spec_file, scenario, grid_items, policies, seeds, iters, output, run
         rows = [{k: _plain(v) for k, v in row.items()}
                 for row in result.configurations.astype(object).to_dict("records")]
         click.echo(json.dumps({"spec": spec.to_json(), "configurations": rows}))
-    else:
+    elif not quiet:
         _render(result)

@@ -247,7 +247,7 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
         def step(i: int, n: int, key: str = key, w=w, before: int = done) -> None:
             say(f"replaying {key} under {len(pols)} policies"
                 + (f" (window {i + 1}/{n})" if n > 1 else ""))
-            if counts is not None:
+            if counts is not None and i:   # the windows before this one are done
                 counts("replay", before + min(i * w.size, len(w.iters)) * len(pols), total)
         results[key] = replay_windows(w, pols, out / REPLAY_DIR / f"run-{k:03d}", progress=step)
         done += len(w.iters) * len(pols)
