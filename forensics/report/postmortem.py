@@ -142,6 +142,9 @@ class PostmortemResult:
     mechanisms: tuple = ()
     recommended: tuple = ()
     logs_verdict: Any = None
+    #: Per ``trtllm:`` policy given, which catalogue policy the build behaves as
+    #: (``replay.identify.Identification``): the build's era.
+    identified: dict = dataclasses.field(default_factory=dict)
 
 
 def _noop(_: str) -> None:
@@ -268,6 +271,9 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
                            inputs=[str(i) for i in inputs], refused=refused, lov=lov)
     opening, headline = _opening(status, reason, story, chain_policy == build, log_crash, lo,
                                  recommended, config, verdicts, lov)
+    identified = _identify_real_code(policies or (), say)
+    if identified:
+        next_step += " " + " ".join(_era_sentence(spec, ident) for spec, ident in identified.items())
 
     say("drawing figures")
     figs = figure_blocks(ds, runs[0] if runs else None, figure_views(primary), chain_policy,
@@ -278,6 +284,7 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
                     logs_only_verdict=None if lov is None else lov.to_json(),
                     recommended=[dataclasses.asdict(a) for a in recommended])
     findings["chain"]["mechanisms"] = [m.to_json() for m in mechs]
+    findings["identified"] = {spec: ident.to_json() for spec, ident in identified.items()}
     say("writing the report")
     doc = build_document(summary=summary, run=runs[0] if runs else None, config=config,
                          verdicts=verdicts, signatures=signatures, log_crash=log_crash,
@@ -297,10 +304,31 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
         log_crash=log_crash, signatures=tuple(signatures), chain_policy=chain_policy,
         chain=tuple(chain), logs_only=lo, next_step=next_step, exit_status=status,
         status_reason=reason, summary=summary, findings=findings, opening=opening,
-        headline=headline, mechanisms=mechs, recommended=recommended, logs_verdict=lov)
+        headline=headline, mechanisms=mechs, recommended=recommended, logs_verdict=lov,
+        identified=identified)
 
 
 # --- pieces ---------------------------------------------------------------------------------------
+
+def _identify_real_code(policies: Sequence, say: Progress) -> dict:
+    """``forensics identify`` of every ``trtllm:`` policy given: the build's era, so the report
+    says which catalogue entry (gates, removal paths) the real code behaves as."""
+    out = {}
+    for spec in policies:
+        if isinstance(spec, str) and spec.startswith("trtllm:"):
+            from replay.identify import identify
+            say(f"identifying {spec}")
+            out[spec] = identify(spec)
+    return out
+
+
+def _era_sentence(spec: str, ident) -> str:
+    if ident.named:
+        return (f"The real code of {spec} behaves as catalogue entry {ident.named} on every "
+                "behaviour `forensics identify` checks.")
+    return (f"No catalogue entry behaves as the real code of {spec} on every behaviour "
+            f"(closest: {ident.closest}; none matches on {', '.join(ident.unmatched)}).")
+
 
 def _outside(inputs: list, out: Path) -> list:
     """The inputs with the report directory left out.

@@ -185,3 +185,17 @@ def test_battery_runs_on_its_own_configs():
     assert run_of["model-gate"].model_arch == "llama" and run_of["model-gate"].overlap_scheduler
     assert not run_of["adp-off-never-pads"].enable_attention_dp
     assert not run_of["all-await-kv"].overlap_scheduler
+
+
+def test_postmortem_names_the_era_of_a_real_code_policy(tmp_path):
+    """A post-mortem given real pad code of the pre-fix era (the crashing build) says which
+    catalogue entry it behaves as, in the next step and in findings.json."""
+    from forensics.report.postmortem import postmortem
+    sample = Path(__file__).resolve().parents[2] / "traces/samples/nvbug-6438685/trace.jsonl"
+    root = place_era(tmp_path / "trt", "prefix-2026")
+    spec = f"trtllm:{root}"
+    r = postmortem([sample], tmp_path / "report", policies=["prefix-2026", spec])
+    assert r.identified[spec].named == "prefix-2026"
+    assert (f"The real code of {spec} behaves as catalogue entry prefix-2026") in r.next_step
+    f = json.loads(r.findings_json.read_text())
+    assert f["identified"][spec]["named"] == "prefix-2026"
