@@ -79,7 +79,7 @@ _NAIVE = """
 import io, json, sys, time
 import pyarrow as pa
 import zstandard
-from forensics.dataset.schema import STATS
+from forensics.dataset.schema import STATS_READ as STATS
 from forensics.ingest.stats_json import stats_row
 t = time.perf_counter()
 rows, tables, n = [], [], 0

@@ -53,7 +53,8 @@ from replay.frame_schema import FRAMES
 #: ``collector``/``collector_time``/``host`` on iterations and events, ``executor_*`` and
 #: ``exception_chain`` on events, table ``traceback_frames`` (every frame of a traceback),
 #: kinds cuda_device_assert / nccl_timeout / cuda_oom / dist_timeout and their number columns,
-#: ``log_time`` / ``iterations.timestamp`` as ``timestamp[us]`` (the logger's local clock) with
+#: ``log_time`` / ``iterations.timestamp`` / ``stats.timestamp`` as ``timestamp[us]`` (the
+#: logger's local clock) with
 #: ``*_text`` beside them keeping a time that does not parse (see forensics.ingest.timestamps).
 SCHEMA_VERSION = "2.0"
 
@@ -172,9 +173,9 @@ TRACEBACK_FRAMES = pa.schema([
     pa.field("at_line", pa.int64(), nullable=False),       # the input line of the `File` line
 ])
 
-#: `stats` keeps these typed columns; every other numeric field is flattened into `fields`
-#: with dotted names (``kvCacheStats.usedNumBlocks``).
-STATS = pa.schema([
+#: The rows the stats readers build (``timestamp`` as printed); every other numeric field is
+#: flattened into `fields` with dotted names (``kvCacheStats.usedNumBlocks``).
+STATS_READ = pa.schema([
     pa.field("source", pa.string(), nullable=False),
     pa.field("line", pa.int64(), nullable=False),          # JSON Lines: its line; array: line of the object start
     pa.field("line_end", pa.int64(), nullable=False),      # last line of the object (== line for JSON Lines)
@@ -195,6 +196,12 @@ STATS = pa.schema([
     pa.field("prev_device_step_time_ms", pa.float64()),
     pa.field("fields", pa.map_(pa.string(), pa.float64())),
 ])
+
+#: `stats` keeps these typed columns: the readers' rows with ``timestamp`` typed (upstream prints
+#: ``MM-DD-YYYY HH:MM:SS``, the local clock of the process; ``forensics.ingest.timestamps``) and
+#: ``timestamp_text`` keeping a time that does not parse (null where it did).
+STATS = pa.schema([pa.field("timestamp", pa.timestamp("us")) if f.name == "timestamp" else f
+                   for f in STATS_READ] + [pa.field("timestamp_text", pa.string())])
 
 RUNS = pa.schema([
     pa.field("run", pa.string(), nullable=False),          # run_id of the record, else the source

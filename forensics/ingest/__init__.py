@@ -256,8 +256,10 @@ def _write_file(writer: DatasetWriter, cand: _Candidate, kind: str, traces: _Tra
     elif kind == "stats":
         from forensics.ingest.stats_json import read_stats
 
+        from forensics.ingest.timestamps import typed_stats
+
         for sbatch in read_stats(cand.path, cand.name, progress=progress):
-            writer.write("stats", sbatch.stats)
+            writer.write("stats", typed_stats(sbatch.stats))
             writer.write("events", sbatch.events)
             writer.write("unparsed", sbatch.unparsed)
     elif kind == "trace":

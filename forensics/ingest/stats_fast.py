@@ -42,7 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from forensics.dataset.schema import EVENTS, STATS, UNPARSED
+from forensics.dataset.schema import EVENTS, STATS_READ, UNPARSED
 from forensics.ingest.json_object_lines import DeclineBlock, object_line_ends
 from forensics.ingest.stats_json import _FLOAT_COLUMNS, _INT_BOUNDS, TYPED_COLUMNS, StatsBatch
 
@@ -279,7 +279,7 @@ def _rows(block: bytes, line: int, source: str) -> StatsBatch:
                 else:
                     typed_ok = valid & (vals >= -bound - 1) & (vals <= bound)
                     ints = vals
-                target = STATS.field(column).type
+                target = STATS_READ.field(column).type
                 cols[column] = pa.array(np.where(typed_ok, ints, 0).astype(target.to_pandas_dtype()),
                                         target, mask=~typed_ok)
             in_fields = valid & ~typed_ok
@@ -298,8 +298,8 @@ def _rows(block: bytes, line: int, source: str) -> StatsBatch:
     cols["line"] = pa.array(ln)
     cols["line_end"] = cols["line"]
     cols["source"] = pa.array([source], pa.string()).take(pa.array(np.zeros(n, np.int32)))
-    stats = pa.table([cols[f.name] if f.name in cols else pa.nulls(n, f.type) for f in STATS],
-                     schema=STATS)
+    stats = pa.table([cols[f.name] if f.name in cols else pa.nulls(n, f.type) for f in STATS_READ],
+                     schema=STATS_READ)
     return StatsBatch(stats=stats, events=EVENTS.empty_table(), unparsed=UNPARSED.empty_table())
 
 
@@ -328,7 +328,7 @@ def _fields_map(n: int, names: list[str], vals: list[np.ndarray], masks: list[np
     """The ``fields`` map: per row, the leaves whose mask is set, in ``names`` order."""
     if not names:
         return pa.MapArray.from_arrays(np.zeros(n + 1, np.int32), pa.array([], pa.string()),
-                                       pa.array([], pa.float64()), type=STATS.field("fields").type)
+                                       pa.array([], pa.float64()), type=STATS_READ.field("fields").type)
     m = np.stack(masks, axis=1)                       # (n, k), row-major = per-row order
     v = np.stack(vals, axis=1)
     idx = np.nonzero(m.ravel())[0]
@@ -337,7 +337,7 @@ def _fields_map(n: int, names: list[str], vals: list[np.ndarray], masks: list[np
     np.cumsum(m.sum(axis=1), out=offsets[1:])
     keys = pa.array(names, pa.string()).take(pa.array(key_idx))
     return pa.MapArray.from_arrays(pa.array(offsets), keys, pa.array(v.ravel()[idx], pa.float64()),
-                                   type=STATS.field("fields").type)
+                                   type=STATS_READ.field("fields").type)
 
 
 __all__ = ["BLOCK_BYTES", "fast_block"]

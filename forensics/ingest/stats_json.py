@@ -48,7 +48,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from forensics.dataset.schema import EVENTS, STATS, UNPARSED
+from forensics.dataset.schema import EVENTS, STATS_READ, UNPARSED
 from forensics.errors import InputError, StatsFormatError
 from forensics.ingest.event_kinds import INPUT_TRUNCATED
 from forensics.ingest.sources import compression_of, decompressed_chunks, open_raw
@@ -188,7 +188,7 @@ class _Rows:
 
     def __init__(self, source: str):
         self.source = source
-        self.stats: dict[str, list] = {n: [] for n in STATS.names}
+        self.stats: dict[str, list] = {n: [] for n in STATS_READ.names}
         self.unparsed: dict[str, list] = {n: [] for n in UNPARSED.names}
         self.events: list[dict[str, Any]] = []
 
@@ -212,7 +212,7 @@ class _Rows:
 
     def flush(self) -> StatsBatch:
         batch = StatsBatch(
-            stats=pa.table(self.stats, schema=STATS),
+            stats=pa.table(self.stats, schema=STATS_READ),
             events=pa.Table.from_pylist(self.events, schema=EVENTS),
             unparsed=pa.table(self.unparsed, schema=UNPARSED),
         )

@@ -42,7 +42,9 @@ def _parse(text: pa.Array) -> tuple[pa.Array, pa.Array]:
         return pa.nulls(len(text), TYPE), pa.nulls(len(text), pa.string())
     times = None
     # whole-second forms first (one strptime each, the common case); the rest by regex
-    for fmt in ("%m/%d/%Y-%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S"):
+    # (IterationStats JSON prints MM-DD-YYYY HH:MM:SS)
+    for fmt in ("%m/%d/%Y-%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S",
+                "%m-%d-%Y %H:%M:%S"):
         t = pc.strptime(text, fmt, "us", error_is_null=True)
         times = t if times is None else pc.coalesce(times, t)
         if times.null_count == text.null_count:
@@ -56,3 +58,11 @@ def _parse(text: pa.Array) -> tuple[pa.Array, pa.Array]:
         times = pc.coalesce(times, pc.cast(iso, TYPE))
     rest = pc.if_else(pc.is_valid(times), _NULL, text)
     return times, rest
+
+
+def typed_stats(table: pa.Table) -> pa.Table:
+    """A stats readers' table (``schema.STATS_READ``) as the dataset's ``stats``: ``timestamp``
+    typed, the text that does not parse in ``timestamp_text``."""
+    times, rest = parse(table.column("timestamp").combine_chunks())
+    i = table.schema.get_field_index("timestamp")
+    return table.set_column(i, "timestamp", times).append_column("timestamp_text", rest)

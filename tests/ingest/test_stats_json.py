@@ -202,3 +202,19 @@ def test_truncated_zstd_is_detected_even_at_a_line_boundary(tmp_path):
     assert events.column("kind").to_pylist() == ["input_truncated"]
     assert events.column("line").to_pylist() == [101]
     assert "zstd stream truncated" in events.column("message")[0].as_py()
+
+
+def test_stats_timestamps_are_typed_and_unparsed_text_kept(tmp_path):
+    """IterationStats print ``MM-DD-YYYY HH:MM:SS`` (the process's local clock): a timestamp
+    column; a time in another shape stays verbatim in ``timestamp_text``."""
+    import pandas as pd
+
+    import forensics
+    p = tmp_path / "stats.jsonl"
+    p.write_text('{"iter": 1, "timestamp": "07-09-2026 16:18:39", "numActiveRequests": 2}\n'
+                 '{"iter": 2, "timestamp": "yesterday noon", "numActiveRequests": 3}\n')
+    forensics.ingest([p], tmp_path / "ds")
+    st = forensics.load(tmp_path / "ds").stats.sort_values("iter")
+    assert st["timestamp"].iloc[0] == pd.Timestamp("2026-07-09 16:18:39")
+    assert pd.isna(st["timestamp"].iloc[1]) and st["timestamp_text"].iloc[1] == "yesterday noon"
+    assert pd.isna(st["timestamp_text"].iloc[0])
