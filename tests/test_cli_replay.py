@@ -53,6 +53,11 @@ def test_json_says_how_a_gated_verdict_depends_on_the_unnamed_model(trace):
                                     "verdicts": {"deepseek_v4": "clean", "other": "crash"}}
 
 
+def test_table_says_how_a_gated_verdict_depends_on_the_unnamed_model(trace):
+    res = invoke(trace, "--policy", "fix-16279")
+    assert "fix-16279: crash (crash unless the model is DeepSeek-V4)" in res.stdout
+
+
 def test_exit_0_when_no_chosen_policy_leaks(trace):
     res = invoke(trace, "--json", "--policy", "fix-16161", "--policy", "newest")
     assert res.exit_code == 0

@@ -15,6 +15,8 @@ def _render(console: Output, results) -> None:
 
     for name, res in results.items():
         verdict = verdict_markup(res.verdict)
+        if res.gated is not None:  # the run names no model and the version's gates read it
+            verdict += f" ({res.verdict_text})"
         t = Table(title=f"{name}: {verdict}  ({res.policy.title})", title_justify="left",
                   show_header=True, header_style="bold")
         for col in ("what", "iter", "rank", "detail"):
