@@ -474,13 +474,12 @@ def figure_views(results: dict) -> dict:
 
 def _per_iteration_active(result) -> pd.DataFrame:
     """:func:`figures.per_iteration_active` of a streamed result, a row group at a time."""
-    parts = []
-    for b in result._files["decisions"].batches(["iter", "active"]):
-        df = b.to_pandas()
-        g = pd.to_numeric(df["active"], errors="coerce").groupby(df["iter"].to_numpy())
-        parts.append(pd.DataFrame({"max": g.max(), "sum": g.sum()}))
+    from forensics.report.figures import per_iteration_active
+
+    parts = [per_iteration_active(b.to_pandas())
+             for b in result._files["decisions"].batches(["iter", "active"])]
     if not parts:
-        return pd.DataFrame({"max": pd.Series(dtype=float), "sum": pd.Series(dtype=float)})
+        return per_iteration_active(pd.DataFrame())
     both = pd.concat(parts)   # an iteration may straddle two batches
     return pd.DataFrame({"max": both["max"].groupby(level=0).max(),
                          "sum": both["sum"].groupby(level=0).sum()}).sort_index()
