@@ -575,9 +575,10 @@ def replay_windows(windows: Any, policies: Iterable[Policy | str], directory: st
     # A policy whose gates read a model the run does not name is streamed once per model
     # (replay.results.model_variants), like run()'s replay both ways.
     streams: dict[str, list[tuple[str | None, StreamReplay]]] = {}
+    models_of = {p.name: p.model_dependent(cfg) for p in pols}
     for i, p in enumerate(pols):
         base = Path(directory) / f"{i:02d}-{_file_name(p.name)}"
-        models = p.model_dependent(cfg)
+        models = models_of[p.name]
         if models:
             streams[p.name] = [(m, StreamReplay(p, c, base / f"model-{j}"))
                                for j, (m, c) in enumerate(model_variants(cfg, models))]
@@ -598,7 +599,7 @@ def replay_windows(windows: Any, policies: Iterable[Policy | str], directory: st
         if len(group) == 1:
             out[p.name] = group[0][1].finish(windows)
         else:
-            out[p.name] = combine_model_variants(p, cfg, p.model_dependent(cfg),
+            out[p.name] = combine_model_variants(p, cfg, models_of[p.name],
                                                  [(m, s.finish(windows)) for m, s in group])
     return out
 

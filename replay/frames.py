@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 from replay.frame_schema import FRAMES
 from replay.errors import ConfigError, DatasetError, NoTraceError
 from replay.config import RunConfig
-from replay.policy import DummyRole, Policy, Predicate
+from replay.policy import Policy, Predicate
 from replay.states import (ALL_STATES, CONTEXT_INTENT_STATES, CONTEXT_ONLY_STATES,
                            GENERATION_ONLY_STATES, RequestState, micro_batch_window, state_index)
 from replay.step import INTENT_CONTEXT, INTENT_GENERATION, INTENT_NONE, StepInputs

@@ -381,10 +381,7 @@ class ReplayResult:
         and ledger): what a figure or a chain of a few iterations needs from a long run."""
         wanted = sorted({int(x) for x in iters})
         dec = self.read_decisions([("iter", "in", wanted)])
-        return ReplayResult(self.policy, self.config, self.run, dec,
-                            self._files.get("ledger", self._tables["ledger"]),
-                            self.leaks, self.crash, self.skipped_iters, self.first_divergence,
-                            self.notes, self.dropped_iters, self.frames, self.gated)
+        return self.with_changes(decisions=dec)
 
     def _explain_view(self) -> ReplayResult:
         """For a streamed replay: the decisions, frames and ledger rows the chains read (the
@@ -406,9 +403,8 @@ class ReplayResult:
             led = pd.concat([led] + parts, ignore_index=True).drop_duplicates("dummy")
             led = led.sort_values("dummy", kind="stable").reset_index(drop=True)
         frames = self.frames.at(need) if need else None
-        return ReplayResult(self.policy, self.config, self.run, self.at_iterations(need).decisions,
-                            led, self.leaks, self.crash, self.skipped_iters, self.first_divergence,
-                            self.notes, self.dropped_iters, frames, self.gated)
+        return self.with_changes(decisions=self.at_iterations(need).decisions, ledger=led,
+                                 frames=frames)
 
     def __repr__(self) -> str:
         """What, how big, the verdict (not the decision tables)."""
