@@ -124,7 +124,7 @@ class Outcome:
         text = getattr(result, "verdict_text", None)
         if model is not None and hasattr(result, "under_model"):
             result = result.under_model(None if model == "other" else model)
-        leaks = list(result.leaks)
+        leaks = result.leak_records
         crash = result.crash
         return cls(leak=bool(leaks), crash=crash is not None,
                    crash_iter=None if crash is None else int(crash.iter),

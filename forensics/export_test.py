@@ -167,11 +167,11 @@ def test_replay(frames, policy):
     result = replay.run(frames, policy=policy)
     crash = result.crash
     got = {{
-        "leak": bool(result.leaks),
+        "leak": not result.leaks.empty,
         "crash": crash is not None,
         "crash_iter": None if crash is None else crash.iter,
         "crash_rank": None if crash is None else crash.rank,
-        "first_leak_iter": min((leak.iter_skipped for leak in result.leaks), default=None),
+        "first_leak_iter": None if result.leaks.empty else int(result.leaks["iter_skipped"].min()),
     }}
     want = EXPECTED[policy]
     wrong = [f"{{key}}: expected {{want[key]!r}}, replay gives {{got[key]!r}}"

@@ -76,7 +76,7 @@ def run_metrics(result) -> dict[str, Any]:
     """The metrics of one replay (:class:`replay.results.ReplayResult`); definitions in the module
     docstring."""
     dec, ledger, crash = result.decisions, result.ledger, result.crash
-    leaks = list(result.leaks)
+    leaks = result.leak_records
     first_iter = int(dec["iter"].min()) if len(dec) else None
     first_leak = min((lk.iter_skipped for lk in leaks), default=None)
     crash_ranks = set(crash.ranks) if crash is not None else set()

@@ -35,8 +35,10 @@ PathLike = str | os.PathLike
 VERDICT_COLUMNS = ("policy", "title", "verdict", "leaks", "crash", "crash_iter", "crash_rank",
                    "crash_kind", "first_leak_iter", "reproduces_log_crash", "is_recording_build",
                    "divergence_iter", "divergence_field")
-#: Columns of :attr:`Investigation.leaks`.
-LEAK_COLUMNS = ("policy", "dummy", "rank", "role", "iter_created", "iter_skipped", "cause_ranks")
+#: Columns of :attr:`Investigation.leaks`: ``policy``, then those of ``ReplayResult.leaks``
+#: (``replay.leak_table``, with their dtypes).
+LEAK_COLUMNS = ("policy", "dummy", "rank", "role", "iter_created", "iter_skipped", "cause_ranks",
+                "fatal")
 
 
 def investigate(*inputs: PathLike | Iterable[PathLike], policies: Sequence[str] | None = None,
@@ -231,15 +233,13 @@ class Investigation:
 
     @property
     def leaks(self) -> pd.DataFrame:
-        """One row per leaked dummy across the policies (columns ``LEAK_COLUMNS``)."""
-        rows = []
-        if self.run is not None:
-            for p, r in self.results.items():
-                for lk in r.leaks:
-                    rows.append({"policy": p, "dummy": lk.dummy, "rank": lk.rank, "role": lk.role,
-                                 "iter_created": lk.iter_created, "iter_skipped": lk.iter_skipped,
-                                 "cause_ranks": tuple(lk.cause_ranks)})
-        return pd.DataFrame(rows, columns=list(LEAK_COLUMNS))
+        """One row per leaked dummy across the policies (columns ``LEAK_COLUMNS``): each
+        policy's ``ReplayResult.leaks`` (the fatal leak first) after a ``policy`` column
+        (categorical, in policy order, as in :meth:`decisions`)."""
+        from replay.leak_table import leak_frame
+        if self.run is None or not self.policies:
+            return pd.DataFrame(leak_frame(())).assign(policy=pd.Categorical([]))[list(LEAK_COLUMNS)]
+        return _long({p: r.leaks for p, r in self.results.items()})[list(LEAK_COLUMNS)]
 
     @property
     def verdicts(self) -> pd.DataFrame:
@@ -259,7 +259,8 @@ class Investigation:
                     "crash_iter": None if c is None else c.iter,
                     "crash_rank": None if c is None else c.rank,
                     "crash_kind": None if c is None else c.kind,
-                    "first_leak_iter": min((lk.iter_skipped for lk in r.leaks), default=None),
+                    "first_leak_iter": (None if r.leaks.empty
+                                        else int(r.leaks["iter_skipped"].min())),
                     "reproduces_log_crash": matches_log_crash(c, sig),
                     "is_recording_build": p == build,
                     "divergence_iter": None if div is None else div.iter,
@@ -291,7 +292,7 @@ class Investigation:
         name = self._policy(policy) if policy is not None else self._story_policy()
         self._need_trace()
         r = self.result(name)
-        kwargs.setdefault("leaks", F.leaks_frame(r.leaks))
+        kwargs.setdefault("leaks", r.leaks)
         kwargs.setdefault("crash", F.crash_marker(r.crash))
         kwargs.setdefault("cap", self.config.cap if r.policy.cap else None)
         kwargs.setdefault("title", f"Active requests per rank under {name} (run {self.run})")
@@ -311,7 +312,7 @@ class Investigation:
             policies = [policies]
         names = [self._policy(p) for p in policies] if policies else self._strip_policies()
         first = self.result(names[0])
-        kwargs.setdefault("leaks", F.leaks_frame(first.leaks))
+        kwargs.setdefault("leaks", first.leaks)
         kwargs.setdefault("crash", F.crash_marker(first.crash))
         kwargs.setdefault("title", f"What each rank did, per iteration (run {self.run})")
         return F.decision_strip({n: self.result(n).decisions for n in names}, **kwargs)

@@ -243,7 +243,7 @@ def _chain(result: Any) -> list[str]:
     except Exception as e:  # an explanation bug must not hide the verdict
         fallback = [f"leak: dummy on rank {x.rank} created at iteration {x.iter_created} survived "
                     f"the skip of iteration {x.iter_skipped} (zero batch on ranks "
-                    f"{', '.join(map(str, x.cause_ranks))})" for x in result.leaks]
+                    f"{', '.join(map(str, x.cause_ranks))})" for x in result.leak_records]
         return fallback + [f"(explain() failed: {type(e).__name__}: {e})"]
 
 

@@ -218,10 +218,8 @@ def explain(res: ReplayResult) -> list[str]:
     first, when the run names no model and the version's gates read it, how the verdict depends
     on the model."""
     cond = model_condition(res)
-    out = [cond] if cond and (res.leaks or res.crash is not None) else []
-    fatal = res.fatal_leak
-    leaks = ([fatal] if fatal is not None else []) + [x for x in res.leaks if x is not fatal]
-    out += [leak_chain(res, leak) for leak in leaks]
+    out = [cond] if cond and (res.leak_records or res.crash is not None) else []
+    out += [leak_chain(res, leak) for leak in res.leak_records]   # fatal first, then ledger order
     if res.crash is not None:
         out.append(crash_chain(res))
     return out
@@ -236,7 +234,7 @@ def story(res: ReplayResult) -> list[str]:
     if res.crash is not None:
         # A fatal leak's chain already ends with the crash it causes.
         return head + ([leak_chain(res, fatal)] if fatal is not None else [crash_chain(res)])
-    return head + [leak_chain(res, res.leaks[0])] if res.leaks else []
+    return head + [leak_chain(res, res.first_leak)] if res.leak_records else []
 
 
 def warnings(res: ReplayResult) -> list[tuple[int, int, str]]:

@@ -245,7 +245,7 @@ def observe(frames: Any, policy: Policy, config: Any = None) -> Observation:
         rows.append((int(cols["iter"][k]), int(cols["rank"][k]), bool(cols["padded"][k]), role,
                      bool(cols["postpadded"][k]), bool(cols["surplus"][k]) and not crashed, cq,
                      removed))
-    leaks = tuple((lk.rank, lk.iter_created, lk.iter_skipped) for lk in result.leaks)
+    leaks = tuple((lk.rank, lk.iter_created, lk.iter_skipped) for lk in sorted(result.leak_records, key=lambda x: x.dummy))
     stop = None if result.crash is None else (result.crash.iter, result.crash.rank)
     return Observation(rows=tuple(rows), leaks=leaks, stop=stop)
 

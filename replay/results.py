@@ -35,6 +35,10 @@ Columns of :attr:`ReplayResult.ledger` (one row per dummy the policy created, by
     removal_path          'update_states_tp' | 'handle_responses' | 'rollback' | None
     skips_survived        skipped iterations it lived through
     leaked                skips_survived > 0
+
+:attr:`ReplayResult.leaks` (one row per leaked dummy, the fatal one first, then in ledger order)
+is a DataFrame whose columns and dtypes are ``replay.leak_table``'s; the :class:`Leak` records,
+row for row, are :attr:`ReplayResult.leak_records`.
 """
 from __future__ import annotations
 
@@ -86,42 +90,20 @@ class Leak:
                 "iter_skipped": self.iter_skipped, "cause_ranks": list(self.cause_ranks)}
 
 
-#: Columns of :attr:`Leaks.df` (one row per leaked dummy).
-LEAK_TABLE_COLUMNS = ("dummy", "rank", "role", "iter_created", "iter_skipped", "cause_ranks")
+def fatal_first(leaks, crash) -> tuple[tuple[Leak, ...], "Leak | None"]:
+    """The leaks in the order results, reports and the plugin show them, and the fatal one.
 
-
-class Leaks(tuple):
-    """The leaked dummies: a tuple of :class:`Leak` records that is also a table.
-
-    ``res.leaks[0]``, ``len(res.leaks)`` and iteration give the records; ``res.leaks.df`` is the
-    same as a DataFrame (columns ``LEAK_TABLE_COLUMNS``, the columns of ``inv.leaks`` without
-    ``policy``), which notebooks display as a table.
-    """
-
-    __slots__ = ()
-
-    @property
-    def records(self) -> tuple["Leak", ...]:
-        return tuple(self)
-
-    @property
-    def df(self) -> pd.DataFrame:
-        return pd.DataFrame([{"dummy": x.dummy, "rank": x.rank, "role": x.role,
-                              "iter_created": x.iter_created, "iter_skipped": x.iter_skipped,
-                              "cause_ranks": tuple(x.cause_ranks)} for x in self],
-                            columns=list(LEAK_TABLE_COLUMNS))
-
-    def to_frame(self) -> pd.DataFrame:
-        return self.df
-
-    def _repr_html_(self) -> str:
-        return self.df._repr_html_()
-
-    def __repr__(self) -> str:
-        if not self:
-            return "Leaks(none)"
-        return (f"Leaks({len(self)}: first on rank {self[0].rank} through the skip of iteration "
-                f"{self[0].iter_skipped}; .df for the table)")
+    The fatal leak is the latest-created dummy (then highest rank) on a crashing rank created
+    at or before the crash: the one on that rank when it crashed. It comes first, then the
+    others in ledger order (by ``dummy``; the sort is stable)."""
+    ordered = sorted(leaks, key=lambda lk: lk.dummy)
+    fatal = None
+    if crash is not None:
+        on_rank = [lk for lk in ordered if lk.rank in crash.ranks and lk.iter_created <= crash.iter]
+        fatal = max(on_rank, key=lambda lk: (lk.iter_created, lk.rank), default=None)
+    if fatal is None:
+        return tuple(ordered), None
+    return (fatal,) + tuple(lk for lk in ordered if lk is not fatal), fatal
 
 
 @dataclasses.dataclass(frozen=True)
@@ -294,7 +276,10 @@ class ReplayResult:
             streamed replay keeps them in a file, read on first use; :meth:`read_decisions`
             reads a part).
         ledger: one row per dummy, columns in the module docstring (likewise).
-        leaks: leaked dummies in ledger order.
+        leaks: the leaked dummies as a DataFrame, one row each, the fatal one first, then in
+            ledger order (columns and dtypes ``replay.leak_table.LEAK_DTYPES``, a property).
+        leak_records: the same as :class:`Leak` records (with the cause ranks' request
+            states), in the same order, row for row.
         crash: where the run stopped, or None.
         skipped_iters: iterations the fleet skipped (``can_queue`` False), in order.
         first_divergence: first recorded decision not reproduced, or None.
@@ -306,7 +291,7 @@ class ReplayResult:
     policy: Policy
     config: RunConfig
     run: str
-    leaks: tuple[Leak, ...]
+    leak_records: tuple[Leak, ...]
     crash: Crash | None
     skipped_iters: tuple[int, ...]
     first_divergence: Divergence | None
@@ -317,12 +302,24 @@ class ReplayResult:
 
     def __init__(self, policy: Policy, config: RunConfig, run: str,
                  decisions: pd.DataFrame | StoredTable, ledger: pd.DataFrame | StoredTable,
-                 leaks: tuple[Leak, ...], crash: Crash | None, skipped_iters: tuple[int, ...],
-                 first_divergence: Divergence | None, notes: tuple[str, ...] = (),
-                 dropped_iters: tuple[int, ...] = (), frames: Any = None,
-                 gated: "GatedReplay | None" = None):
-        leaks = leaks if isinstance(leaks, Leaks) else Leaks(leaks)
-        for k, v in (("policy", policy), ("config", config), ("run", run), ("leaks", leaks),
+                 leak_records: tuple[Leak, ...] = (), crash: Crash | None = None,
+                 skipped_iters: tuple[int, ...] = (), first_divergence: Divergence | None = None,
+                 notes: tuple[str, ...] = (), dropped_iters: tuple[int, ...] = (),
+                 frames: Any = None, gated: "GatedReplay | None" = None,
+                 leaks: tuple[Leak, ...] | None = None):
+        # ``leaks=``: the records under the name the constructor took before ``leaks`` became
+        # the table (code building results keeps working).
+        if leaks is not None:
+            if leak_records:
+                raise TypeError("ReplayResult() takes leak_records or leaks (records), not both")
+            leak_records = leaks
+        if isinstance(leak_records, pd.DataFrame):
+            raise TypeError("ReplayResult(leak_records=...) takes Leak records, not a table")
+        leak_records, fatal = fatal_first(leak_records, crash)
+        object.__setattr__(self, "_fatal", fatal)
+        object.__setattr__(self, "_leak_table", None)
+        for k, v in (("policy", policy), ("config", config), ("run", run),
+                     ("leak_records", leak_records),
                      ("crash", crash), ("skipped_iters", skipped_iters),
                      ("first_divergence", first_divergence), ("notes", notes),
                      ("dropped_iters", dropped_iters), ("frames", frames), ("gated", gated)):
@@ -338,6 +335,15 @@ class ReplayResult:
                   ledger=self._files.get("ledger", self._tables["ledger"]))
         kw.update(changes)
         return ReplayResult(**kw)
+
+    @property
+    def leaks(self) -> pd.DataFrame:
+        """The leaked dummies, one row each, the fatal one first (``replay.leak_table``); the
+        records, row for row, are :attr:`leak_records`."""
+        if self._leak_table is None:
+            from replay.leak_table import leak_frame
+            object.__setattr__(self, "_leak_table", leak_frame(self.leak_records, self._fatal))
+        return self._leak_table
 
     @property
     def stored(self) -> bool:
@@ -388,9 +394,10 @@ class ReplayResult:
         leaks' creation and removal iterations, the crash), as an in-memory result."""
         if not self.stored:
             return self
-        dummies = [lk.dummy for lk in self.leaks]
+        dummies = [lk.dummy for lk in self.leak_records]
         parts = [self.read_ledger([("dummy", "in", dummies)])] if dummies else []
-        need = {int(lk.iter_created) for lk in self.leaks} | {int(lk.iter_skipped) for lk in self.leaks}
+        need = ({int(lk.iter_created) for lk in self.leak_records}
+                | {int(lk.iter_skipped) for lk in self.leak_records})
         if parts:
             need |= {int(x) for x in parts[0]["iter_removed"].dropna()}
         if self.crash is not None:
@@ -411,7 +418,7 @@ class ReplayResult:
         what = {"crash": (f"crash at iteration {self.crash.iter} on rank {self.crash.rank} "
                           f"({self.crash.kind})" if self.crash is not None else ""),
                 "leak": "leak", "clean": "clean"}[self.verdict]
-        n = len(self.leaks)
+        n = len(self.leak_records)
         leaks = f", {n} leaked dumm{'y' if n == 1 else 'ies'}" if n else ""
         iters = int(self.decisions["iter"].nunique()) if len(self.decisions) else 0
         return (f"<ReplayResult {self.policy.name} on {self.run!r}: {what}{leaks}; {iters} "
@@ -421,14 +428,14 @@ class ReplayResult:
     @property
     def ok(self) -> bool:
         """No leak and no crash."""
-        return not self.leaks and self.crash is None
+        return not self.leak_records and self.crash is None
 
     @property
     def verdict(self) -> str:
         """``"crash"``, ``"leak"`` or ``"clean"``: the word reports and tables use."""
         if self.crash is not None:
             return "crash"
-        return "leak" if self.leaks else "clean"
+        return "leak" if self.leak_records else "clean"
 
     @property
     def verdict_text(self) -> str:
@@ -451,11 +458,12 @@ class ReplayResult:
     @property
     def fatal_leak(self) -> "Leak | None":
         """The leaked dummy that was on the crashing rank when it crashed (latest one), or None."""
-        if self.crash is None:
-            return None
-        on_rank = [leak for leak in self.leaks
-                   if leak.rank in self.crash.ranks and leak.iter_created <= self.crash.iter]
-        return max(on_rank, key=lambda leak: (leak.iter_created, leak.rank), default=None)
+        return self._fatal
+
+    @property
+    def first_leak(self) -> "Leak | None":
+        """The first leaked dummy in ledger order (the earliest created), or None."""
+        return min(self.leak_records, key=lambda lk: lk.dummy, default=None)
 
     def story(self) -> list[str]:
         """The chain that matters most first: the fatal leak and the crash, else the first leak."""
@@ -477,7 +485,7 @@ class ReplayResult:
         return {
             "verdict": self.verdict,
             "verdict_text": self.verdict_text,
-            "leaks": [leak.to_json() for leak in self.leaks],
+            "leaks": [leak.to_json() for leak in sorted(self.leak_records, key=lambda x: x.dummy)],
             "crash": None if self.crash is None else self.crash.to_json(),
             "skipped_iters": [int(x) for x in self.skipped_iters],
             "first_divergence": None if self.first_divergence is None else self.first_divergence.to_json(),
@@ -609,9 +617,8 @@ __all__ = [
     "LEDGER_COLUMNS",
     "Crash",
     "Divergence",
-    "LEAK_TABLE_COLUMNS",
     "Leak",
-    "Leaks",
+    "fatal_first",
     "ReplayResult",
     "StoredTable",
     "TableWriter",

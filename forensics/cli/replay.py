@@ -21,7 +21,7 @@ def _render(console: Output, results) -> None:
                   show_header=True, header_style="bold")
         for col in ("what", "iter", "rank", "detail"):
             t.add_column(col)
-        for leak in res.leaks:
+        for leak in res.leak_records:
             t.add_row("leak", f"{leak.iter_created} -> skipped {leak.iter_skipped}", str(leak.rank),
                       f"{leak.role} dummy; zero batch on rank(s) "
                       + ", ".join(str(c) for c in leak.cause_ranks))

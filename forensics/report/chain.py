@@ -66,7 +66,7 @@ def _index(res):
     indexed once per result: a fleet-hour run has millions of decision rows and many leaks."""
     got = _INDEX.get(res)
     if got is None:
-        its = sorted({int(x.iter_skipped) for x in res.leaks}
+        its = sorted({int(x.iter_skipped) for x in res.leak_records}
                      | ({int(res.crash.iter)} if res.crash is not None else set()))
         d = res.decisions
         sub = d[d["iter"].isin(its)] if len(d) else d
@@ -202,7 +202,7 @@ def mechanisms(res) -> list[Mechanism]:
     leak first in it), the others by their first leak."""
     fatal = res.fatal_leak
     groups: dict[tuple, list] = {}
-    for leak in ([fatal] if fatal is not None else []) + [x for x in res.leaks if x is not fatal]:
+    for leak in res.leak_records:                       # the fatal one first
         kind, states = cause_kind(res, leak)
         rollback = _no_rollback(res, leak)
         groups.setdefault((kind, states, rollback), []).append(leak)
@@ -236,7 +236,7 @@ def opening_sentence(res, *, recording_build: bool = False, todo: str = "") -> s
     who = f"{res.policy.name}" + (" (the build that recorded the run)" if recording_build else "")
     tail = f"; {todo}" if todo else ""
     fatal = res.fatal_leak
-    leak = fatal if fatal is not None else (res.leaks[0] if res.leaks else None)
+    leak = fatal if fatal is not None else res.first_leak
     if leak is None:
         if res.crash is not None:
             c = res.crash
@@ -257,7 +257,7 @@ def opening_sentence(res, *, recording_build: bool = False, todo: str = "") -> s
               f"{_list(list(causes))} offered batch 0 without a dummy ({kind.replace('-', ' ')}; {held})")
     b2 = (f"the whole fleet skipped iteration {leak.iter_skipped} and the {leak.role} dummy padded on "
           f"rank {leak.rank} at iteration {leak.iter_created} stayed ({_no_rollback(res, leak)})")
-    n = len(res.leaks)
+    n = len(res.leak_records)
     others = ""
     if n > 1:
         k = len(mechanisms(res))

@@ -490,7 +490,10 @@ def to_png(fig: Figure, *, dpi: int = 110) -> bytes:
 
 
 def leaks_frame(leaks: Sequence) -> pd.DataFrame:
-    """Leak records (objects or dicts with rank/iter_created/iter_skipped/cause_ranks) as a frame."""
+    """Leak records (objects or dicts with rank/iter_created/iter_skipped/cause_ranks) as a frame;
+    a frame (``ReplayResult.leaks``) as it is."""
+    if isinstance(leaks, pd.DataFrame):
+        return leaks
     rows = []
     for leak in leaks:
         get = leak.get if isinstance(leak, Mapping) else (lambda k, d=None, o=leak: getattr(o, k, d))
@@ -514,7 +517,8 @@ def state_iteration(decisions: pd.DataFrame, result) -> int | None:
         return None
     if result.crash is not None:
         return int(result.crash.iter)
-    if result.leaks:
-        nxt = int(result.leaks[0].iter_skipped) + 1
-        return nxt if (decisions["iter"] == nxt).any() else int(result.leaks[0].iter_skipped)
+    if len(result.leaks):
+        first = int(result.leaks["iter_skipped"].min())
+        nxt = first + 1
+        return nxt if (decisions["iter"] == nxt).any() else first
     return int(decisions["iter"].max())

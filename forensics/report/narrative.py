@@ -52,7 +52,7 @@ def figure_blocks(ds, run: Optional[str], results: Mapping[str, Any], chain_poli
     if run is not None and name is not None:
         r = results[name]
         dec = r.decisions
-        leaks = F.leaks_frame(r.leaks)
+        leaks = r.leaks
         crash = F.crash_marker(r.crash)
         cap = config.cap if (config is not None and r.policy.cap) else None
         fig = F.active_vs_expected(dec, leaks=leaks, crash=crash, cap=cap,

@@ -454,12 +454,12 @@ def figure_views(results: dict) -> dict:
         if r.stored:  # the overview and the peak-load window read the whole run, per iteration
             per_iter[name] = _per_iteration_active(r)
             focus.attrs[F.PER_ITERATION_ACTIVE] = per_iter[name]
-        win = F.windows_for(focus, F.leaks_frame(r.leaks), F.crash_marker(r.crash))
+        win = F.windows_for(focus, r.leaks, F.crash_marker(r.crash))
         for a, b in win.segments:
             need.update(range(a, b + 1))
-        if r.leaks:
-            need.add(int(r.leaks[0].iter_skipped) + 1)
-        if r.crash is None and not r.leaks:
+        if r.leak_records:
+            need.add(int(r.first_leak.iter_skipped) + 1)
+        if r.crash is None and not r.leak_records:
             need |= _busiest_iterations(r)
     out = {}
     for name, r in results.items():
@@ -499,9 +499,9 @@ def _busiest_iterations(result) -> set[int]:
 
 def _verdict(name: str, result, log_crash: Optional[Signature], build: str,
              logged: set[tuple] = frozenset()) -> PolicyVerdict:
-    leaks = list(result.leaks)
+    leaks = result.leak_records
     crash = _crash_dict(result.crash)
-    first = leaks[0].to_json() if leaks else None
+    first = result.first_leak.to_json() if leaks else None
     if crash:
         text = (f"crashes at iteration {crash['iter']} on rank {crash['rank']} ({crash['kind']}: "
                 f"{crash['active']} active > expected {crash['expected']})"
@@ -710,10 +710,10 @@ def _headline(res, log_crash) -> str:
                if fatal is not None else "")
         seen = " (as in the logs)" if matches_log_crash(c, log_crash) else ""
         return f"{what} on rank {c.rank} at iteration {c.iter}{seen} under {res.policy.name}{why}"
-    if res.leaks:
-        n = len(res.leaks)
+    if res.leak_records:
+        n = len(res.leak_records)
         return (f"{n} leaked dumm{'y' if n == 1 else 'ies'} under {res.policy.name}, no crash "
-                f"(first through the skip of iteration {res.leaks[0].iter_skipped})")
+                f"(first through the skip of iteration {res.first_leak.iter_skipped})")
     return f"No leak, no crash under {res.policy.name}"
 
 

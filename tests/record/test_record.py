@@ -240,7 +240,7 @@ def test_three_ranks_record_a_run_that_ingests_and_replays(site_dir, tmp_path):
     ds, frames = _ingest(traces, tmp_path)
     assert len(ds.table("frames")) == 12 and len(ds.table("runs")) == 3
     res = replay.run(frames, policy="prefix-2026")
-    assert res.crash is None and not res.leaks and res.first_divergence is None
+    assert res.crash is None and res.leaks.empty and res.first_divergence is None
 
 
 def _wait_for(path, timeout=30.0):
@@ -290,7 +290,7 @@ def test_crash_leaves_the_crashing_iteration_on_disk(site_dir, tmp_path, overlap
     res = replay.run(frames, policy="prefix-2026")
     assert (res.crash.iter, res.crash.rank) == (1, 1)
     assert res.first_divergence is None
-    assert [(lk.rank, lk.iter_created, lk.cause_ranks) for lk in res.leaks] == [(1, 0, (2,))]
+    assert [(lk.rank, lk.iter_created, lk.cause_ranks) for lk in res.leak_records] == [(1, 0, (2,))]
 
 
 def test_real_interpreter_startup_processes_the_pth(tmp_path):
@@ -528,7 +528,7 @@ def test_a_post_pad_build_records_postpadded_and_a_refused_allocation(patched_po
     ds, frames = _ingest(traces, tmp_path)
     assert ds.frames["postpadded"].tolist() == [True, False, False]
     res = replay.run(frames, policy="postpad-17379")
-    assert res.first_divergence is None and not res.leaks
+    assert res.first_divergence is None and res.leaks.empty
     assert res.ledger[["iter_created", "origin", "iter_removed"]].values.tolist() == [
         [0, "postpad", 0]]
 

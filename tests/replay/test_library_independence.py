@@ -63,7 +63,7 @@ def test_replay_imports_and_replays_in_memory_frames_without_forensics():
                                       dummy=False)])
         rf = replay.RunFrames.from_tables(runs, frames, requests)
         res = replay.run(rf, policy="prefix-2026")
-        print("LEAKS", [(l.rank, l.iter_created) for l in res.leaks], "CRASH", res.crash)
+        print("LEAKS", [(l.rank, l.iter_created) for l in res.leak_records], "CRASH", res.crash)
         try:
             replay.RunFrames.from_records([{"kind": "run"}])
         except NoReaderError as e:

@@ -67,7 +67,7 @@ def test_recorded_postpadded_gives_the_exact_real_batch(recorded, inferred):
 @pytest.mark.parametrize("replayer", [run, run_reference], ids=["engine", "reference"])
 def test_capacity_refused_rank_replays_its_post_pad_dummy(recorded, policy, replayer):
     res = replayer(recorded, policy=policy)
-    assert res.first_divergence is None and res.crash is None and not res.leaks
+    assert res.first_divergence is None and res.crash is None and res.leaks.empty
     d = res.decisions
     assert d["postpadded"].tolist() == [False, True]
     assert d["batch"].tolist() == [1, 1] and d["can_queue"].tolist() == [True, True]

@@ -93,7 +93,7 @@ def _norm_leaks(leaks, role=True):
 def assert_same(a, b):
     assert _norm_decisions(a.decisions) == _norm_decisions(b.decisions)
     assert _norm_ledger(a.ledger) == _norm_ledger(b.ledger)
-    assert _norm_leaks(a.leaks) == _norm_leaks(b.leaks)
+    assert _norm_leaks(a.leak_records) == _norm_leaks(b.leak_records)
     assert a.crash == b.crash
     assert a.first_divergence == b.first_divergence
     assert a.skipped_iters == b.skipped_iters
@@ -162,7 +162,7 @@ def test_hooked_policy_decides_like_the_vectorised_one(records, name):
     assert _norm_decisions(a.decisions, drop=drop) == _norm_decisions(b.decisions, drop=drop)
     assert (a.decisions.surplus & ~a.decisions.crash).tolist() == (b.decisions.surplus & ~b.decisions.crash).tolist()
     assert (a.crash is None) == (b.crash is None)
-    assert _norm_leaks(a.leaks, role=False) == _norm_leaks(b.leaks, role=False)
+    assert _norm_leaks(a.leak_records, role=False) == _norm_leaks(b.leak_records, role=False)
 
 
 @settings(max_examples=60, deadline=None)
@@ -173,5 +173,5 @@ def test_fix_never_leaks_when_only_the_window_refuses(records):
     is. Every rank with no window request then gets a dummy, no batch is 0, nothing leaks."""
     frames = replay.RunFrames.from_records(records)
     res = replay.run(frames, policy="fix-16161")
-    assert not res.leaks
+    assert res.leaks.empty
     assert res.ledger.skips_survived.sum() == 0

@@ -62,17 +62,18 @@ def test_nvbug_chain_prefix(nvbug):
         (1, 41, "pad", "generation", None, None, 1, True),
         (2, 42, "pad", "generation", None, None, 0, False),
     ]
-    assert [(x.rank, x.iter_created, x.iter_skipped, x.cause_ranks) for x in res.leaks] == \
-        [(0, 41, 41, (2,)), (1, 41, 41, (2,))]
-    assert res.leaks[0].cause_states == {2: ((17, "GENERATION_TO_COMPLETE"), (23, "GENERATION_TO_COMPLETE"))}
+    # The fatal leak (rank 1, the crashing rank) first, then the other leak in ledger order.
+    assert [(x.rank, x.iter_created, x.iter_skipped, x.cause_ranks) for x in res.leak_records] == \
+        [(1, 41, 41, (2,)), (0, 41, 41, (2,))]
+    assert res.leak_records[1].cause_states == {2: ((17, "GENERATION_TO_COMPLETE"), (23, "GENERATION_TO_COMPLETE"))}
     assert (res.crash.iter, res.crash.rank, res.crash.ranks, res.crash.kind) == (42, 1, (1,), "assert")
     assert (res.crash.expected, res.crash.active) == (8, 9)
     assert res.first_divergence is None
     assert res.to_json()["crash"] == {"iter": 42, "rank": 1, "expected": 8, "active": 9}
     chains = res.explain()
     assert len(chains) == 3
-    # The fatal leak (rank 1, the crashing rank) first, then the other leak, then the crash.
-    assert res.fatal_leak == res.leaks[1]
+    # The fatal leak first, then the other leak, then the crash.
+    assert res.fatal_leak is res.leak_records[0] and res.first_leak is res.leak_records[1]
     assert "rank 2 held only GENERATION_TO_COMPLETE requests (ids 17, 23)" in chains[0]
     assert "can_queue is False fleet-wide (rank 2 offered 0)" in chains[0]
     assert "rank 1 counted 8 real requests + its leaked dummy = 9 > expected 8" in chains[0]
@@ -92,7 +93,7 @@ def test_nvbug_chain_fix_pads_every_rank_and_nothing_leaks(nvbug):
       (empty) padded (d4, d5); rank 1 has 8 in the window; all removed.
     """
     res = replay.run(nvbug, policy="fix-16161")
-    assert not res.leaks and res.crash is None
+    assert res.leaks.empty and res.crash is None
     assert [(r[0], r[1], r[5]) for r in ledger_rows(res)] == [
         (1, 40, "update_states_tp"), (0, 41, "update_states_tp"), (1, 41, "update_states_tp"),
         (2, 41, "update_states_tp"), (0, 42, "update_states_tp"), (2, 42, "update_states_tp")]
@@ -113,7 +114,7 @@ def test_nvbug_chain_legacy_leaks_without_crashing(nvbug):
     """
     res = replay.run(nvbug, policy="legacy-2025")
     assert res.crash is None
-    assert [(x.rank, x.iter_created, x.iter_skipped) for x in res.leaks] == [(0, 41, 41), (1, 41, 41)]
+    assert [(x.rank, x.iter_created, x.iter_skipped) for x in res.leak_records] == [(0, 41, 41), (1, 41, 41)]
     assert ledger_rows(res)[1:] == [
         (0, 41, "pad", "generation", 42, "update_states_tp", 1, True),
         (1, 41, "pad", "generation", 42, "update_states_tp", 1, True),
@@ -198,7 +199,7 @@ def test_dummy_that_is_not_the_last_element_is_removed_by_handle_responses():
     assert res.first_divergence is None and res.crash is None
     assert "_handle_responses (it was no longer the last element)" in res.explain()[0]
     fix = replay.run(frames, policy="fix-16161")
-    assert not fix.leaks
+    assert fix.leaks.empty
     assert [r[5] for r in ledger_rows(fix)] == ["update_states_tp", "update_states_tp"]
 
 
@@ -232,7 +233,7 @@ def test_rollback_postpad_and_capacity_refusal():
     assert sched.ok and sched.first_divergence is None
     prefix = replay.run(frames, policy="prefix-2026")
     assert ledger_rows(prefix) == [(0, 0, "pad", "generation", 1, "update_states_tp", 1, True)]
-    assert prefix.leaks[0].cause_states == {1: ((2, "GENERATION_IN_PROGRESS"),)}
+    assert prefix.leak_records[0].cause_states == {1: ((2, "GENERATION_IN_PROGRESS"),)}
     d = prefix.first_divergence
     assert (d.iter, d.rank, d.field, d.recorded, d.replayed) == (1, 0, "padded", True, False)
     assert "recorded scheduled 0" in prefix.explain()[0]
@@ -335,7 +336,7 @@ def test_post_pad_dummy_seen_through_the_recorded_batch_is_rolled_back_on_the_ag
     """
     res = replay.run(replay.RunFrames.from_records(POSTPAD_LEAK), policy="newest")
     assert ledger_rows(res) == [(1, 1, "postpad", "generation", 1, "rollback", 0, False)]
-    assert res.leaks == () and res.crash is None
+    assert res.leak_records == () and res.crash is None
     d = res.first_divergence
     assert (d.iter, d.rank, d.field, d.recorded, d.replayed) == (2, 0, "padded", True, False)
 

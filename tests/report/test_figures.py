@@ -105,11 +105,16 @@ def test_state_iteration_and_crash_marker_hand_worked():
 
     dec = pd.DataFrame({"iter": [3, 3, 4, 4, 5, 5, 6, 6], "rank": [0, 1] * 4})
     crash = NS(iter=3, rank=1, active=3)
-    assert F.state_iteration(dec, NS(crash=crash, leaks=(NS(iter_skipped=4),))) == 3
-    assert F.state_iteration(dec, NS(crash=None, leaks=(NS(iter_skipped=4),))) == 5
-    assert F.state_iteration(dec, NS(crash=None, leaks=(NS(iter_skipped=6),))) == 6
-    assert F.state_iteration(dec, NS(crash=None, leaks=())) == 6
-    assert F.state_iteration(dec.iloc[:0], NS(crash=crash, leaks=())) is None
+
+    def leaks(*skipped):   # ReplayResult.leaks: the column state_iteration reads
+        return pd.DataFrame({"iter_skipped": pd.array(skipped, dtype="int64")})
+
+    assert F.state_iteration(dec, NS(crash=crash, leaks=leaks(4))) == 3
+    assert F.state_iteration(dec, NS(crash=None, leaks=leaks(4))) == 5
+    assert F.state_iteration(dec, NS(crash=None, leaks=leaks(6, 4))) == 5   # the first skip
+    assert F.state_iteration(dec, NS(crash=None, leaks=leaks(6))) == 6
+    assert F.state_iteration(dec, NS(crash=None, leaks=leaks())) == 6
+    assert F.state_iteration(dec.iloc[:0], NS(crash=crash, leaks=leaks())) is None
     assert F.crash_marker(crash) == {"iter": 3, "rank": 1, "active": 3}
     assert F.crash_marker(None) is None
 

@@ -80,7 +80,7 @@ def test_recommendation_names_open_paths(crash_inputs, tmp_path):
 def test_chain_grouped_by_mechanism_fatal_first():
     frames = replay.RunFrames.from_records(_records(TWO_GAPS))
     res = replay.run(frames, policy="prefix-2026")
-    assert [(x.rank, x.iter_created, x.iter_skipped, x.cause_ranks) for x in res.leaks] == \
+    assert [(x.rank, x.iter_created, x.iter_skipped, x.cause_ranks) for x in res.leak_records] == \
         [(1, 0, 0, (0,)), (1, 2, 2, (0,))]
     ms = mechanisms(res)
     assert [(m.kind, m.states, m.count) for m in ms] == [

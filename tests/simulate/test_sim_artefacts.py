@@ -182,6 +182,6 @@ def test_a_post_pad_dummy_of_a_skipped_iteration_is_rolled_back_and_replays(tmp_
     assert res.summary.leaked_dummies == 0 and res.summary.skipped_iters == 1
     rf = RunFrames.from_records(_records(res.files["trace"]), source=str(res.files["trace"]))
     rep = engine.run(rf, policy="newest")
-    assert rep.first_divergence is None and not rep.leaks
+    assert rep.first_divergence is None and rep.leaks.empty
     assert rep.ledger[["rank", "iter_created", "origin", "removal_path"]].values.tolist()[0] == \
         [1, 1, "postpad", "rollback"]

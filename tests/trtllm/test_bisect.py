@@ -48,7 +48,7 @@ def frames():
 
 
 def _verdict(result):
-    leaks = [(l.rank, l.iter_created, l.iter_skipped) for l in result.leaks]
+    leaks = [(l.rank, l.iter_created, l.iter_skipped) for l in result.leak_records]
     crash = None if result.crash is None else (result.crash.iter, result.crash.rank)
     return leaks, crash
 

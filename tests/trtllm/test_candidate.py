@@ -69,7 +69,7 @@ def candidates(tmp_path):
 
 
 def _verdict(result):
-    leaks = [(l.rank, l.iter_created, l.iter_skipped) for l in result.leaks]
+    leaks = [(l.rank, l.iter_created, l.iter_skipped) for l in result.leak_records]
     return leaks, None if result.crash is None else (result.crash.iter, result.crash.rank)
 
 

@@ -88,7 +88,7 @@ def test_identify_names_each_fixture_era(identified, era):
 
 
 def _verdict(result):
-    leaks = [(lk.rank, lk.iter_created, lk.iter_skipped) for lk in result.leaks]
+    leaks = [(lk.rank, lk.iter_created, lk.iter_skipped) for lk in result.leak_records]
     return leaks, None if result.crash is None else (result.crash.iter, result.crash.rank)
 
 

@@ -84,7 +84,7 @@ def test_forward_intent_is_all_reduced_over_the_replayed_ranks(eras, era):
             "nan", "nan", "nan", "generation", "nan", "context"]
         assert [bool(x) for x in d["can_queue"].tolist()] == [False, False, True, True, True, True]
         assert d.loc[(2, 0), "expected"] == 1 and not d.loc[(2, 0), "surplus"]
-        assert not result.leaks and result.crash is None
+        assert result.leaks.empty and result.crash is None
     # One frame alone cannot see the peers: the single-frame hook assumes a busy one and pads.
     alone = policy.pad_hook(FrameView(iter=0, rank=0, requests=((1, 8, False),), expected=1,
                                       config=frames.config))
@@ -140,7 +140,7 @@ def test_context_server_sample_real_16279_code_does_not_assert(eras):
     frames = RunFrames.from_records([json.loads(line) for line in path.open()])
     dsv4 = dataclasses.replace(frames.config, model_arch="deepseek_v4")  # inside the gate
     real = run(frames, dsv4, eras["16279"])
-    assert real.crash is None and not real.leaks
+    assert real.crash is None and real.leaks.empty
     assert run(frames, dsv4, "fix-16161").crash is None
 
 
@@ -155,7 +155,7 @@ def test_cap_is_read_from_the_router_not_inferred_from_the_count_method(eras):
     assert prefix.cap and "adp_router.py:route_requests" in prefix.notes
     frames = RunFrames.from_records(RECORDS)
     e, p = run(frames, None, early), run(frames, None, prefix)
-    assert [(l.rank, l.iter_created) for l in e.leaks] == [(0, 0)] and e.crash is None
+    assert [(l.rank, l.iter_created) for l in e.leak_records] == [(0, 0)] and e.crash is None
     assert (p.crash.iter, p.crash.rank) == (1, 0)
 
 

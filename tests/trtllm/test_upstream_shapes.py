@@ -87,12 +87,12 @@ def test_16279_pending_dummy_is_rolled_back_when_the_fleet_skips(policies):
     frames = RunFrames.from_records(RECORDS)
     dsv4 = dataclasses.replace(frames.config, model_arch="deepseek_v4")  # inside the #16279 gate
     real = run(frames, dsv4, policies["16279"])
-    assert real.skipped_iters == (0,) and not real.leaks and real.crash is None
+    assert real.skipped_iters == (0,) and real.leaks.empty and real.crash is None
     d = real.decisions.set_index(["iter", "rank"])
     assert d.loc[(0, 0), "removed_path"] == "rollback"
     assert (d.loc[(1, 0), "active"], d.loc[(1, 0), "expected"]) == (1, 1)
     modelled = run(frames, dsv4, "fix-16161")
-    assert [(l.rank, l.iter_created, l.iter_skipped) for l in modelled.leaks] == [(0, 0, 0)]
+    assert [(l.rank, l.iter_created, l.iter_skipped) for l in modelled.leak_records] == [(0, 0, 0)]
 
 
 def test_property_with_a_setter_is_read_through_its_getter(policies):
