@@ -26,6 +26,7 @@ import pandas as pd
 
 from forensics.callable_module import make_module_callable
 from forensics.errors import DatasetError, NoTraceError
+from replay.leak_table import LEAK_COLUMNS as _REPLAY_LEAK_COLUMNS
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +38,7 @@ VERDICT_COLUMNS = ("policy", "title", "verdict", "leaks", "crash", "crash_iter",
                    "divergence_iter", "divergence_field")
 #: Columns of :attr:`Investigation.leaks`: ``policy``, then those of ``ReplayResult.leaks``
 #: (``replay.leak_table``, with their dtypes).
-LEAK_COLUMNS = ("policy", "dummy", "rank", "role", "iter_created", "iter_skipped", "cause_ranks",
-                "fatal")
+LEAK_COLUMNS = ("policy", *_REPLAY_LEAK_COLUMNS)
 
 
 def investigate(*inputs: PathLike | Iterable[PathLike], policies: Sequence[str] | None = None,

@@ -136,13 +136,14 @@ print()
 print(chain[-1])'''),
     new_markdown_cell("""\
 The other leaks happen the same way: grouped by mechanism (same predicate gap, same missing
-rollback) the 22 leaks are one paragraph, the way the report tells them. `res.leaks` holds the
-records; `res.leaks.df` is the same as a table."""),
+rollback) the 22 leaks are one paragraph, the way the report tells them. `res.leaks` is the
+table (the columns of `inv.leaks` but `policy`, the fatal leak first); `res.leak_records` holds
+the same leaks as records, row for row, with each cause rank's request states."""),
     new_code_cell('''from forensics.report.chain import mechanisms
 
 for m in mechanisms(res):
     print(m.title(), "-", m.text)
-res.leaks.df.head()'''),
+res.leaks.head()'''),
     new_markdown_cell("""\
 ## 5. The figures
 

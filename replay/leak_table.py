@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 
@@ -42,7 +42,7 @@ LEAK_COLUMNS = tuple(LEAK_DTYPES)
 _WAS = "res.leaks is a DataFrame now (one row per leaked dummy, the fatal one first)"
 
 
-def leak_frame(records: Sequence[Any], fatal: Any = None) -> "LeakTable":
+def leak_frame(records: Sequence[Any], fatal: Any = None) -> LeakTable:
     """``records`` (``Leak`` objects, in order) as the typed table; ``fatal`` is the record
     marked ``fatal`` (compared by identity), or None."""
     cols = {
@@ -77,7 +77,7 @@ class LeakTable(pd.DataFrame):
     ``if res.leaks:``, ``res.leaks[0]`` and ``leak.rank`` while iterating; ``.df``,
     ``.to_frame()`` and ``.records`` keep working, with a ``DeprecationWarning``."""
 
-    _metadata = ["_leak_records"]
+    _metadata: ClassVar[list[str]] = ["_leak_records"]
 
     def __bool__(self) -> bool:
         raise ValueError(f"the truth value of res.leaks is ambiguous: {_WAS}; test "
@@ -111,4 +111,4 @@ class LeakTable(pd.DataFrame):
         return getattr(self, "_leak_records", ())
 
 
-__all__ = ["LEAK_COLUMNS", "LEAK_DTYPES", "LeakTable", "ROLE_DTYPE", "leak_frame"]
+__all__ = ["LEAK_COLUMNS", "LEAK_DTYPES", "ROLE_DTYPE", "LeakTable", "leak_frame"]

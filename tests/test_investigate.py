@@ -9,6 +9,7 @@ import pytest
 from matplotlib.figure import Figure
 
 import forensics
+import replay
 from forensics.errors import DatasetError, ForensicsError
 from replay.results import DECISION_COLUMNS, LEDGER_COLUMNS
 
@@ -63,6 +64,29 @@ def test_leaks_table(inv):
     assert first["iter_skipped"] == 19 and 0 in first["cause_ranks"]
     # The leak that kills: rank 2's dummy padded at 75, survived the skip of 75.
     assert ((lk["rank"] == 2) & (lk["iter_created"] == 75)).any()
+
+
+def test_leaks_tables_share_their_columns(inv):
+    """``inv.leaks`` is each policy's ``ReplayResult.leaks`` after a ``policy`` column: the same
+    columns and dtypes, the same rows in the same order. The sample (trace.expect.toml): 22 leaks
+    under prefix-2026, the crash on rank 2 at 76; the fatal leak is rank 2's dummy padded at 75
+    (it survived the skip of 75), first in both tables."""
+    res = inv.result("prefix-2026")
+    assert list(inv.leaks.columns) == ["policy", *res.leaks.columns]
+    mine = inv.leaks[inv.leaks["policy"] == "prefix-2026"].drop(columns="policy")
+    pd.testing.assert_frame_equal(mine.reset_index(drop=True), pd.DataFrame(res.leaks))
+    assert len(res.leaks) == len(res.leak_records) == 22
+    assert (res.crash.iter, res.crash.rank) == (76, 2)
+    fatal = res.leaks.iloc[0]
+    assert (fatal["rank"], fatal["iter_created"], fatal["iter_skipped"], bool(fatal["fatal"])) == \
+        (2, 75, 75, True)
+    assert int(res.leaks["fatal"].sum()) == 1 and inv.leaks.iloc[0]["fatal"]
+    assert res.leak_records[0] is res.fatal_leak and res.leak_records[0].dummy == fatal["dummy"]
+    # A streamed replay (the investigation's) builds the same table as one in memory.
+    whole = replay.run(inv.run_frames, policy="prefix-2026")
+    assert res.stored and not whole.stored
+    pd.testing.assert_frame_equal(whole.leaks, res.leaks)
+    assert inv.result("fix-16161").leaks.empty
 
 
 def test_explain_names_the_chain(inv):
