@@ -215,6 +215,15 @@ class StoredTable:
         df = df.reset_index(drop=True)
         return df[list(columns)] if columns is not None else df
 
+    def frames(self, columns: list[str]):
+        """The rows of ``columns`` as DataFrames, a row group at a time (bounded memory); a
+        table kept in memory is one frame, with no Arrow round trip."""
+        if self._frame is not None:
+            yield self._frame[list(columns)]
+            return
+        for b in self.batches(columns):
+            yield b.to_pandas()
+
     def batches(self, columns: list[str]):
         """The file's rows in record batches of ``columns`` (a scan in bounded memory)."""
         if self._frame is not None:

@@ -132,8 +132,9 @@ def focus_iterations(decisions: pd.DataFrame, leaks: pd.DataFrame | None = None,
     if crash and crash.get("iter") is not None:
         out.append(int(crash["iter"]))
     if leaks is not None and len(leaks):
-        for _, row in leaks.sort_values("iter_skipped").iterrows():
-            out.extend([int(row["iter_skipped"]), int(row["iter_created"])])
+        by_skip = leaks.sort_values("iter_skipped")
+        for skipped, created in zip(by_skip["iter_skipped"], by_skip["iter_created"]):
+            out.extend([int(skipped), int(created)])
     if len(decisions) and "can_queue" in decisions.columns:
         cq = decisions["can_queue"].astype("boolean")
         skipped = decisions.loc[cq.eq(False).fillna(False), "iter"]
@@ -498,17 +499,18 @@ def state_composition(requests: pd.DataFrame, *, iteration: int,
         _fit(fig)
         return fig
 
-    def label(row) -> str:
-        if bool(row["dummy"]):
-            return "ADP dummy (recorded)"
+    def state_name(state: int) -> str:
         try:
-            return RequestState(int(row["state"])).name
+            return RequestState(state).name
         except ValueError:
-            return f"state {int(row['state'])}"
+            return f"state {state}"
 
     if len(req):
-        req["label"] = req.apply(label, axis=1)
-        req["order"] = req["state"].astype(int) + np.where(req["dummy"].astype(bool), 100, 0)
+        state = req["state"].astype(int).to_numpy()
+        dummy = req["dummy"].astype(bool).to_numpy()
+        names = {int(s): state_name(int(s)) for s in np.unique(state)}
+        req["label"] = np.where(dummy, "ADP dummy (recorded)", [names[int(s)] for s in state])
+        req["order"] = state + np.where(dummy, 100, 0)
         counts = req.groupby(["rank", "label"]).size().unstack(fill_value=0)
         order = req.groupby("label")["order"].min().sort_values().index
         counts = counts[list(order)]
@@ -556,7 +558,8 @@ def state_composition(requests: pd.DataFrame, *, iteration: int,
 def to_png(fig: "Figure", *, dpi: int = DPI) -> bytes:
     """Render a figure to PNG bytes (Agg): one draw (no layout engine runs a draw first)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
+    # zlib level 3: a third less encoding time than the default 6 for PNGs 12% larger
+    fig.savefig(buf, format="png", dpi=dpi, pil_kwargs={"compress_level": 3})
     return buf.getvalue()
 
 
