@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -94,6 +95,11 @@ def main() -> None:
                       f"wall (goal {goal} s)")
         for p in pm:
             print(f"{p.name} vs help: {p.median('cpu') / methods[2].median('cpu'):.1f}x cpu")
+        if len(pm) == 2:   # this checkout against --before, round by round
+            cpu = statistics.median(b.cpu / a.cpu for a, b in zip(pm[0].samples, pm[1].samples))
+            wall = statistics.median(b.wall / a.wall for a, b in zip(pm[0].samples, pm[1].samples))
+            print(f"before-postmortem / postmortem, median of the paired rounds' ratios: "
+                  f"cpu {cpu:.2f}x, wall {wall:.2f}x (> 1: this checkout is cheaper)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
