@@ -11,6 +11,12 @@ Whole processes in paired, interleaved rounds (``wholeprocess``: wall, CPU, peak
 - ``before-help`` / ``before-postmortem`` (with ``--before PATH``): the same commands from
   another checkout (e.g. ``git archive REV | tar -x -C PATH``).
 
+Warm means what a user's second run has: the page cache and compiled bytecode. An installed
+package has its ``.pyc`` files; an environment with ``PYTHONDONTWRITEBYTECODE`` set would compile
+every module of the checkout on every run (about 0.2 s CPU here), so the timed commands run
+without it and with ``PYTHONPYCACHEPREFIX`` in the benchmark's work directory (the warm-up run
+fills it; no ``__pycache__`` is written into the checkouts).
+
 ``python -m forensics`` is the console script minus any launcher shim the environment adds
 (pyenv's adds a bash and a pyenv process). Every process runs from a directory outside any
 checkout, so the working directory does not shadow ``PYTHONPATH``. The figures to quote are
@@ -25,6 +31,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,7 +58,10 @@ def main() -> None:
     py = sys.executable
 
     def env_for(tree: Path) -> dict[str, str]:
-        return dict(os.environ, PYTHONPATH=str(tree), MPLBACKEND="Agg")
+        env = dict(os.environ, PYTHONPATH=str(tree), MPLBACKEND="Agg",
+                   PYTHONPYCACHEPREFIX=str(work / "pycache"))
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        return env
 
     trees = {"": REPO}
     if args.before:
@@ -62,6 +72,7 @@ def main() -> None:
         for label, tree in trees.items():
             methods.append(wp.Method(f"{label}help", [py, "-m", "forensics", "--help"],
                                      env=env_for(tree)))
+            wp.measure(methods[-1].argv, methods[-1].env, str(work))   # warm-up: bytecode
         pm = []
         if not args.no_postmortem:
             for label, tree in trees.items():
@@ -84,6 +95,11 @@ def main() -> None:
                       f"wall (goal {goal} s)")
         for p in pm:
             print(f"{p.name} vs help: {p.median('cpu') / methods[2].median('cpu'):.1f}x cpu")
+        if len(pm) == 2:   # this checkout against --before, round by round
+            cpu = statistics.median(b.cpu / a.cpu for a, b in zip(pm[0].samples, pm[1].samples))
+            wall = statistics.median(b.wall / a.wall for a, b in zip(pm[0].samples, pm[1].samples))
+            print(f"before-postmortem / postmortem, median of the paired rounds' ratios: "
+                  f"cpu {cpu:.2f}x, wall {wall:.2f}x (> 1: this checkout is cheaper)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

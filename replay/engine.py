@@ -55,6 +55,7 @@ time until the fleet clears them. A hooked policy is walked row by row (its hook
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import re
 from collections.abc import Iterable
@@ -433,9 +434,9 @@ class StreamReplay:
         self.policy, self.config = policy, config
         R = config.tp_size
         directory = Path(directory)
-        self._dec = TableWriter(directory / "decisions.parquet", _empty_decisions())
-        self._led = TableWriter(directory / "ledger.parquet", _ledger_frame([], [], [], [], [], [], [], [], []),
-                                sort_by="dummy")
+        empty_dec, empty_led = _empty_tables()
+        self._dec = TableWriter(directory / "decisions.parquet", empty_dec.copy())
+        self._led = TableWriter(directory / "ledger.parquet", empty_led.copy(), sort_by="dummy")
         self._ledger = _LedgerStream(R)
         self._carry = Carry(R)
         self._skipped: list[int] = []
@@ -659,6 +660,13 @@ def _decisions_frame(frames, o, st, n, stopped, crashed_row, removed, alive_at_s
         "removed_path": _cat(removed, REMOVAL_PATH_NAMES),
         "dummy_alive": alive.ravel(),
     })
+
+
+@functools.lru_cache(maxsize=1)
+def _empty_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Empty decisions and ledger tables, built once (categoricals are slow to build and every
+    policy's stream starts from a copy)."""
+    return _empty_decisions(), _ledger_frame([], [], [], [], [], [], [], [], [])
 
 
 def _empty_decisions() -> pd.DataFrame:

@@ -160,10 +160,13 @@ class StoredTable:
     table, rows in the in-memory order (``sort_by``).
     """
 
-    def __init__(self, path: str | os.PathLike, dtypes: dict[str, Any], sort_by: str | None = None):
+    def __init__(self, path: str | os.PathLike, dtypes: dict[str, Any], sort_by: str | None = None,
+                 frame: pd.DataFrame | None = None):
         self.path = Path(path)
         self.dtypes = dict(dtypes)
         self.sort_by = sort_by
+        #: The whole table when it is small (``TableWriter.KEEP_ROWS``): read without the file.
+        self._frame = frame
 
     @property
     def num_rows(self) -> int:
@@ -173,6 +176,11 @@ class StoredTable:
     def read(self, filters: list[tuple] | None = None,
              columns: list[str] | None = None) -> pd.DataFrame:
         """The rows ``filters`` keep (``pyarrow.parquet`` filters), or every row."""
+        if self._frame is not None:
+            df = filter_frame(self._frame, filters).copy()
+            if self.sort_by is not None and len(df) and not df[self.sort_by].is_monotonic_increasing:
+                df = df.sort_values(self.sort_by, kind="stable").reset_index(drop=True)
+            return df[list(columns)] if columns is not None else df
         import pyarrow.parquet as pq
         cols = None if columns is None else list(dict.fromkeys(
             list(columns) + ([self.sort_by] if self.sort_by else [])))
@@ -189,8 +197,21 @@ class StoredTable:
         df = df.reset_index(drop=True)
         return df[list(columns)] if columns is not None else df
 
+    def frames(self, columns: list[str]):
+        """The rows of ``columns`` as DataFrames, a row group at a time (bounded memory); a
+        table kept in memory is one frame, with no Arrow round trip."""
+        if self._frame is not None:
+            yield self._frame[list(columns)]
+            return
+        for b in self.batches(columns):
+            yield b.to_pandas()
+
     def batches(self, columns: list[str]):
         """The file's rows in record batches of ``columns`` (a scan in bounded memory)."""
+        if self._frame is not None:
+            import pyarrow as pa
+            yield pa.RecordBatch.from_pandas(self._frame[list(columns)], preserve_index=False)
+            return
         import pyarrow.parquet as pq
         pf = pq.ParquetFile(self.path)
         for i in range(pf.num_row_groups):   # a row group at a time (iter_batches reads ahead)
@@ -212,9 +233,13 @@ class TableWriter:
         self._schema = None
         self._buffer: list[pd.DataFrame] = []
         self._buffered = 0
+        self._kept: pd.DataFrame | None = None
 
     #: Rows gathered before a row group is written (small windows share one).
     ROWS_PER_GROUP = 1 << 16
+    #: A table of at most this many rows, written in one piece, stays in memory as well: a
+    #: small run's figures and chains then read no file back (a few hundred KiB at most).
+    KEEP_ROWS = 4096
 
     def write(self, df: pd.DataFrame) -> None:
         if not len(df):
@@ -233,9 +258,14 @@ class TableWriter:
         self._buffer, self._buffered = [], 0
         if self._writer is None:
             self.dtypes = dict(df.dtypes)
-            self._schema = pa.Table.from_pandas(df, preserve_index=False).schema
+            table = pa.Table.from_pandas(df, preserve_index=False)
+            self._schema = table.schema
             self._writer = pq.ParquetWriter(self._tmp, self._schema, compression="zstd")
-        self._writer.write_table(pa.Table.from_pandas(df, schema=self._schema, preserve_index=False))
+            self._kept = df if len(df) <= self.KEEP_ROWS else None
+        else:
+            table = pa.Table.from_pandas(df, schema=self._schema, preserve_index=False)
+            self._kept = None
+        self._writer.write_table(table)
 
     def close(self) -> StoredTable:
         import pyarrow as pa
@@ -243,10 +273,12 @@ class TableWriter:
         self._flush()
         if self._writer is None:
             pq.write_table(pa.Table.from_pandas(self._empty, preserve_index=False), self._tmp)
+            self._kept = None
         else:
             self._writer.close()
         os.replace(self._tmp, self.path)
-        return StoredTable(self.path, self.dtypes, self.sort_by)
+        kept = self._kept.reset_index(drop=True) if self._kept is not None else None
+        return StoredTable(self.path, self.dtypes, self.sort_by, frame=kept)
 
 
 def filter_frame(df: pd.DataFrame, filters: list[tuple] | None) -> pd.DataFrame:

@@ -138,6 +138,6 @@ def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], fo
                             force=force, client=client)
     if as_json:
         echo_json(result.findings)
-    else:
+    elif not quiet:      # rich is imported only for a summary that is printed
         _render(Output(quiet), result)
     raise click.exceptions.Exit(result.exit_status)

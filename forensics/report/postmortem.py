@@ -476,8 +476,7 @@ def _per_iteration_active(result) -> pd.DataFrame:
     """:func:`figures.per_iteration_active` of a streamed result, a row group at a time."""
     from forensics.report.figures import per_iteration_active
 
-    parts = [per_iteration_active(b.to_pandas())
-             for b in result._files["decisions"].batches(["iter", "active"])]
+    parts = [per_iteration_active(df) for df in result._files["decisions"].frames(["iter", "active"])]
     if not parts:
         return per_iteration_active(pd.DataFrame())
     both = pd.concat(parts)   # an iteration may straddle two batches
@@ -488,8 +487,7 @@ def _per_iteration_active(result) -> pd.DataFrame:
 def _busiest_iterations(result) -> set[int]:
     """Per rank, the first iteration it holds its most active requests (a scan of the file)."""
     best: dict[int, tuple[int, int]] = {}
-    for b in result._files["decisions"].batches(["iter", "rank", "active"]):
-        df = b.to_pandas()
+    for df in result._files["decisions"].frames(["iter", "rank", "active"]):
         top = df.loc[df.groupby("rank")["active"].idxmax()]
         for it, rank, act in zip(top["iter"], top["rank"], top["active"]):
             if int(rank) not in best or int(act) > best[int(rank)][0]:
