@@ -18,10 +18,15 @@ _DENSE_MIN = 1 << 24
 
 
 class FrameKeys:
-    """Frame keys seen so far (non-negative int64); ``add`` keys after checking ``hits``."""
+    """Frame keys seen so far (non-negative int64); ``add`` keys after checking ``hits``.
+
+    The dense form covers ``[base, base + size)``: a trace recorded from a late iteration on
+    starts dense at its first key.
+    """
 
     def __init__(self) -> None:
         self._dense: np.ndarray | None = np.zeros(0, bool)
+        self._base = 0
         self._sorted = np.zeros(0, np.int64)   # used once the keys are too sparse
         self.count = 0
 
@@ -29,9 +34,10 @@ class FrameKeys:
         """Which of ``keys`` are already in the set (bool per key)."""
         keys = np.asarray(keys, np.int64)
         if self._dense is not None:
-            inside = keys < self._dense.size
+            rel = keys - self._base
+            inside = (rel >= 0) & (rel < self._dense.size)
             out = np.zeros(keys.size, bool)
-            out[inside] = self._dense[keys[inside]]
+            out[inside] = self._dense[rel[inside]]
             return out
         s = self._sorted
         if not s.size:
@@ -44,18 +50,24 @@ class FrameKeys:
         keys = np.asarray(keys, np.int64)
         if not keys.size:
             return
+        first = self.count == 0
         self.count += keys.size
         if self._dense is not None:
-            top = int(keys.max()) + 1
-            if top > max(_DENSE_MIN, _DENSE_BYTES_PER_KEY * self.count):
-                self._sorted = np.flatnonzero(self._dense).astype(np.int64)
+            lo = int(keys.min()) if first else min(int(keys.min()), self._base)
+            top = max(int(keys.max()) + 1, self._base + self._dense.size)
+            if top - lo > max(_DENSE_MIN, _DENSE_BYTES_PER_KEY * self.count):
+                self._sorted = np.flatnonzero(self._dense).astype(np.int64) + self._base
                 self._dense = None
             else:
-                if top > self._dense.size:
-                    grown = np.zeros(max(top, self._dense.size * 3 // 2), bool)
-                    grown[:self._dense.size] = self._dense
-                    self._dense = grown
-                self._dense[keys] = True
+                if first:
+                    self._base = lo
+                if lo < self._base or top > self._base + self._dense.size:
+                    room = top - lo if lo < self._base else max(top - lo, self._dense.size * 3 // 2)
+                    grown = np.zeros(room, bool)
+                    at = self._base - lo
+                    grown[at:at + self._dense.size] = self._dense
+                    self._dense, self._base = grown, lo
+                self._dense[keys - self._base] = True
                 return
         merged = np.concatenate([self._sorted, np.sort(keys)])
         merged.sort(kind="stable")       # two sorted runs: a linear merge
