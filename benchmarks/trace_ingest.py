@@ -8,7 +8,9 @@ medians):
 - ``ours``: ``python -m forensics ingest FILE -o DS -q`` (every table, sha256, summary);
 - ``before`` (with ``--before PATH``): the same command run from another checkout (for instance
   the commit before a change: ``git archive REV | tar -x -C PATH``), run from a directory outside
-  any checkout so the working directory does not shadow it;
+  any checkout so the working directory does not shadow it; with ``--before`` every method
+  reads the trace as ``trace-v1.jsonl`` (the run record rewritten as format v1, frames
+  unchanged), since a checkout older than format v2 refuses v2;
 - ``json.loads``: the per-object loop a user would write: ``json.loads`` per line, a dict row
   per object (stats: every numeric leaf under its dotted name; trace: one row per frame and one
   per request), pandas DataFrames, ``to_parquet``;
@@ -28,6 +30,10 @@ Usage:
     python benchmarks/trace_ingest.py                       # 32 ranks x 2,000 and x 8,000 iterations
     python benchmarks/trace_ingest.py --iters 5000,20000 --rounds 3 --before /tmp/base
     python benchmarks/trace_ingest.py --iters 20,40 --ranks 4 --rounds 1      # smoke test
+    # only ours against another checkout, inputs kept for a rerun (large inputs: the baselines
+    # above hold whole files in memory)
+    python benchmarks/trace_ingest.py --iters 4000,20000 --methods ours,cat \
+        --before /work/bench/before --workdir /work/bench/json
 """
 from __future__ import annotations
 
@@ -160,6 +166,23 @@ def simulate(ranks: int, iters: int, out: Path) -> None:
                    check=True, capture_output=True, cwd=out.parent)
 
 
+def as_v1(trace: Path) -> Path:
+    """A copy of a simulated trace whose run record says version 1 (no ``model_arch`` or
+    ``state_numbering``; the frames carry state names, read the same by both versions), so that
+    a checkout older than format v2 (``--before``) reads the same bytes as ours."""
+    out = trace.with_name("trace-v1.jsonl")
+    if not out.exists():
+        with open(trace, "rb") as f, open(str(out) + ".tmp", "wb") as o:
+            rec = json.loads(f.readline())
+            rec["version"] = 1
+            rec.pop("model_arch", None)
+            rec.pop("state_numbering", None)
+            o.write(json.dumps(rec).encode() + b"\n")
+            shutil.copyfileobj(f, o, 16 << 20)
+        os.replace(str(out) + ".tmp", out)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -189,8 +212,12 @@ def main() -> None:
             if not (sims[iters] / "trace.jsonl").exists():
                 simulate(args.ranks, iters, sims[iters])
         peaks = {}
+        def source(kind: str, iters: int) -> Path:
+            src = sims[iters] / f"{kind}.jsonl"
+            return as_v1(src) if kind == "trace" and args.before else src
+
         for kind in args.kinds.split(","):
-            src = sims[sizes[1]] / f"{kind}.jsonl"
+            src = source(kind, sizes[1])
             mb = src.stat().st_size / 1e6
             print(f"--- {kind}: {src.name} of {args.ranks} ranks x {sizes[1]} iterations, "
                   f"{mb:.0f} MB", flush=True)
@@ -220,10 +247,11 @@ def main() -> None:
             wp.run_rounds(methods, args.rounds, cwd=str(outside))
             rows = {m.name: int(m.samples[-1].stdout.split()[-1]) for m in methods
                     if m.name not in ("ours", "before", "cat")}
-            print("rows (stats rows / frames):", json.dumps(rows))
+            if rows:
+                print("rows (stats rows / frames):", json.dumps(rows))
             print(wp.table(methods, mb), flush=True)
             small = wp.measure([sys.executable, "-m", "forensics", "ingest",
-                                str(sims[sizes[0]] / f"{kind}.jsonl"), "-o",
+                                str(source(kind, sizes[0])), "-o",
                                 str(work / f"out-{kind}-small"), "-q"], env, str(outside))
             large = next(m for m in methods if m.name == "ours").median("rss_mib")
             peaks[kind] = (small.rss_mib, large)

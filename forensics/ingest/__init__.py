@@ -39,6 +39,7 @@ from forensics import __version__
 from forensics.callable_module import make_module_callable
 from forensics.dataset.store import META_FILE, Dataset, DatasetWriter
 from forensics.errors import DatasetError, InputError, TraceFormatError
+from forensics.ingest.frame_keys import FrameKeys
 from forensics.ingest.kinds import (KINDS, detect_kind, head_after_nul_run, nul_padded_text,
                                     recognised)
 from forensics.ingest.meta import InputFingerprint, fingerprint, identities
@@ -198,7 +199,8 @@ class _TraceRuns:
 
     def __init__(self) -> None:
         self._config: dict[str, tuple[str, str, int]] = {}
-        self._keys: dict[str, np.ndarray] = {}
+        self._keys: dict[str, FrameKeys] = {}   # frame keys of every file of each run
+        self._tp: dict[str, int] = {}
         self._current: str | None = None  # run of the trace being read (batches after the first)
 
     def check(self, tables: Any, source: str) -> None:
@@ -218,28 +220,23 @@ class _TraceRuns:
                     f"run record of run {run!r} differs from the one in {first[1]}:{first[2]}",
                     path=source, line=line, hint="per-rank files of one run share one run record")
             self._config.setdefault(run, (config, source, line))
+            self._tp.setdefault(run, int(tables.runs.column("tp_size")[0].as_py()))
             self._current = run
         if tables.frames.num_rows == 0 or self._current is None:
             return
         run = self._current
         iters = tables.frames.column("iter").to_numpy(zero_copy_only=False).astype(np.int64)
         ranks = tables.frames.column("rank").to_numpy(zero_copy_only=False).astype(np.int64)
-        keys = (iters << 20) | ranks
-        old = self._keys.get(run)  # sorted keys of earlier files and batches of this run
-        if old is not None and old.size:
-            at = np.minimum(np.searchsorted(old, keys), old.size - 1)
-            dup = old[at] == keys
-            if dup.any():
-                i = int(np.argmax(dup))
-                raise TraceFormatError(
-                    f"duplicate frame (iter {int(iters[i])}, rank {int(ranks[i])}) of run {run!r}: "
-                    "another input of this run has it", path=source,
-                    line=tables.frames.column("line")[i].as_py())
-            keys = np.concatenate([old, np.sort(keys)])
-            keys.sort(kind="stable")  # two sorted runs: a linear merge
-        else:
-            keys = np.sort(keys)
-        self._keys[run] = keys
+        keys = iters * self._tp[run] + ranks     # ranks < tp_size: the reader checked
+        seen = self._keys.setdefault(run, FrameKeys())
+        dup = seen.hits(keys)
+        if dup.any():
+            i = int(np.argmax(dup))
+            raise TraceFormatError(
+                f"duplicate frame (iter {int(iters[i])}, rank {int(ranks[i])}) of run {run!r}: "
+                "another input of this run has it", path=source,
+                line=tables.frames.column("line")[i].as_py())
+        seen.add(keys)
 
 
 def _write_file(writer: DatasetWriter, cand: _Candidate, kind: str, traces: _TraceRuns,

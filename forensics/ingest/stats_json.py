@@ -310,6 +310,7 @@ def _read(chunks: Iterator[tuple[bytes, int, str | None]], source: str,
     error: str | None = None
     eof = False
     pending: collections.deque[memoryview] = collections.deque()
+    pending_bytes = 0
     while layout != "other":
         if layout is None:
             head = buf.lstrip(b" \t\r\n")
@@ -329,22 +330,30 @@ def _read(chunks: Iterator[tuple[bytes, int, str | None]], source: str,
             line += block.count(b"\n")
             yield from batches
             continue
-        if not pending:
-            if eof:
-                break
+        if not eof and pending_bytes < BLOCK_BYTES - (len(buf) - start):
             data, consumed, err = next(chunks, (b"", 0, None))
             if progress is not None and consumed:
                 progress(consumed)
             # A decompressed chunk can be ~100 MB (1 MB of zstd): joined a block at a time.
             view = memoryview(data)
             pending.extend(view[i:i + BLOCK_BYTES] for i in range(0, len(view), BLOCK_BYTES))
+            pending_bytes += len(view)
             if err is not None:
                 error, eof = err, True
             elif not data and not consumed:
                 eof = True
             continue
-        buf, start = buf[start:], 0     # drop the read part before joining (peak memory)
-        buf += pending.popleft()
+        if not pending:
+            break                      # end of input
+        # One join per block (appending piece by piece copied the block several times over).
+        want = BLOCK_BYTES - (len(buf) - start)
+        take = [memoryview(buf)[start:]]
+        while pending and want > 0:
+            want -= len(pending[0])
+            pending_bytes -= len(pending[0])
+            take.append(pending.popleft())
+        buf, start = b"".join(take), 0
+        take.clear()
     rest = [(b, 0, None) for b in (buf[start:], *map(bytes, pending)) if b]
     if error is not None:
         rest.append((b"", 0, error))

@@ -44,8 +44,10 @@ from forensics.dataset.schema import FRAMES
 from forensics.ingest.json_object_lines import DeclineBlock, object_line_ends
 from replay.states import RequestState
 
-#: Bytes of whole lines per vectorised block (~40k frames of a 32-rank fleet trace).
-BLOCK_BYTES = 8 << 20
+#: Bytes of whole lines per vectorised block (~2,300 frames of a 32-rank fleet trace): the
+#: decoded structs of a block are transient, 2 MB blocks peaked ~45 MB lower than 8 MB ones at
+#: the same CPU (benchmarks/trace_ingest.py).
+BLOCK_BYTES = 2 << 20
 
 _FIXED = ("run", "source", "line", "iter", "rank", "num_requests", "num_dummies")
 #: Optional recorded decisions, in ``FRAMES`` order (the same tuple the per-frame builder uses).

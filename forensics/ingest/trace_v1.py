@@ -8,7 +8,8 @@ file (plain, gzip or zstd) and returns the ``runs``, ``frames``, ``requests``, `
 :func:`iter_trace` yields those tables in batches of at most ``batch_frames`` frames, so ingest
 memory stays flat as a trace grows (a fleet-hour trace is gigabytes); :func:`read_trace` is the
 same reader concatenated. Batch boundaries do not change the rows: duplicate ``(iter, rank)``
-frames are checked against every earlier batch (8 bytes per frame kept), and every error names
+frames are checked against every earlier batch (a byte per frame key kept, see
+:mod:`forensics.ingest.frame_keys`), and every error names
 the same file and line as an unbatched read would. Blocks of plain frame lines are read
 vectorised (:mod:`forensics.ingest.trace_fast`, ~2x on a fleet trace); any block that path
 declines is read line by line here, so the rows and errors are the same either way.
@@ -34,6 +35,7 @@ import pyarrow as pa
 
 from forensics.dataset.schema import EVENTS, FRAMES, REQUESTS, RUNS, UNPARSED
 from forensics.errors import TraceFormatError
+from forensics.ingest.frame_keys import FrameKeys
 from forensics.ingest.sources import compression_of, decompressed_chunks, open_raw
 from forensics.ingest.trace_fast import BLOCK_BYTES, FrameColumns, fast_frames
 from replay.states import (CURRENT_NUMBERING, RequestState, UnknownStateError, numbering_decoder,
@@ -285,8 +287,8 @@ def _is_int(v: Any, bits: int = 64) -> bool:
             and -(1 << (bits - 1)) <= v < (1 << (bits - 1)))
 
 
-def _first_repeat(keys: np.ndarray, seen: np.ndarray) -> int:
-    """Index of the first key (in order) equal to an earlier key or to one in sorted ``seen``."""
+def _first_repeat(keys: np.ndarray, seen: FrameKeys) -> int:
+    """Index of the first key (in order) equal to an earlier key or to one in ``seen``."""
     n = keys.size
     first = n
     if n > 1:
@@ -295,9 +297,8 @@ def _first_repeat(keys: np.ndarray, seen: np.ndarray) -> int:
         later = order[1:][sk[1:] == sk[:-1]]  # stable: the later of equal keys
         if later.size:
             first = int(later.min())
-    if seen.size and n:
-        at = np.minimum(np.searchsorted(seen, keys), seen.size - 1)
-        hit = seen[at] == keys
+    if n:
+        hit = seen.hits(keys)
         if hit.any():
             first = min(first, int(np.argmax(hit)))
     return first if first < n else -1
@@ -321,7 +322,7 @@ class _Builder:
         self.int_codes: dict[int, int] | None = None
         self.runs: dict[str, list] = {n: [] for n in RUNS.names}
         self.first_record_seen = False
-        self.seen = np.zeros(0, np.int64)  # sorted keys of flushed batches
+        self.seen = FrameKeys()  # keys of flushed batches
         self._new_batch()
 
     def _new_segments(self) -> None:
@@ -609,10 +610,7 @@ class _Builder:
         """The batch so far as tables (after the duplicate check); starts a new batch."""
         self.raise_pending_duplicate()
         keys = np.frombuffer(self.keys, np.int64)
-        if keys.size:
-            merged = np.concatenate([self.seen, np.sort(keys)])
-            merged.sort(kind="stable")  # two sorted runs: a linear merge
-            self.seen = merged
+        self.seen.add(keys)
         self._seal()
         cols = FrameColumns.concat(self.segments)
         n = cols.n_frames
