@@ -21,7 +21,10 @@ goal: flat in iterations). CPU seconds are more robust than wall seconds on a sh
 
 Peak RSS and CPU are ``resource.getrusage(RUSAGE_CHILDREN)`` read by a small proxy process whose
 only child is the measured worker, so the simulator never counts. The generated files are
-deleted after each size (a 64x100000 run is ~100 MB compressed, its dataset a few hundred MB).
+deleted after each size (a 64x100000 run is ~100 MB compressed, its dataset a few hundred MB),
+unless ``--keep-inputs``: then each size is simulated once into ``--workdir`` (written to a
+``.part`` directory renamed when complete) and reused by later runs of the script, so that
+figures taken later on a quiet machine time the same inputs (``--rounds 0`` only simulates).
 
 ``--stats-reader`` also times the IterationStats reader against the per-object ``json.loads``
 loop on the first size's ``stats.jsonl.zst`` (MB/s of decompressed JSON, and the ratio).
@@ -30,6 +33,8 @@ Usage (from the repo root or from ``benchmarks/``):
     python benchmarks/postmortem.py                                   # ~10 minutes on 2 cores
     python benchmarks/postmortem.py --sizes 8x2000 --rounds 3         # a quick look
     python benchmarks/postmortem.py --baseline-tree /path/to/old/checkout --workdir /tmp/pm
+    nice python benchmarks/postmortem.py --keep-inputs --rounds 0 --workdir /work/bench/pm  # inputs only
+    nice python benchmarks/postmortem.py --keep-inputs --workdir /work/bench/pm             # reuses them
 """
 from __future__ import annotations
 
@@ -150,7 +155,8 @@ def main() -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="32x20000,32x100000,64x100000",
                     help="comma-separated RANKSxITERS (default: %(default)s)")
-    ap.add_argument("--rounds", type=int, default=1, help="paired rounds per size")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="paired rounds per size (0: only simulate, with --keep-inputs)")
     ap.add_argument("--baseline-up-to", type=int, default=3_200_000,
                     help="run the one-window baseline only up to this many frames (ranks x iters)")
     ap.add_argument("--baseline-tree", help="also time `forensics postmortem` of this checkout")
@@ -158,7 +164,11 @@ def main() -> None:
                     help="also time the IterationStats reader against the per-object json.loads loop "
                          "on the first size's stats.jsonl.zst")
     ap.add_argument("--workdir", help="generate files here (default: a temp dir); removed after")
+    ap.add_argument("--keep-inputs", action="store_true",
+                    help="keep the simulated runs in --workdir and reuse those already there")
     args = ap.parse_args()
+    if args.keep_inputs and not args.workdir:
+        ap.error("--keep-inputs needs --workdir")
     work = os.path.abspath(args.workdir or tempfile.mkdtemp(prefix="postmortem-bench-"))
     os.makedirs(work, exist_ok=True)
     sizes = parse_sizes(args.sizes)
@@ -167,12 +177,21 @@ def main() -> None:
         for ranks, iters in sizes:
             sim, report = os.path.join(work, f"fleet-{ranks}x{iters}"), os.path.join(work, "report")
             t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "forensics", "simulate", "--scenario", "fleet-1h",
-                            "--ranks", str(ranks), "--iters", str(iters), "--log-ranks", "0",
-                            "--compress", "zst", "-o", sim], check=True, capture_output=True, cwd=work)
+            reused = args.keep_inputs and os.path.isdir(sim)
+            if not reused:
+                part = sim + ".part"   # renamed when complete: an interrupted size is simulated again
+                shutil.rmtree(part, ignore_errors=True)
+                subprocess.run([sys.executable, "-m", "forensics", "simulate", "--scenario", "fleet-1h",
+                                "--ranks", str(ranks), "--iters", str(iters), "--log-ranks", "0",
+                                "--compress", "zst", "-o", part], check=True, capture_output=True,
+                               cwd=work)
+                os.replace(part, sim)
             mb = sum(os.path.getsize(os.path.join(sim, n)) for n in os.listdir(sim)) / 1e6
+            how = "reused" if reused else f"simulated in {time.perf_counter() - t0:.0f} s"
             print(f"--- fleet-1h, {ranks} ranks x {iters} iterations ({mb:.0f} MB compressed, "
-                  f"simulated in {time.perf_counter() - t0:.0f} s)", flush=True)
+                  f"{how}), load {os.getloadavg()[0]:.1f}", flush=True)
+            if args.rounds < 1:
+                continue
             variants = {"streamed": ([sys.executable, "-m", "forensics", "postmortem", sim, "-o",
                                       report, "-q"], None)}
             if ranks * iters <= args.baseline_up_to:
@@ -203,7 +222,8 @@ def main() -> None:
             else:
                 print(f"  streamed peak RSS vs {sizes[0][0]}x{sizes[0][1]}: "
                       f"{s_rss / first_rss:.2f}x", flush=True)
-            shutil.rmtree(sim, ignore_errors=True)
+            if not args.keep_inputs:
+                shutil.rmtree(sim, ignore_errors=True)
             shutil.rmtree(report, ignore_errors=True)
     finally:
         if not args.workdir:
