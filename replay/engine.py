@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -554,8 +555,15 @@ class _LedgerStream:
         return tuple(sorted(self.leaks, key=lambda lk: lk.dummy))
 
 
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:   # not Linux
+        return os.cpu_count() or 1
+
+
 def replay_windows(windows: Any, policies: Iterable[Policy | str], directory: str | Path,
-                   progress=None) -> dict[str, ReplayResult]:
+                   progress=None, threads: int | None = None) -> dict[str, ReplayResult]:
     """Replay a run under several policies in one pass over its windows, in bounded memory.
 
     Args:
@@ -564,6 +572,9 @@ def replay_windows(windows: Any, policies: Iterable[Policy | str], directory: st
         directory: where each policy's ``decisions.parquet`` and ``ledger.parquet`` go (one
             subdirectory per policy, numbered in the order given).
         progress: called with ``(window, windows)`` before each window.
+        threads: threads deciding the policies of a window at once (default: the usable cores);
+            the next window is read meanwhile. Each policy's stream is its own state, so the
+            results do not depend on it; NumPy, Arrow and the Parquet writes release the GIL.
 
     Returns:
         Results by policy name, equal to :func:`run_all`'s on the whole run; their decisions
@@ -586,13 +597,17 @@ def replay_windows(windows: Any, policies: Iterable[Policy | str], directory: st
             streams[p.name] = [(None, StreamReplay(p, cfg, base))]
     every = [s for group in streams.values() for _, s in group]
     total = len(windows)
-    for k, frames in enumerate(windows):
-        if progress is not None:
-            progress(k, total)
-        for s in every:
-            s.feed(frames)
-        if all(s.stopped for s in every):
-            break
+    n = max(1, min(threads or _usable_cores(), len(every)))
+    if n == 1:
+        for k, frames in enumerate(windows):
+            if progress is not None:
+                progress(k, total)
+            for s in every:
+                s.feed(frames)
+            if all(s.stopped for s in every):
+                break
+    else:
+        _feed_threaded(windows, every, n, progress, total)
     out = {}
     for p in pols:
         group = streams[p.name]
@@ -602,6 +617,34 @@ def replay_windows(windows: Any, policies: Iterable[Policy | str], directory: st
             out[p.name] = combine_model_variants(p, cfg, models_of[p.name],
                                                  [(m, s.finish(windows)) for m, s in group])
     return out
+
+
+def _feed_threaded(windows: Any, streams: list, n: int, progress, total: int) -> None:
+    """:func:`replay_windows`' loop with ``n`` threads feeding the streams of a window and one
+    reading the next window."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    it = iter(windows)
+    end = object()
+    with ThreadPoolExecutor(max_workers=n) as pool, ThreadPoolExecutor(max_workers=1) as reader:
+        ahead = reader.submit(next, it, end)
+        k = 0
+        while True:
+            frames = ahead.result()
+            if frames is end:
+                break
+            if progress is not None:
+                progress(k, total)
+            live = [s for s in streams if not s.stopped]
+            for s in live:   # shared per-window caches, filled before the threads share them
+                frames.sched_real(s.policy.predicate(s.config))
+            ahead = reader.submit(next, it, end)
+            for f in [pool.submit(s.feed, frames) for s in live]:
+                f.result()
+            k += 1
+            if all(s.stopped for s in streams):
+                break
+        ahead.cancel()
 
 
 def _file_name(name: str) -> str:

@@ -251,9 +251,12 @@ class TableWriter:
         self._buffer, self._buffered = [], 0
         if self._writer is None:
             self.dtypes = dict(df.dtypes)
-            self._schema = pa.Table.from_pandas(df, preserve_index=False).schema
+            self._schema = pa.Table.from_pandas(df, preserve_index=False, nthreads=1).schema
             self._writer = pq.ParquetWriter(self._tmp, self._schema, compression="zstd")
-        self._writer.write_table(pa.Table.from_pandas(df, schema=self._schema, preserve_index=False))
+        # nthreads=1: a pool of threads per call costs more than it saves on a window (and the
+        # windowed replay already runs policies on threads)
+        self._writer.write_table(pa.Table.from_pandas(df, schema=self._schema, preserve_index=False,
+                                                      nthreads=1))
 
     def close(self) -> StoredTable:
         import pyarrow as pa

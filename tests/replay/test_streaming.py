@@ -83,7 +83,9 @@ def test_streamed_equals_whole_on_simulated_runs(scenario, policy, tmp_path):
     long_lived = [lk for r in whole.values() for lk in r.leaks]
     assert long_lived
     for k, windows in enumerate(_layouts(ds, whole, 23)):
-        assert_same(whole, replay_windows(windows, pols, tmp_path / f"w{k}"))
+        for threads in (1, 3):   # policies decided one after the other, or on threads
+            assert_same(whole, replay_windows(windows, pols, tmp_path / f"w{k}-{threads}",
+                                              threads=threads))
 
 
 def test_hooked_policy_streams_like_whole(tmp_path):
