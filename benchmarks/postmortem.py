@@ -19,8 +19,11 @@ Medians over ``--rounds`` are printed per size, with the ratio of the baseline's
 streamed run's peak RSS and CPU time, and the RSS of each size against the first size's (the
 goal: flat in iterations). CPU seconds are more robust than wall seconds on a shared machine.
 
-Peak RSS and CPU are ``resource.getrusage(RUSAGE_CHILDREN)`` read by a small proxy process whose
-only child is the measured worker, so the simulator never counts. The generated files are
+CPU is ``resource.getrusage(RUSAGE_CHILDREN)`` read by a small proxy process whose only child
+is the measured worker (with the processes it starts: the ingest reads large inputs one file per
+process), so the simulator never counts. Peak RSS is the largest sum of the RSS of that process
+tree, sampled every 50 ms with psutil (never below the largest single process's
+``ru_maxrss``); the largest single process is printed beside it. The generated files are
 deleted after each size (a 64x100000 run is ~100 MB compressed, its dataset a few hundred MB),
 unless ``--keep-inputs``: then each size is simulated once into ``--workdir`` (written to a
 ``.part`` directory renamed when complete) and reused by later runs of the script, so that
@@ -52,15 +55,39 @@ import time
 sys.path = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
 
 _PROXY = """
-import resource, subprocess, sys, time
+import resource, subprocess, sys, threading, time
+import psutil
 t = time.perf_counter()
-out = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+peak, stop = [0], threading.Event()
+def sample():   # RSS of the whole tree: the ingest's reader processes count together
+    try:
+        root = psutil.Process(proc.pid)
+    except psutil.Error:
+        return
+    while not stop.is_set():
+        total = 0
+        try:
+            for p in [root, *root.children(recursive=True)]:
+                try:
+                    total += p.memory_info().rss
+                except psutil.Error:
+                    pass
+        except psutil.Error:
+            break
+        peak[0] = max(peak[0], total)
+        stop.wait(0.05)
+th = threading.Thread(target=sample, daemon=True)
+th.start()
+out, err = proc.communicate()
+stop.set()
+th.join()
 wall = time.perf_counter() - t
-if out.returncode not in (0, 1):   # postmortem: 0 clean, 1 leak or crash explained
-    sys.stderr.write(out.stdout[-2000:] + out.stderr[-4000:])
-    sys.exit(out.returncode)
+if proc.returncode not in (0, 1):   # postmortem: 0 clean, 1 leak or crash explained
+    sys.stderr.write(out[-2000:] + err[-4000:])
+    sys.exit(proc.returncode)
 ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss)
+print(wall, ru.ru_utime + ru.ru_stime, max(peak[0] / 1024, ru.ru_maxrss), ru.ru_maxrss)
 """
 
 _ONE_WINDOW = """
@@ -105,15 +132,16 @@ print(time.perf_counter() - t, n)
 """
 
 
-def measure(cmd: list[str], cwd: str, env: dict | None = None) -> tuple[float, float, float]:
-    """(wall seconds, CPU seconds, peak RSS in MiB) of one fresh worker process."""
+def measure(cmd: list[str], cwd: str, env: dict | None = None) -> tuple[float, float, float, float]:
+    """(wall seconds, CPU seconds, peak RSS of the process tree, of its largest process; MiB)
+    of one fresh worker process."""
     # cwd: the work dir, so that benchmarks/replay.py never shadows the package in a worker
     proc = subprocess.run([sys.executable, "-c", _PROXY, *cmd], capture_output=True, text=True,
                           cwd=cwd, env=env)
     if proc.returncode:
         raise SystemExit(f"failed: {' '.join(cmd)}\n{proc.stderr}")
-    wall, cpu, rss = proc.stdout.split()
-    return float(wall), float(cpu), int(rss) / 1024   # ru_maxrss is KiB on Linux
+    wall, cpu, rss, largest = proc.stdout.split()
+    return float(wall), float(cpu), float(rss) / 1024, float(largest) / 1024   # KiB on Linux
 
 
 def decompressed_mb(path: str) -> float:
@@ -200,17 +228,18 @@ def main() -> None:
                 env = dict(os.environ, PYTHONPATH=os.path.abspath(args.baseline_tree))
                 variants["baseline tree"] = ([sys.executable, "-m", "forensics", "postmortem", sim,
                                               "-o", report, "-q"], env)
-            runs: dict[str, list[tuple[float, float, float]]] = {k: [] for k in variants}
+            runs: dict[str, list[tuple[float, float, float, float]]] = {k: [] for k in variants}
             for _ in range(args.rounds):            # interleaved: each round runs every variant
                 for name, (cmd, env) in variants.items():
                     shutil.rmtree(report, ignore_errors=True)   # no cached dataset
                     runs[name].append(measure(cmd, work, env))
-            med = {k: tuple(statistics.median(x[i] for x in v) for i in range(3))
+            med = {k: tuple(statistics.median(x[i] for x in v) for i in range(4))
                    for k, v in runs.items()}
-            for name, (wall, cpu, rss) in med.items():
-                print(f"  {name:14s} wall {wall:7.1f} s   CPU {cpu:7.1f} s   peak RSS {rss:7.0f} MiB",
+            for name, (wall, cpu, rss, largest) in med.items():
+                print(f"  {name:14s} wall {wall:7.1f} s   CPU {cpu:7.1f} s   peak RSS {rss:7.0f} MiB "
+                      f"(largest process {largest:5.0f} MiB)   load {os.getloadavg()[0]:.1f}",
                       flush=True)
-            s_wall, s_cpu, s_rss = med["streamed"]
+            s_wall, s_cpu, s_rss, _ = med["streamed"]
             for name in med:
                 if name != "streamed":
                     print(f"  {name} / streamed: peak RSS {med[name][2] / s_rss:.2f}x, "
