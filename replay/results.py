@@ -182,6 +182,8 @@ class StoredTable:
         self.path = Path(path)
         self.dtypes = dict(dtypes)
         self.sort_by = sort_by
+        #: What the file's directory lives as long as (a ``TemporaryDirectory``), or None.
+        self.owner: Any = None
 
     @property
     def num_rows(self) -> int:
@@ -341,6 +343,16 @@ class ReplayResult:
                   ledger=self._files.get("ledger", self._tables["ledger"]))
         kw.update(changes)
         return ReplayResult(**kw)
+
+    def keep_files_with(self, owner: Any) -> None:
+        """Keep ``owner`` (the ``TemporaryDirectory`` of the files) alive as long as this
+        result, or a view of it, can read its stored tables (and those of its model variants)."""
+        for t in self._files.values():
+            t.owner = owner
+        if self.gated is not None:
+            for _, variant in self.gated.variants:
+                if variant is not self:
+                    variant.keep_files_with(owner)
 
     @property
     def stored(self) -> bool:
