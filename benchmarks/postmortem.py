@@ -12,6 +12,8 @@ included), in paired interleaved rounds:
   (``postmortem(..., window=10**9)``), which is what the straightforward in-memory code does:
   every frame of the run as arrays, every policy's decisions as a DataFrame. Skipped above
   ``--baseline-up-to`` frames (its memory grows with the run: 64x100000 would need ~8 GB);
+- with ``--one-reader``, also the streamed post-mortem with ``--jobs 1`` (the input files read
+  one after the other, not one process per file: one reader's memory at a time);
 - with ``--baseline-tree PATH``, also ``forensics postmortem`` of another checkout (for
   example the code before streaming), run with ``PYTHONPATH=PATH``.
 
@@ -187,6 +189,9 @@ def main() -> None:
                     help="paired rounds per size (0: only simulate, with --keep-inputs)")
     ap.add_argument("--baseline-up-to", type=int, default=3_200_000,
                     help="run the one-window baseline only up to this many frames (ranks x iters)")
+    ap.add_argument("--one-reader", action="store_true",
+                    help="also time the streamed post-mortem reading one input file at a time "
+                         "(--jobs 1: less memory, more wall time)")
     ap.add_argument("--baseline-tree", help="also time `forensics postmortem` of this checkout")
     ap.add_argument("--stats-reader", action="store_true",
                     help="also time the IterationStats reader against the per-object json.loads loop "
@@ -222,6 +227,8 @@ def main() -> None:
                 continue
             variants = {"streamed": ([sys.executable, "-m", "forensics", "postmortem", sim, "-o",
                                       report, "-q"], None)}
+            if args.one_reader:
+                variants["one reader"] = (variants["streamed"][0] + ["--jobs", "1"], None)
             if ranks * iters <= args.baseline_up_to:
                 variants["one window"] = ([sys.executable, "-c", _ONE_WINDOW, sim, report], None)
             if args.baseline_tree:
