@@ -644,6 +644,8 @@ def replay_windows(windows: Any, policies: Iterable[Policy | str], directory: st
                 progress(k, total)
             for s in every:
                 s.feed(frames)
+            del frames
+            _trim_heap()
             if all(s.stopped for s in every):
                 break
     else:
@@ -660,6 +662,27 @@ def replay_windows(windows: Any, policies: Iterable[Policy | str], directory: st
         for r in out.values():
             r.keep_files_with(owner)
     return out
+
+
+def _trim_heap() -> None:
+    """Hand the heap pages freed by the last window back to the OS (glibc ``malloc_trim``).
+
+    A window's arrays are freed when the next is read, but glibc keeps most of those pages
+    mapped, so the resident size would creep up window after window (~100 MB over a fleet
+    hour, measured) though nothing is live. Elsewhere than glibc: nothing.
+    """
+    global _malloc_trim
+    if _malloc_trim is None:
+        try:
+            import ctypes
+            _malloc_trim = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _malloc_trim = False
+    if _malloc_trim:
+        _malloc_trim(0)
+
+
+_malloc_trim: Any = None
 
 
 def _feed_threaded(windows: Any, streams: list, n: int, progress, total: int) -> None:
@@ -684,6 +707,8 @@ def _feed_threaded(windows: Any, streams: list, n: int, progress, total: int) ->
             ahead = reader.submit(next, it, end)
             for f in [pool.submit(s.feed, frames) for s in live]:
                 f.result()
+            del frames
+            _trim_heap()
             k += 1
             if all(s.stopped for s in streams):
                 break
