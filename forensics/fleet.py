@@ -209,7 +209,7 @@ def input_rows(source: PathLike, label: str, extra: dict[str, Any], policies: Se
             frames = windows
             # Every policy in one pass over the windows; the metrics read a few columns of
             # each policy's files (removed with the results).
-            streamed = replay_windows(windows, pols, None)
+            streamed = replay_windows(windows, pols, None, threads=1 if _in_dask_worker() else None)
             metrics = {p.name: run_metrics(streamed[p.name]) for p in pols}
             del streamed
         else:
@@ -271,6 +271,20 @@ def write_parquet(table: pd.DataFrame, path: PathLike, *, table_name: str,
     finally:
         tmp.unlink(missing_ok=True)
     return out
+
+
+def _in_dask_worker() -> bool:
+    """Running as a Dask task: the cluster already has one worker per core, so a replay there
+    takes one thread (more would only contend for the same cores)."""
+    import sys
+    if "distributed" not in sys.modules:
+        return False
+    from distributed import get_worker
+    try:
+        get_worker()
+        return True
+    except ValueError:
+        return False
 
 
 def _input_bytes(path: str) -> int:
