@@ -12,6 +12,8 @@ included), in paired interleaved rounds:
   (``postmortem(..., window=10**9)``), which is what the straightforward in-memory code does:
   every frame of the run as arrays, every policy's decisions as a DataFrame. Skipped above
   ``--baseline-up-to`` frames (its memory grows with the run: 64x100000 would need ~8 GB);
+- with ``--one-reader``, also the streamed post-mortem with ``--jobs 1`` (the input files read
+  one after the other, not one process per file: one reader's memory at a time);
 - with ``--baseline-tree PATH``, also ``forensics postmortem`` of another checkout (for
   example the code before streaming), run with ``PYTHONPATH=PATH``.
 
@@ -19,9 +21,15 @@ Medians over ``--rounds`` are printed per size, with the ratio of the baseline's
 streamed run's peak RSS and CPU time, and the RSS of each size against the first size's (the
 goal: flat in iterations). CPU seconds are more robust than wall seconds on a shared machine.
 
-Peak RSS and CPU are ``resource.getrusage(RUSAGE_CHILDREN)`` read by a small proxy process whose
-only child is the measured worker, so the simulator never counts. The generated files are
-deleted after each size (a 64x100000 run is ~100 MB compressed, its dataset a few hundred MB).
+CPU is ``resource.getrusage(RUSAGE_CHILDREN)`` read by a small proxy process whose only child
+is the measured worker (with the processes it starts: the ingest reads large inputs one file per
+process), so the simulator never counts. Peak RSS is the largest sum of the RSS of that process
+tree, sampled every 50 ms with psutil (never below the largest single process's
+``ru_maxrss``); the largest single process is printed beside it. The generated files are
+deleted after each size (a 64x100000 run is ~100 MB compressed, its dataset a few hundred MB),
+unless ``--keep-inputs``: then each size is simulated once into ``--workdir`` (written to a
+``.part`` directory renamed when complete) and reused by later runs of the script, so that
+figures taken later on a quiet machine time the same inputs (``--rounds 0`` only simulates).
 
 ``--stats-reader`` also times the IterationStats reader against the per-object ``json.loads``
 loop on the first size's ``stats.jsonl.zst`` (MB/s of decompressed JSON, and the ratio).
@@ -30,6 +38,8 @@ Usage (from the repo root or from ``benchmarks/``):
     python benchmarks/postmortem.py                                   # ~10 minutes on 2 cores
     python benchmarks/postmortem.py --sizes 8x2000 --rounds 3         # a quick look
     python benchmarks/postmortem.py --baseline-tree /path/to/old/checkout --workdir /tmp/pm
+    nice python benchmarks/postmortem.py --keep-inputs --rounds 0 --workdir /work/bench/pm  # inputs only
+    nice python benchmarks/postmortem.py --keep-inputs --workdir /work/bench/pm             # reuses them
 """
 from __future__ import annotations
 
@@ -47,15 +57,39 @@ import time
 sys.path = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
 
 _PROXY = """
-import resource, subprocess, sys, time
+import resource, subprocess, sys, threading, time
+import psutil
 t = time.perf_counter()
-out = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+peak, stop = [0], threading.Event()
+def sample():   # RSS of the whole tree: the ingest's reader processes count together
+    try:
+        root = psutil.Process(proc.pid)
+    except psutil.Error:
+        return
+    while not stop.is_set():
+        total = 0
+        try:
+            for p in [root, *root.children(recursive=True)]:
+                try:
+                    total += p.memory_info().rss
+                except psutil.Error:
+                    pass
+        except psutil.Error:
+            break
+        peak[0] = max(peak[0], total)
+        stop.wait(0.05)
+th = threading.Thread(target=sample, daemon=True)
+th.start()
+out, err = proc.communicate()
+stop.set()
+th.join()
 wall = time.perf_counter() - t
-if out.returncode not in (0, 1):   # postmortem: 0 clean, 1 leak or crash explained
-    sys.stderr.write(out.stdout[-2000:] + out.stderr[-4000:])
-    sys.exit(out.returncode)
+if proc.returncode not in (0, 1):   # postmortem: 0 clean, 1 leak or crash explained
+    sys.stderr.write(out[-2000:] + err[-4000:])
+    sys.exit(proc.returncode)
 ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss)
+print(wall, ru.ru_utime + ru.ru_stime, max(peak[0] / 1024, ru.ru_maxrss), ru.ru_maxrss)
 """
 
 _ONE_WINDOW = """
@@ -100,15 +134,16 @@ print(time.perf_counter() - t, n)
 """
 
 
-def measure(cmd: list[str], cwd: str, env: dict | None = None) -> tuple[float, float, float]:
-    """(wall seconds, CPU seconds, peak RSS in MiB) of one fresh worker process."""
+def measure(cmd: list[str], cwd: str, env: dict | None = None) -> tuple[float, float, float, float]:
+    """(wall seconds, CPU seconds, peak RSS of the process tree, of its largest process; MiB)
+    of one fresh worker process."""
     # cwd: the work dir, so that benchmarks/replay.py never shadows the package in a worker
     proc = subprocess.run([sys.executable, "-c", _PROXY, *cmd], capture_output=True, text=True,
                           cwd=cwd, env=env)
     if proc.returncode:
         raise SystemExit(f"failed: {' '.join(cmd)}\n{proc.stderr}")
-    wall, cpu, rss = proc.stdout.split()
-    return float(wall), float(cpu), int(rss) / 1024   # ru_maxrss is KiB on Linux
+    wall, cpu, rss, largest = proc.stdout.split()
+    return float(wall), float(cpu), float(rss) / 1024, float(largest) / 1024   # KiB on Linux
 
 
 def decompressed_mb(path: str) -> float:
@@ -150,15 +185,23 @@ def main() -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="32x20000,32x100000,64x100000",
                     help="comma-separated RANKSxITERS (default: %(default)s)")
-    ap.add_argument("--rounds", type=int, default=1, help="paired rounds per size")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="paired rounds per size (0: only simulate, with --keep-inputs)")
     ap.add_argument("--baseline-up-to", type=int, default=3_200_000,
                     help="run the one-window baseline only up to this many frames (ranks x iters)")
+    ap.add_argument("--one-reader", action="store_true",
+                    help="also time the streamed post-mortem reading one input file at a time "
+                         "(--jobs 1: less memory, more wall time)")
     ap.add_argument("--baseline-tree", help="also time `forensics postmortem` of this checkout")
     ap.add_argument("--stats-reader", action="store_true",
                     help="also time the IterationStats reader against the per-object json.loads loop "
                          "on the first size's stats.jsonl.zst")
     ap.add_argument("--workdir", help="generate files here (default: a temp dir); removed after")
+    ap.add_argument("--keep-inputs", action="store_true",
+                    help="keep the simulated runs in --workdir and reuse those already there")
     args = ap.parse_args()
+    if args.keep_inputs and not args.workdir:
+        ap.error("--keep-inputs needs --workdir")
     work = os.path.abspath(args.workdir or tempfile.mkdtemp(prefix="postmortem-bench-"))
     os.makedirs(work, exist_ok=True)
     sizes = parse_sizes(args.sizes)
@@ -167,31 +210,43 @@ def main() -> None:
         for ranks, iters in sizes:
             sim, report = os.path.join(work, f"fleet-{ranks}x{iters}"), os.path.join(work, "report")
             t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "forensics", "simulate", "--scenario", "fleet-1h",
-                            "--ranks", str(ranks), "--iters", str(iters), "--log-ranks", "0",
-                            "--compress", "zst", "-o", sim], check=True, capture_output=True, cwd=work)
+            reused = args.keep_inputs and os.path.isdir(sim)
+            if not reused:
+                part = sim + ".part"   # renamed when complete: an interrupted size is simulated again
+                shutil.rmtree(part, ignore_errors=True)
+                subprocess.run([sys.executable, "-m", "forensics", "simulate", "--scenario", "fleet-1h",
+                                "--ranks", str(ranks), "--iters", str(iters), "--log-ranks", "0",
+                                "--compress", "zst", "-o", part], check=True, capture_output=True,
+                               cwd=work)
+                os.replace(part, sim)
             mb = sum(os.path.getsize(os.path.join(sim, n)) for n in os.listdir(sim)) / 1e6
+            how = "reused" if reused else f"simulated in {time.perf_counter() - t0:.0f} s"
             print(f"--- fleet-1h, {ranks} ranks x {iters} iterations ({mb:.0f} MB compressed, "
-                  f"simulated in {time.perf_counter() - t0:.0f} s)", flush=True)
+                  f"{how}), load {os.getloadavg()[0]:.1f}", flush=True)
+            if args.rounds < 1:
+                continue
             variants = {"streamed": ([sys.executable, "-m", "forensics", "postmortem", sim, "-o",
                                       report, "-q"], None)}
+            if args.one_reader:
+                variants["one reader"] = (variants["streamed"][0] + ["--jobs", "1"], None)
             if ranks * iters <= args.baseline_up_to:
                 variants["one window"] = ([sys.executable, "-c", _ONE_WINDOW, sim, report], None)
             if args.baseline_tree:
                 env = dict(os.environ, PYTHONPATH=os.path.abspath(args.baseline_tree))
                 variants["baseline tree"] = ([sys.executable, "-m", "forensics", "postmortem", sim,
                                               "-o", report, "-q"], env)
-            runs: dict[str, list[tuple[float, float, float]]] = {k: [] for k in variants}
+            runs: dict[str, list[tuple[float, float, float, float]]] = {k: [] for k in variants}
             for _ in range(args.rounds):            # interleaved: each round runs every variant
                 for name, (cmd, env) in variants.items():
                     shutil.rmtree(report, ignore_errors=True)   # no cached dataset
                     runs[name].append(measure(cmd, work, env))
-            med = {k: tuple(statistics.median(x[i] for x in v) for i in range(3))
+            med = {k: tuple(statistics.median(x[i] for x in v) for i in range(4))
                    for k, v in runs.items()}
-            for name, (wall, cpu, rss) in med.items():
-                print(f"  {name:14s} wall {wall:7.1f} s   CPU {cpu:7.1f} s   peak RSS {rss:7.0f} MiB",
+            for name, (wall, cpu, rss, largest) in med.items():
+                print(f"  {name:14s} wall {wall:7.1f} s   CPU {cpu:7.1f} s   peak RSS {rss:7.0f} MiB "
+                      f"(largest process {largest:5.0f} MiB)   load {os.getloadavg()[0]:.1f}",
                       flush=True)
-            s_wall, s_cpu, s_rss = med["streamed"]
+            s_wall, s_cpu, s_rss, _ = med["streamed"]
             for name in med:
                 if name != "streamed":
                     print(f"  {name} / streamed: peak RSS {med[name][2] / s_rss:.2f}x, "
@@ -203,7 +258,8 @@ def main() -> None:
             else:
                 print(f"  streamed peak RSS vs {sizes[0][0]}x{sizes[0][1]}: "
                       f"{s_rss / first_rss:.2f}x", flush=True)
-            shutil.rmtree(sim, ignore_errors=True)
+            if not args.keep_inputs:
+                shutil.rmtree(sim, ignore_errors=True)
             shutil.rmtree(report, ignore_errors=True)
     finally:
         if not args.workdir:

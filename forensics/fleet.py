@@ -75,17 +75,20 @@ METRIC_DTYPES: dict[str, str] = {
 def run_metrics(result) -> dict[str, Any]:
     """The metrics of one replay (:class:`replay.results.ReplayResult`); definitions in the module
     docstring."""
-    dec, ledger, crash = result.decisions, result.ledger, result.crash
+    crash = result.crash
+    # Only the columns and rows needed: a streamed result reads them from its files.
+    iters = result.read_decisions(columns=["iter"])["iter"]
+    carried = result.read_decisions([("carried_dummy", "==", True)], columns=["active", "crash"])
+    ledger = result.read_ledger([("leaked", "==", True)], columns=["iter_removed", "rank"])
     leaks = result.leak_records
-    first_iter = int(dec["iter"].min()) if len(dec) else None
+    first_iter = int(iters.min()) if len(iters) else None
     first_leak = min((lk.iter_skipped for lk in leaks), default=None)
     crash_ranks = set(crash.ranks) if crash is not None else set()
-    leaked = ledger[ledger["leaked"]]
+    leaked = ledger
     fatal = leaked["iter_removed"].isna() & leaked["rank"].isin(crash_ranks) if crash is not None \
         else pd.Series(False, index=leaked.index)
     cap = int(result.config.cap)
-    near_cap = dec["carried_dummy"].to_numpy(bool) & (dec["active"].to_numpy() >= cap - 1) \
-        & ~dec["crash"].to_numpy(bool)
+    near_cap = (carried["active"].to_numpy() >= cap - 1) & ~carried["crash"].to_numpy(bool)
     skips = int((~fatal).sum())
     ncap = int(near_cap.sum())
     div = result.first_divergence
@@ -103,7 +106,8 @@ def run_metrics(result) -> dict[str, Any]:
 
 def fleet_table(runs: Iterable[PathLike] | PathLike | pd.DataFrame, policies: Sequence[str] | None = None,
                 *, cache_dir: PathLike | None = None, layout: str = "wide", client: Any = None,
-                done: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+                done: Callable[[int, int], None] | None = None,
+                window: int | None = None) -> pd.DataFrame:
     """One row per traced run (or per run and policy) with leak / crash / near-miss verdicts.
 
     Args:
@@ -119,6 +123,9 @@ def fleet_table(runs: Iterable[PathLike] | PathLike | pd.DataFrame, policies: Se
             there are fewer inputs than workers, the files of each input are ingested in
             parallel first. The table is the same as without a client.
         done: called with ``(finished, total)`` after each input (a progress bar).
+        window: iterations per replay window; a run longer than one window (or than
+            ``replay.engine.STREAM_MIN_FRAMES`` frames by default) is replayed in windows, in
+            bounded memory, with the same verdicts.
 
     Raises:
         InputError, DatasetError, PolicyError: a bad input or policy name (names the file).
@@ -151,9 +158,18 @@ def fleet_table(runs: Iterable[PathLike] | PathLike | pd.DataFrame, policies: Se
                 ds = cluster.as_dataset([path], cache_dir=caches[i], client=client)
                 held.append(ds)
                 sources[i] = str(ds.path)
-    tasks = [(src, path, extra, specs, None if src != path else cache, layout)
+    tasks = [(src, path, extra, specs, None if src != path else cache, layout, window)
              for src, (path, extra), cache in zip(sources, items, caches)]
-    per_input = cluster.map_tasks(input_rows, tasks, client=client, done=done, key="fleet-run")
+    # On a cluster the largest inputs go first: the last task to start is then a short one
+    # (no worker left alone with a long run at the end).
+    order = list(range(len(tasks)))
+    if client is not None:
+        order.sort(key=lambda i: -_input_bytes(sources[i]))
+    got = cluster.map_tasks(input_rows, [tasks[i] for i in order], client=client, done=done,
+                            key="fleet-run")
+    per_input = [None] * len(tasks)
+    for i, rows_of in zip(order, got):
+        per_input[i] = rows_of
     rows = [row for group in per_input for row in group]
     df = pd.DataFrame(rows)
     for k, dt in extra_dtypes.items():
@@ -166,11 +182,15 @@ def fleet_table(runs: Iterable[PathLike] | PathLike | pd.DataFrame, policies: Se
 
 
 def input_rows(source: PathLike, label: str, extra: dict[str, Any], policies: Sequence[str] | None,
-               cache: PathLike | None, layout: str) -> list[dict[str, Any]]:
+               cache: PathLike | None, layout: str, window: int | None = None
+               ) -> list[dict[str, Any]]:
     """The fleet rows of one input (one per traced run, or per run and policy): ingest, replay
     under every policy, metrics. One task of :func:`fleet_table`; ``label`` is the ``input``
-    column, ``source`` what is read (the input itself or a dataset ingested from it)."""
+    column, ``source`` what is read (the input itself or a dataset ingested from it). A long
+    run is replayed in windows (``replay.engine.stream_windows``; ``window`` iterations each),
+    one policy at a time, in bounded memory."""
     from forensics.ingest import as_dataset
+    from replay.engine import replay_windows, stream_windows
     from replay.engine import run as replay_run
     from replay.frames import RunFrames
     from replay.resolve import resolve_policies
@@ -184,11 +204,20 @@ def input_rows(source: PathLike, label: str, extra: dict[str, Any], policies: Se
         base.update(input=label, note="no request-state trace: not replayed", **extra)
         return [dict(base, policy=p.name) for p in pols] if layout == "long" else [base]
     for name in names:
-        frames = RunFrames.from_dataset(ds, run=name)
+        windows = stream_windows(ds, name, window)
+        if windows is not None:
+            frames = windows
+            # Every policy in one pass over the windows; the metrics read a few columns of
+            # each policy's files (removed with the results).
+            streamed = replay_windows(windows, pols, None, threads=1 if _in_dask_worker() else None)
+            metrics = {p.name: run_metrics(streamed[p.name]) for p in pols}
+            del streamed
+        else:
+            frames = RunFrames.from_dataset(ds, run=name)
+            metrics = {p.name: run_metrics(replay_run(frames, None, p)) for p in pols}
         base = _config_row(label, name, frames, ds)
         base.update(extra)
         base["note"] = None
-        metrics = {p.name: run_metrics(replay_run(frames, None, p)) for p in pols}
         if layout == "long":
             rows.extend(dict(base, policy=p, **m) for p, m in metrics.items())
         else:
@@ -242,6 +271,31 @@ def write_parquet(table: pd.DataFrame, path: PathLike, *, table_name: str,
     finally:
         tmp.unlink(missing_ok=True)
     return out
+
+
+def _in_dask_worker() -> bool:
+    """Running as a Dask task: the cluster already has one worker per core, so a replay there
+    takes one thread (more would only contend for the same cores)."""
+    import sys
+    if "distributed" not in sys.modules:
+        return False
+    from distributed import get_worker
+    try:
+        get_worker()
+        return True
+    except ValueError:
+        return False
+
+
+def _input_bytes(path: str) -> int:
+    """Bytes of an input (every file below a directory): how long its task will take."""
+    p = Path(path)
+    try:
+        if p.is_dir():
+            return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+        return p.stat().st_size
+    except OSError:
+        return 0
 
 
 def _cache_for(cache_dir: PathLike, path: str) -> Path:
@@ -298,7 +352,7 @@ def _config_row(path: str, name: str, frames, ds) -> dict[str, Any]:
         "input": path, "run": name, "build": c.build or None, "ranks": c.tp_size,
         "pp_size": c.pp_size, "max_batch_size": c.max_batch_size, "cap": c.cap,
         "disaggregated": c.disaggregated, "overlap": c.overlap_scheduler,
-        "iters": frames.num_iters, "first_iter": int(frames.iters[0]) if frames.num_iters else None,
+        "iters": len(frames.iters), "first_iter": int(frames.iters[0]) if len(frames.iters) else None,
     }
     runs = ds.runs
     rec = runs[runs["run"] == name]

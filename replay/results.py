@@ -167,6 +167,8 @@ class StoredTable:
         self.sort_by = sort_by
         #: The whole table when it is small (``TableWriter.KEEP_ROWS``): read without the file.
         self._frame = frame
+        #: What the file's directory lives as long as (a ``TemporaryDirectory``), or None.
+        self.owner: Any = None
 
     @property
     def num_rows(self) -> int:
@@ -258,12 +260,14 @@ class TableWriter:
         self._buffer, self._buffered = [], 0
         if self._writer is None:
             self.dtypes = dict(df.dtypes)
-            table = pa.Table.from_pandas(df, preserve_index=False)
+            # nthreads=1: a pool of threads per call costs more than it saves on a window (and the
+            # windowed replay already runs policies on threads)
+            table = pa.Table.from_pandas(df, preserve_index=False, nthreads=1)
             self._schema = table.schema
             self._writer = pq.ParquetWriter(self._tmp, self._schema, compression="zstd")
             self._kept = df if len(df) <= self.KEEP_ROWS else None
         else:
-            table = pa.Table.from_pandas(df, schema=self._schema, preserve_index=False)
+            table = pa.Table.from_pandas(df, schema=self._schema, preserve_index=False, nthreads=1)
             self._kept = None
         self._writer.write_table(table)
 
@@ -367,6 +371,16 @@ class ReplayResult:
                   ledger=self._files.get("ledger", self._tables["ledger"]))
         kw.update(changes)
         return ReplayResult(**kw)
+
+    def keep_files_with(self, owner: Any) -> None:
+        """Keep ``owner`` (the ``TemporaryDirectory`` of the files) alive as long as this
+        result, or a view of it, can read its stored tables (and those of its model variants)."""
+        for t in self._files.values():
+            t.owner = owner
+        if self.gated is not None:
+            for _, variant in self.gated.variants:
+                if variant is not self:
+                    variant.keep_files_with(owner)
 
     @property
     def leaks(self) -> pd.DataFrame:

@@ -105,12 +105,15 @@ def _render(out: Output, r) -> None:
               help="Replay only this policy (repeatable; default: the whole catalogue).")
 @click.option("--force", is_flag=True,
               help="Write into a non-empty directory that holds no report of this tool.")
+@click.option("--jobs", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Processes reading the input files at once (default: one per core for large "
+                   "inputs; 1 holds one reader's memory at a time).")
 @cluster_options
 @run_option
 @json_option
 @quiet_option
 def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], force: bool,
-            workers: int | None, scheduler: str | None, run_id: str | None,
+            jobs: int | None, workers: int | None, scheduler: str | None, run_id: str | None,
             as_json: bool, quiet: bool) -> None:
     """Explain a crashed fleet from its logs; write a report.
 
@@ -135,7 +138,7 @@ def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], fo
             _phases(show) as (progress, counts):
         result = postmortem(list(inputs), out_dir, policies=list(policies) or None,
                             progress=progress, counts=counts, run=run_id, ingest_bar=show,
-                            force=force, client=client)
+                            force=force, client=client, jobs=jobs)
     if as_json:
         echo_json(result.findings)
     elif not quiet:      # rich is imported only for a summary that is printed

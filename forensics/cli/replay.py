@@ -33,8 +33,11 @@ def _render(console: Output, results) -> None:
             d = res.first_divergence
             t.add_row("divergence", str(d.iter), str(d.rank),
                       f"{d.field}: recorded {d.recorded}, replayed {d.replayed}")
-        t.add_row("summary", "", "", f"{res.decisions['iter'].nunique()} iterations, "
-                  f"{len(res.ledger)} dummies, {len(res.skipped_iters)} fleet-wide skips"
+        # One column of each table: a streamed replay (a long run) reads it from its files.
+        iters = res.read_decisions(columns=["iter"])["iter"].nunique()
+        dummies = len(res.read_ledger(columns=["dummy"]))
+        t.add_row("summary", "", "", f"{iters} iterations, "
+                  f"{dummies} dummies, {len(res.skipped_iters)} fleet-wide skips"
                   + (f", {len(res.dropped_iters)} iterations not replayable" if res.dropped_iters else ""))
         console.print(t)
         for chain in res.explain():

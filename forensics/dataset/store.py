@@ -191,6 +191,7 @@ class _TableFile:
         self.buffer: list[pa.Table] = []
         self.rows = 0
         self.bytes = 0
+        self.adopted = False    # a finished file moved in (DatasetWriter.adopt): nothing to write
 
     def add(self, data: pa.Table) -> None:
         self.buffer.append(data)
@@ -217,6 +218,8 @@ class _TableFile:
         self.bytes = rest.nbytes if rest.num_rows else 0
 
     def close(self) -> None:
+        if self.adopted:
+            return
         self.flush(final=True)
         if self.writer is None:
             pq.write_table(self.schema.empty_table(), self.path, compression="zstd")
@@ -261,6 +264,7 @@ class DatasetWriter:
         self._parts: dict[Any, str] = {}       # partition value -> file stem, first-seen order
         self._partitions: dict[str, Any] = {}  # file stem -> partition value
         self.rows: dict[str, int] = {t: 0 for t in TABLES}
+        self._order: dict[tuple[str, str], int] = {}   # (file name, table) -> creation order
 
     def __enter__(self) -> "DatasetWriter":
         try:
@@ -301,6 +305,7 @@ class DatasetWriter:
         d = self._tmp / table
         d.mkdir(exist_ok=True)
         f = self._open[key] = _TableFile(d / f"{stem}.parquet", table)
+        self._order[f.path.name, table] = len(self._order)
         while len(self._open) > MAX_OPEN_FILES:
             _, oldest = self._open.popitem(last=False)
             oldest.close()
@@ -331,6 +336,47 @@ class DatasetWriter:
             raise _fault(e, self.path) from None
         self.rows[table] += data.num_rows
 
+    def scratch(self) -> Path:
+        """A private directory inside the new dataset's temporary directory, for parts written
+        by other processes (:meth:`adopt`); removed before the dataset is swapped in."""
+        assert self._tmp is not None
+        d = self._tmp / ".scratch"
+        d.mkdir(exist_ok=True)
+        return d
+
+    def adopt(self, part: str | os.PathLike) -> dict[str, Any]:
+        """Move the tables of the finished dataset ``part`` (another writer's, e.g. one input
+        ingested in another process) into this one, after the rows written so far: the files
+        are renamed, not rewritten. Returns the part's ``_meta.json``.
+
+        Reads back the same rows, in the same order, as writing the part's rows here would.
+        """
+        src = Dataset(part)
+        parts = src.meta.get("partitions", {})
+        try:
+            for table in TABLES:
+                if table == "states":       # reference table: this writer adds it itself
+                    continue
+                for path in src.files(table):
+                    rows = pq.ParquetFile(path).metadata.num_rows
+                    if rows == 0:
+                        continue
+                    value = parts.get(path.stem) if table in PARTITION_BY else None
+                    key = (table, None if value is None else str(value))
+                    if key in self._open:    # later rows of it go after the part's
+                        done = self._open.pop(key)
+                        done.close()
+                        self._done.append(done)
+                    f = self._file(table, value)
+                    f.adopted = True
+                    os.replace(path, f.path)
+                    self._open.pop(key)
+                    self._done.append(f)
+                    self.rows[table] += rows
+        except OSError as e:
+            raise _fault(e, self.path) from None
+        return src.meta
+
     def finish(self, meta: dict[str, Any]) -> Path:
         """Close every table, write ``_meta.json`` and swap the dataset into place."""
         assert self._tmp is not None
@@ -343,10 +389,14 @@ class DatasetWriter:
                 _, f = self._open.popitem(last=False)
                 f.close()
                 self._done.append(f)
-            files = {name: sorted(f.path.name for f in self._done if f.table == name)
+            # Files in the order they were made: rows read back in the order written (a run
+            # continued in a further file, ``run-00000-1``, comes after ``run-00000``).
+            files = {name: sorted((f.path.name for f in self._done if f.table == name),
+                                  key=lambda n, t=name: self._order[n, t])
                      for name in TABLES}
             full = {"schema_version": SCHEMA_VERSION, **meta, "rows": dict(self.rows),
                     "files": files, "partitions": dict(self._partitions)}
+            shutil.rmtree(self._tmp / ".scratch", ignore_errors=True)
             meta_tmp = self._tmp / META_FILE
             with open(meta_tmp, "w", encoding="utf-8") as fh:
                 fh.write(json.dumps(full, indent=2, sort_keys=True) + "\n")

@@ -287,8 +287,21 @@ def _progress_bar(total: int, n_files: int, quiet: bool):
                            quiet=quiet or total < PROGRESS_MIN_BYTES)
 
 
+def _ingest_file(writer: DatasetWriter, cand: _Candidate, kind: str, traces: _TraceRuns,
+                 advance: Callable[[int], None] | None, reads: dict) -> InputFingerprint:
+    """Stream one input into ``writer``; its fingerprint (of the bytes the reader read)."""
+    logger.info("ingesting %s as %s", cand.name, kind)
+    _write_file(writer, cand, kind, traces, advance)
+    # The bytes the reader actually read, hashed as it read them (a file still
+    # growing, or a read stopped by a corrupt block, is described as read).
+    digest = reads.get(os.fspath(cand.path))
+    fp = (fingerprint(cand.path, cand.name, kind) if digest is None else
+          InputFingerprint(cand.name, digest.size, digest.sha256, kind))
+    return dataclasses.replace(fp, name_hex=name_bytes_hex(cand.path))
+
+
 def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str | None = None,
-           quiet: bool = True) -> IngestReport:
+           quiet: bool = True, jobs: int | None = None) -> IngestReport:
     """Ingest logs, stats JSON and traces into a new dataset directory (atomically).
 
     Args:
@@ -297,6 +310,9 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
             other non-empty path is refused (so ``-o logs/`` cannot wipe the logs).
         kind: ``"log"``, ``"stats"`` or ``"trace"`` to force one reader for every file.
         quiet: no progress bar (it is also off when stderr is not a terminal).
+        jobs: processes reading the files at once (one file each; the dataset is the same).
+            Default: one per core for large inputs
+            (``forensics.ingest.parallel.PARALLEL_MIN_BYTES``), else 1.
 
     Returns:
         An :class:`IngestReport`; ``report.refused`` lists missing and binary inputs.
@@ -345,17 +361,16 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
     total = sum(_size(c.path) for c, _ in plan)
     traces = _TraceRuns()
     fingerprints: list[InputFingerprint] = []
+    from forensics.ingest.parallel import ingest_jobs, write_parallel
+
+    n_jobs = ingest_jobs(jobs, total, len(plan))
     with DatasetWriter(out) as writer, _progress_bar(total, len(plan), quiet) as advance, \
             recording_reads() as reads:
-        for cand, k in plan:
-            logger.info("ingesting %s as %s", cand.name, k)
-            _write_file(writer, cand, k, traces, advance)
-            # The bytes the reader actually read, hashed as it read them (a file still
-            # growing, or a read stopped by a corrupt block, is described as read).
-            digest = reads.get(os.fspath(cand.path))
-            fp = (fingerprint(cand.path, cand.name, k) if digest is None else
-                  InputFingerprint(cand.name, digest.size, digest.sha256, k))
-            fingerprints.append(dataclasses.replace(fp, name_hex=name_bytes_hex(cand.path)))
+        if n_jobs > 1:
+            fingerprints = write_parallel(writer, plan, traces, advance, n_jobs)
+        else:
+            for cand, k in plan:
+                fingerprints.append(_ingest_file(writer, cand, k, traces, advance, reads))
         meta = {
             "tool": "adp-forensics",
             "tool_version": __version__,
@@ -404,7 +419,7 @@ def _cached(cache: Path, inputs: list[PathLike]) -> Dataset | None:
 
 
 def as_dataset(inputs: PathLike | Iterable[PathLike], *, cache_dir: PathLike | None = None,
-               quiet: bool = True) -> Dataset:
+               quiet: bool = True, jobs: int | None = None) -> Dataset:
     """A loaded dataset from a dataset directory or from raw inputs.
 
     - one input that is a dataset directory (holds ``_meta.json``): loaded as is;
@@ -412,6 +427,8 @@ def as_dataset(inputs: PathLike | Iterable[PathLike], *, cache_dir: PathLike | N
       reusing the dataset already there when its recorded inputs (names, sizes, sha256) match
       the files now; without ``cache_dir``, into a temporary directory removed when the returned
       dataset is garbage-collected.
+
+    ``jobs``: processes reading the inputs (:func:`ingest`).
 
     Refused inputs (missing or binary) are logged and listed in ``dataset.meta["refused"]``;
     callers that must not go on without them check that list.
@@ -434,11 +451,11 @@ def as_dataset(inputs: PathLike | Iterable[PathLike], *, cache_dir: PathLike | N
         if ds is not None:
             logger.info("%s: inputs unchanged, reusing the dataset", cache)
             return ds
-        report = ingest(inputs, cache, quiet=quiet)
+        report = ingest(inputs, cache, quiet=quiet, jobs=jobs)
     else:
         tmp = Path(tempfile.mkdtemp(prefix="forensics-ds-"))
         try:
-            report = ingest(inputs, tmp / "dataset", quiet=quiet)
+            report = ingest(inputs, tmp / "dataset", quiet=quiet, jobs=jobs)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise

@@ -39,20 +39,9 @@ def log_state(source: Any, tp_size: int | None = None) -> pd.DataFrame:
         tp_size: attention-DP ranks; default the largest rank seen + 1 (a guess: ranks that never
             log are then not counted, which is why a run record's ``tp_size`` is better).
     """
-    it = source if isinstance(source, pd.DataFrame) else source.iterations
-    rank = it["rank"].astype("Int64")
-    if "local_rank" in it:
-        rank = rank.fillna(it["local_rank"].astype("Int64"))
-    df = pd.DataFrame({"log_iter": it["iter"].astype("Int64"), "rank": rank,
-                       "batch": it["num_scheduled_requests"].astype("Int64"),
-                       "source": it["source"], "line": it["line"].astype("Int64")})
-    df = df[df["log_iter"].notna() & df["rank"].notna() & df["batch"].notna()]
+    df, R = logged_batches(source, tp_size)
     if df.empty:
         return pd.DataFrame({c: [] for c in LOG_STATE_COLUMNS})
-    R = int(tp_size) if tp_size is not None else int(df["rank"].max()) + 1
-    df = df[(df["rank"] >= 0) & (df["rank"] < R)]
-    # A line logged twice (restart, duplicated file): keep the first.
-    df = df.sort_values(["log_iter", "rank", "source", "line"]).drop_duplicates(["log_iter", "rank"])
     iters = np.sort(df["log_iter"].unique().astype(np.int64))
     # The (iteration, rank) grid built by position, not by a merge: a fleet hour where rank 0
     # logs is 100k lines but a 3.2M-row grid, and a merge of nullable columns peaks at several
@@ -75,6 +64,32 @@ def log_state(source: Any, tp_size: int | None = None) -> pd.DataFrame:
     return out[list(LOG_STATE_COLUMNS)].reset_index(drop=True)
 
 
+def logged_batches(source: Any, tp_size: int | None = None) -> tuple[pd.DataFrame, int]:
+    """The logged batches :func:`log_state` is built from, without its (iteration x rank) grid.
+
+    Returns ``(lines, R)``: one row per (``log_iter``, ``rank``) that logged a batch (columns
+    ``log_iter``, ``rank``, ``batch``, ``source``, ``line``; sorted by ``log_iter`` and
+    ``rank``; a line logged twice keeps the first), and the number of ranks ``R`` of the grid
+    (``tp_size``, else the largest rank seen + 1). Per-iteration aggregates need only these
+    rows: the grid of a fleet hour where rank 0 logs is 32 times as many.
+    """
+    it = source if isinstance(source, pd.DataFrame) else source.iterations
+    rank = it["rank"].astype("Int64")
+    if "local_rank" in it:
+        rank = rank.fillna(it["local_rank"].astype("Int64"))
+    df = pd.DataFrame({"log_iter": it["iter"].astype("Int64"), "rank": rank,
+                       "batch": it["num_scheduled_requests"].astype("Int64"),
+                       "source": it["source"], "line": it["line"].astype("Int64")})
+    df = df[df["log_iter"].notna() & df["rank"].notna() & df["batch"].notna()]
+    if df.empty:
+        return df, int(tp_size) if tp_size is not None else 0
+    R = int(tp_size) if tp_size is not None else int(df["rank"].max()) + 1
+    df = df[(df["rank"] >= 0) & (df["rank"] < R)]
+    # A line logged twice (restart, duplicated file): keep the first.
+    df = df.sort_values(["log_iter", "rank", "source", "line"]).drop_duplicates(["log_iter", "rank"])
+    return df, R
+
+
 def _words(codes: np.ndarray, words: tuple[str, ...]):
     """``np.array(words)[codes]`` as the default string column, without a numpy string array
     (28 bytes a row) and a per-row Python string on the way."""
@@ -86,4 +101,4 @@ def _words(codes: np.ndarray, words: tuple[str, ...]):
     return pd.array(arr, dtype=dtype)
 
 
-__all__ = ["LOG_STATE_COLUMNS", "log_state"]
+__all__ = ["LOG_STATE_COLUMNS", "log_state", "logged_batches"]

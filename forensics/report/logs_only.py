@@ -191,17 +191,117 @@ def log_decisions(iterations: pd.DataFrame, fleet_size: Optional[int] = None) ->
     return df[cols].sort_values(["iter", "rank"]).reset_index(drop=True)
 
 
-def _per_iteration(df: pd.DataFrame, fleet_size: Optional[int]) -> pd.DataFrame:
-    """Per iteration: ranks with a batch, zero batches, busy ranks, and whether all are known."""
-    b = df["batch"]
-    per = pd.DataFrame({"iter": df["iter"].to_numpy(), "logged": b.notna().to_numpy(),
-                        "zero": (b == 0).fillna(False).to_numpy(dtype=bool),
-                        "busy": (b > 0).fillna(False).to_numpy(dtype=bool)})
-    agg = per.groupby("iter").agg(rows=("logged", "size"), logged=("logged", "sum"),
-                                  zero=("zero", "sum"), busy=("busy", "sum"))
-    agg["known"] = (agg["logged"] == agg["rows"]) & (
-        agg["logged"] >= (fleet_size if fleet_size else 0))
-    return agg
+@dataclasses.dataclass(frozen=True)
+class _LoggedIterations:
+    """What :func:`logs_only_findings` needs of the (iteration x rank) grid of
+    :func:`log_decisions`, from the logged lines alone: per iteration, how many ranks logged a
+    batch, how many a zero, how many work. The grid of a fleet hour where only rank 0 logs has
+    32 rows per line; these arrays have one entry per iteration.
+
+    Fields:
+        lines: the logged batches (``forensics.reconstruct.log_state.logged_batches``).
+        ranks: ranks of the grid (``R``).
+        iters: executor iterations of the grid, ascending (line ``iter`` - 1).
+        row: each line's position in ``iters``.
+        logged, zero, busy: per iteration, ranks with a batch, with 0, with more than 0.
+    """
+
+    lines: pd.DataFrame
+    ranks: int
+    iters: np.ndarray
+    row: np.ndarray
+    logged: np.ndarray
+    zero: np.ndarray
+    busy: np.ndarray
+
+    @classmethod
+    def of(cls, iterations: pd.DataFrame, fleet: Optional[int]) -> "_LoggedIterations":
+        from forensics.reconstruct.log_state import logged_batches
+
+        empty = np.zeros(0, np.int64)
+        if iterations is None or not len(iterations) or "num_scheduled_requests" not in iterations:
+            return cls(pd.DataFrame(), 0, empty, empty, empty, empty, empty)
+        lines, R = logged_batches(iterations, fleet)
+        if lines.empty:
+            return cls(lines, R, empty, empty, empty, empty, empty)
+        log_iter = lines["log_iter"].to_numpy(np.int64)
+        iters = np.unique(log_iter)
+        row = np.searchsorted(iters, log_iter)
+        batch = lines["batch"].to_numpy(np.int64)
+        n = iters.size
+        return cls(lines, R, iters - 1, row, np.bincount(row, minlength=n),
+                   np.bincount(row, weights=batch == 0, minlength=n).astype(np.int64),
+                   np.bincount(row, weights=batch > 0, minlength=n).astype(np.int64))
+
+    @property
+    def ranks_logging(self) -> tuple[int, ...]:
+        if not len(self.lines):
+            return ()
+        return tuple(int(r) for r in np.unique(self.lines["rank"].to_numpy(np.int64)))
+
+    @property
+    def known(self) -> np.ndarray:
+        return self.logged == self.ranks
+
+    @property
+    def all_known(self) -> int:
+        return int(self.known.sum())
+
+    @property
+    def unknown(self) -> int:
+        return int((~self.known).sum())
+
+    @property
+    def skip_rows(self) -> np.ndarray:
+        return np.flatnonzero((self.zero > 0) & (self.busy > 0))
+
+    @property
+    def skip_count(self) -> int:
+        return int(self.skip_rows.size)
+
+    @property
+    def idle(self) -> int:
+        return int(((self.zero > 0) & (self.busy == 0) & self.known).sum())
+
+    def skips(self) -> list[FleetSkip]:
+        """The first ``MAX_LISTED_SKIPS`` fleet skips with work pending, ranks ascending."""
+        out = []
+        if not len(self.lines):
+            return out
+        rank = self.lines["rank"].to_numpy(np.int64)
+        batch = self.lines["batch"].to_numpy(np.int64)
+        for r in self.skip_rows[:MAX_LISTED_SKIPS]:
+            at = self.row == r   # lines are sorted by (iteration, rank)
+            out.append(FleetSkip(int(self.iters[r]), tuple(int(x) for x in rank[at & (batch == 0)]),
+                                 tuple(int(x) for x in rank[at & (batch > 0)])))
+        return out
+
+    def forwarded(self, iterations: pd.DataFrame, skips: list[FleetSkip]
+                  ) -> tuple[bool, dict[int, int], list[tuple[int, int]]]:
+        """``(dummy tokens logged, rank -> iterations forwarding a dummy, (iter, rank) forwarded
+        right after a listed skip)`` from the V5 dummy-token columns of the grid's cells."""
+        tok_cols = [c for c in ("adp_dummy_ctx_tokens", "adp_dummy_gen_tokens") if c in iterations]
+        if not tok_cols or not len(self.lines):
+            return False, {}, []
+        it = iterations[iterations["iter"].notna() & iterations["rank"].notna()]
+        tokens = sum(pd.to_numeric(it[c], errors="coerce").astype("Float64").fillna(0)
+                     for c in tok_cols)
+        tok = pd.DataFrame({"iter": it["iter"].astype("int64").to_numpy() - 1,
+                            "rank": it["rank"].astype("int64").to_numpy(),
+                            "logged": it[tok_cols].notna().any(axis=1).to_numpy(),
+                            "fw": tokens.to_numpy(dtype=float) > 0})
+        tok = tok.drop_duplicates(["iter", "rank"], keep="first")
+        # Only the grid's cells count: iterations some rank logged a batch for, ranks [0, R).
+        tok = tok[np.isin(tok["iter"].to_numpy(), self.iters) & (tok["rank"] >= 0)
+                  & (tok["rank"] < self.ranks) & tok["logged"]]
+        if not len(tok):
+            return False, {}, []
+        fw = tok[tok["fw"]].sort_values(["iter", "rank"])
+        forwarded = {int(r): int(n) for r, n in fw.groupby("rank").size().items()}
+        skipped = {(s.iter, r) for s in skips for r in s.busy_ranks}
+        after = sorted((int(i), int(r)) for i, r in zip(fw["iter"], fw["rank"])
+                       if (int(i) - 1, int(r)) in skipped)
+        return True, forwarded, after
 
 
 def logs_only_findings(iterations: pd.DataFrame, events: pd.DataFrame, *,
@@ -219,25 +319,9 @@ def logs_only_findings(iterations: pd.DataFrame, events: pd.DataFrame, *,
                                                      events.get("rank", pd.Series(dtype="Int64"))])
                          .dropna().unique()})
     fleet = tp_size or (max(ranks_seen) + 1 if ranks_seen else None)
-    dec = log_decisions(iterations, fleet)
-    has_batch = dec[dec["batch"].notna()] if len(dec) else dec
-    ranks_logging = tuple(sorted(int(r) for r in has_batch["rank"].unique())) if len(dec) else ()
-    skips: list[FleetSkip] = []
-    idle = 0
-    all_known = unknown = 0
-    n_skips = 0
-    if len(dec):
-        per = _per_iteration(dec, fleet)
-        all_known = int(per["known"].sum())
-        unknown = int((~per["known"]).sum())
-        skip_iters = per.index[(per["zero"] > 0) & (per["busy"] > 0)]
-        n_skips = len(skip_iters)
-        idle = int(((per["zero"] > 0) & (per["busy"] == 0) & per["known"]).sum())
-        listed = dec[dec["iter"].isin(skip_iters[:MAX_LISTED_SKIPS])]
-        for i, g in listed.groupby("iter", sort=True):
-            b = g["batch"]
-            skips.append(FleetSkip(int(i), tuple(int(r) for r in g.loc[(b == 0).fillna(False), "rank"]),
-                                   tuple(int(r) for r in g.loc[(b > 0).fillna(False), "rank"])))
+    agg = _LoggedIterations.of(iterations, fleet)
+    ranks_logging = agg.ranks_logging
+    skips = agg.skips()
     kinds = events["kind"] if "kind" in events.columns else pd.Series(dtype=str)
     surplus = events[kinds == K.ADP_SURPLUS_TOLERATED] if len(events) else events
     max_surplus = None
@@ -245,16 +329,8 @@ def logs_only_findings(iterations: pd.DataFrame, events: pd.DataFrame, *,
         diff = (pd.to_numeric(surplus["num_active"], errors="coerce")
                 - pd.to_numeric(surplus["num_expected"], errors="coerce")).dropna()
         max_surplus = int(diff.max()) if len(diff) else None
-    tokens_logged = False
-    forwarded: dict[int, int] = {}
-    after_skip: list[tuple[int, int]] = []
-    if len(dec) and dec["padded"].notna().any():
-        tokens_logged = True
-        fw = dec[dec["padded"].fillna(False).astype(bool)]
-        forwarded = {int(r): int(n) for r, n in fw.groupby("rank").size().items()}
-        skipped = {(s.iter, r) for s in skips for r in s.busy_ranks}
-        after_skip = sorted((int(i), int(r)) for i, r in zip(fw["iter"], fw["rank"])
-                            if (int(i) - 1, int(r)) in skipped)
+    tokens_logged, forwarded, after_skip = agg.forwarded(iterations, skips)
+    all_known, unknown, n_skips, idle = agg.all_known, agg.unknown, agg.skip_count, agg.idle
     missing: list[str] = []
     if not has_traces:
         missing.append(f"Request-state traces: without them no replay can say which requests were "

@@ -157,7 +157,7 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
                progress: Optional[Progress] = None, force: bool = False,
                window: Optional[int] = None, client: Any = None, run: Optional[str] = None,
                counts: Optional[Callable[[str, int, int], None]] = None,
-               ingest_bar: bool = False) -> PostmortemResult:
+               ingest_bar: bool = False, jobs: Optional[int] = None) -> PostmortemResult:
     """Run the whole post-mortem and write the report.
 
     Args:
@@ -178,6 +178,8 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
         counts: called with ``(phase, done, total)`` as a phase advances (``"replay"``:
             iterations replayed over all policies), for progress bars.
         ingest_bar: draw the ingest's own byte progress bar (on stderr, only on a terminal).
+        jobs: processes reading the input files at once (``forensics.ingest.ingest``; default
+            one per core for large inputs): memory holds that many readers.
 
     Returns:
         :class:`PostmortemResult`.
@@ -207,7 +209,7 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
     say("ingesting inputs")
     inputs = _outside(inputs, out)
     ds = as_dataset(inputs, cache_dir=cache_dir if cache_dir is not None else out / DATASET_DIR,
-                    client=client, quiet=not ingest_bar)
+                    client=client, quiet=not ingest_bar, jobs=jobs)
     summary = summarize(ds)
     refused = list(ds.meta.get("refused", []))
 

@@ -84,7 +84,9 @@ def test_streamed_equals_whole_on_simulated_runs(scenario, policy, tmp_path):
     long_lived = [lk for r in whole.values() for lk in r.leak_records]
     assert long_lived
     for k, windows in enumerate(_layouts(ds, whole, 23)):
-        assert_same(whole, replay_windows(windows, pols, tmp_path / f"w{k}"))
+        for threads in (1, 3):   # policies decided one after the other, or on threads
+            assert_same(whole, replay_windows(windows, pols, tmp_path / f"w{k}-{threads}",
+                                              threads=threads))
 
 
 def test_hooked_policy_streams_like_whole(tmp_path):
@@ -162,3 +164,61 @@ def test_figures_from_files_equal_figures_from_memory(source, tmp_path):
     assert [f.name for f in a] == [f.name for f in b] and len(a) >= 2
     for fa, fb in zip(a, b):
         assert fa.png == fb.png, fa.name
+
+
+# --- replay_input, forensics replay and forensics fleet stream long runs ------------------------
+
+@pytest.mark.skipif(not SAMPLE_DIRS, reason="no samples")
+@pytest.mark.parametrize("sample", SAMPLE_DIRS, ids=lambda p: p.name)
+def test_replay_input_streams_like_in_memory(sample, tmp_path):
+    """``replay_input`` with windows smaller than the run streams (results read from files)
+    and equals the in-memory replay of the same input; the files live with the results."""
+    import gc
+
+    from replay.engine import replay_input
+    whole = replay_input([sample / "trace.jsonl"], cache_dir=tmp_path / "ds")
+    assert not any(r.stored for r in whole.values())
+    streamed = replay_input([tmp_path / "ds"], window=7)
+    assert all(r.stored for r in streamed.values())
+    assert_same(whole, streamed)
+    kept = next(iter(streamed.values())).with_changes(notes=("a view",))
+    where = kept._files["decisions"].path
+    del streamed
+    gc.collect()
+    assert where.is_file()       # a view still reads the files
+    pd.testing.assert_frame_equal(kept.decisions, next(iter(whole.values())).decisions)
+    del kept
+    gc.collect()
+    assert not where.exists()    # the temporary directory went with the last result
+    given = replay_input([tmp_path / "ds"], ["prefix-2026"], directory=tmp_path / "out")
+    assert list((tmp_path / "out").glob("*/decisions.parquet")) and given["prefix-2026"].stored
+
+
+def test_fleet_and_replay_cli_stream_like_in_memory(tmp_path):
+    """``forensics fleet`` rows and ``forensics replay`` output are the same when the runs are
+    replayed in windows (a long run) as in memory."""
+    from click.testing import CliRunner
+
+    from forensics.cli import cli
+    from forensics.fleet import fleet_table
+    from forensics.simulate import simulate
+    import replay.engine as engine
+
+    simulate("nvbug-6438685", out_dir=tmp_path / "sim", policy="legacy-2025", iters=300)
+    inputs = [str(tmp_path / "sim"), *(str(p) for p in SAMPLE_DIRS)]
+    whole = fleet_table(inputs, cache_dir=tmp_path / "c")
+    pd.testing.assert_frame_equal(fleet_table(inputs, cache_dir=tmp_path / "c", window=11), whole)
+    assert whole["legacy-2025.leaks"].sum() > 0
+    runner = CliRunner()
+    args = ["replay", str(tmp_path / "sim")]
+    before = [runner.invoke(cli, args + extra) for extra in ([], ["--json"])]
+    old = engine.STREAM_MIN_FRAMES
+    engine.STREAM_MIN_FRAMES = 1     # every run is long: forensics replay streams
+    try:
+        after = [runner.invoke(cli, args + extra) for extra in ([], ["--json"])]
+    finally:
+        engine.STREAM_MIN_FRAMES = old
+    for b, a in zip(before, after):
+        assert b.exit_code == a.exit_code == 1
+        assert a.output == b.output
+    assert "iterations" in after[0].output

@@ -1,0 +1,100 @@
+"""Reading an ingest's files in parallel processes gives the serial ingest's dataset."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import forensics
+from forensics.dataset.schema import TABLES
+from forensics.errors import TraceFormatError
+from forensics.ingest import ingest
+from forensics.ingest.parallel import PARALLEL_MIN_BYTES, ingest_jobs
+
+SAMPLES = Path(__file__).resolve().parents[2] / "traces" / "samples"
+NVBUG = SAMPLES / "nvbug-6438685"
+
+
+def _same_dataset(a, b) -> None:
+    da, db = forensics.load(a.path), forensics.load(b.path)
+    for t in TABLES:   # rows and their order, dtypes
+        pd.testing.assert_frame_equal(da.table(t), db.table(t), obj=t)
+    assert da.meta["inputs"] == db.meta["inputs"] and da.meta["rows"] == db.meta["rows"]
+    assert da.meta["refused"] == db.meta["refused"]
+
+
+def _split_by_rank(trace: Path, out: Path, extra: dict | None = None) -> None:
+    """One trace file per rank (each with the run record naming its rank), the log and stats
+    beside; ``extra`` adds a frame line to a rank's file: {rank: frame}."""
+    lines = trace.read_text().splitlines()
+    record = json.loads(lines[0])
+    frames = [json.loads(x) for x in lines[1:] if x.strip()]
+    out.mkdir(parents=True)
+    for rank in range(record["tp_size"]):
+        mine = [f for f in frames if f.get("rank") == rank] + [(extra or {}).get(rank)]
+        rows = [dict(record, rank=rank), *[f for f in mine if f]]
+        (out / f"trace-rank{rank}.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    for name in ("executor.log", "stats.jsonl"):
+        (out / name).write_bytes((trace.parent / name).read_bytes())
+
+
+def test_jobs_default_is_serial_for_small_inputs():
+    assert ingest_jobs(None, PARALLEL_MIN_BYTES - 1, 3) == 1
+    assert ingest_jobs(None, PARALLEL_MIN_BYTES, 3) >= 1
+    assert ingest_jobs(4, 0, 3) == 3 and ingest_jobs(2, 0, 1) == 1 and ingest_jobs(0, 0, 3) == 1
+
+
+def test_samples_in_parallel_equal_serial(tmp_path):
+    """Six files of two runs, two processes: every table reads the same (rows, order, dtypes);
+    the cached-dataset fingerprints are the same."""
+    inputs = [SAMPLES / "nvbug-6438685", SAMPLES / "healthy"]
+    serial = ingest(inputs, tmp_path / "serial.ds", jobs=1)
+    par = ingest(inputs, tmp_path / "parallel.ds", jobs=2)
+    _same_dataset(serial, par)
+    summary = {k: v for k, v in par.summary.to_dict().items() if k != "path"}
+    assert par.rows == serial.rows
+    assert summary == {k: v for k, v in serial.summary.to_dict().items() if k != "path"}
+    assert not list(tmp_path.glob(".parallel.ds*")), "scratch parts left behind"
+
+
+def test_per_rank_trace_files_in_parallel(tmp_path):
+    """Ten files of one run (8 per-rank traces): the frames of the run follow the file order."""
+    run = tmp_path / "run"
+    _split_by_rank(NVBUG / "trace.jsonl", run)
+    _same_dataset(ingest([run], tmp_path / "s.ds", jobs=1), ingest([run], tmp_path / "p.ds", jobs=2))
+
+
+def test_a_frame_in_two_rank_files_is_refused_in_parallel(tmp_path):
+    """The checks across files run as in a serial ingest: same error, file and line."""
+    lines = (NVBUG / "trace.jsonl").read_text().splitlines()
+    frame0 = next(json.loads(x) for x in lines[1:] if json.loads(x).get("rank") == 0)
+    run = tmp_path / "run"
+    _split_by_rank(NVBUG / "trace.jsonl", run, extra={1: frame0})   # rank 0's frame again
+    errors = []
+    for jobs in (1, 2):
+        with pytest.raises(TraceFormatError) as e:
+            ingest([run], tmp_path / f"j{jobs}.ds", jobs=jobs)
+        errors.append(str(e.value))
+        assert not (tmp_path / f"j{jobs}.ds").exists()
+    assert errors[0] == errors[1] and "duplicate frame" in errors[0] and "trace-rank1" in errors[0]
+
+
+def test_bad_input_in_a_worker_is_raised_with_file_and_line(tmp_path):
+    """A trace that breaks its format in a worker: the typed error, naming file and line, as a
+    serial ingest raises it; nothing is written."""
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("executor.log", "stats.jsonl"):
+        (run / name).write_bytes((NVBUG / name).read_bytes())
+    lines = (NVBUG / "trace.jsonl").read_text().splitlines()
+    lines[5] = lines[5][:-5]           # a truncated JSON object on line 6
+    (run / "trace.jsonl").write_text("\n".join(lines) + "\n")
+    got = []
+    for jobs in (1, 2):
+        with pytest.raises(TraceFormatError) as e:
+            ingest([run], tmp_path / f"j{jobs}.ds", jobs=jobs)
+        got.append((e.value.path, e.value.line, e.value.message))
+        assert not (tmp_path / f"j{jobs}.ds").exists()
+    assert got[0] == got[1] and got[0][1] == 6 and got[0][0].endswith("trace.jsonl")
