@@ -94,61 +94,86 @@ def epoch_us(year, month, day, hour, minute, sec):
     return ((days * 24 + hour) * 60 + minute) * 60000000 + sec * 1000000
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def eol(buf, q, n):
+    """Whether ``q`` is the end of the line (a newline or the end of the block)."""
+    return q >= n or buf[q] == 10
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def comma(buf, q, n):
+    """Whether ``", "`` is at ``q``."""
+    return q + 1 < n and buf[q] == 44 and buf[q + 1] == 32
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def ends_value(buf, q, n, in_states):
+    """Whether a value may end at ``q``: ``", "``, the end of the line, or (in the
+    ``states`` dict) its closing brace."""
+    return comma(buf, q, n) or eol(buf, q, n) or (in_states and q < n and buf[q] == 125)
+
+
 @numba.njit(cache=True, nogil=True)
-def line(buf, p, e, k, ints, floats, valid, fspan, fneed, fmt, sevs):
-    """Read one line ``buf[p:e]`` into row ``k``; False when it is not a fast line."""
+def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
+    """Read the line starting at ``p`` into row ``k``. Returns the offset of its end (its
+    newline, or ``n``) when it is a fast line, else -1 (nothing of row ``k`` is used then).
+
+    ``pred`` holds the field code of each pair in the last fast line: tried first (lines of a
+    log share one layout), a full look-up only when it differs.
+
+    Every test is on a byte class, so no test reads past the line's newline as if it were
+    part of the line; the value grammars are exact and each value must end at a separator.
+    """
     # ---- prefix: [MM/DD/YYYY-HH:MM:SS] [TRT-LLM] [RANK n] [S]
-    if e - p < 60 or buf[p] != 91:
-        return False
-    mo, q = digits(buf, p + 1, e, 2)
+    if p + 53 > n or buf[p] != 91:
+        return -1
+    mo, q = digits(buf, p + 1, n, 2)
     if mo < 0 or buf[q] != 47:
-        return False
-    dd, q = digits(buf, q + 1, e, 2)
+        return -1
+    dd, q = digits(buf, q + 1, n, 2)
     if dd < 0 or buf[q] != 47:
-        return False
-    yy, q = digits(buf, q + 1, e, 4)
+        return -1
+    yy, q = digits(buf, q + 1, n, 4)
     if yy < 0 or buf[q] != 45:
-        return False
-    hh, q = digits(buf, q + 1, e, 2)
+        return -1
+    hh, q = digits(buf, q + 1, n, 2)
     if hh < 0 or buf[q] != 58:
-        return False
-    mi, q = digits(buf, q + 1, e, 2)
+        return -1
+    mi, q = digits(buf, q + 1, n, 2)
     if mi < 0 or buf[q] != 58:
-        return False
-    ss, q = digits(buf, q + 1, e, 2)
+        return -1
+    ss, q = digits(buf, q + 1, n, 2)
     if ss < 0:
-        return False
+        return -1
     t = epoch_us(yy, mo, dd, hh, mi, ss)
     if t < 0:
-        return False
+        return -1
     for j in range(len(prefix_mid)):
         if buf[q + j] != prefix_mid[j]:
-            return False
+            return -1
     q += len(prefix_mid)
-    r, q = digit_run(buf, q, e, 9)
-    if r < 0 or q + 5 > e or buf[q] != 93 or buf[q + 1] != 32 or buf[q + 2] != 91:
-        return False
+    r, q = digit_run(buf, q, n, 9)
+    if r < 0 or q + 6 + len(iter_head) > n or buf[q] != 93 or buf[q + 1] != 32 \
+            or buf[q + 2] != 91:
+        return -1
     s = buf[q + 3]
     sev = -1
     for j in range(len(sev_codes)):
         if sev_codes[j] == s:
             sev = j
     if sev < 0 or buf[q + 4] != 93 or buf[q + 5] != 32:
-        return False
+        return -1
     q += 6
     # ---- iter = N
-    if q + len(iter_head) >= e:
-        return False
     for j in range(len(iter_head)):
         if buf[q + j] != iter_head[j]:
-            return False
-    it, q = digit_run(buf, q + len(iter_head), e, 18)
+            return -1
+    it, q = digit_run(buf, q + len(iter_head), n, 18)
     if it < 0:
-        return False
-    for c in range(N_INTS):
+        return -1
+    for c in range(N_INTS + N_FLOATS):
         valid[c, k] = False
     for c in range(N_FLOATS):
-        valid[c + N_INTS, k] = False
         fneed[c, k] = False
     ints[I_ITER, k] = it
     valid[I_ITER, k] = True
@@ -158,31 +183,46 @@ def line(buf, p, e, k, ints, floats, valid, fspan, fneed, fmt, sevs):
     seen = 0
     in_states = False
     nsr_eq = False
-    while q < e:
-        # ", " then a name
-        if q + 2 > e or buf[q] != 44 or buf[q + 1] != 32:
-            return False
+    pair = 0
+    while True:
+        # ---- what follows a value: the end, "}" + end (states), or ", " and a name
+        if eol(buf, q, n):
+            if in_states:
+                return -1
+            break
+        if in_states and buf[q] == 125:
+            q += 1
+            if not eol(buf, q, n):
+                return -1
+            break
+        if not comma(buf, q, n):
+            return -1
         q += 2
-        if not in_states and e - q > 10 and buf[q] == 115 and buf[q + 1] == 116 \
+        if not in_states and q + 10 <= n and buf[q] == 115 and buf[q + 1] == 116 \
                 and buf[q + 2] == 97 and buf[q + 3] == 116 and buf[q + 4] == 101 \
                 and buf[q + 5] == 115 and buf[q + 6] == 32 and buf[q + 7] == 61 \
                 and buf[q + 8] == 32 and buf[q + 9] == 123:   # "states = {"
             in_states = True
             q += 10
-            if q >= e or buf[q] != 39:
-                return False
-        quoted = False
         if in_states:
-            if q >= e or buf[q] != 39:
-                return False
-            quoted = True
+            if q >= n or buf[q] != 39:
+                return -1
             q += 1
         a = q
-        while q < e and (97 <= buf[q] <= 122 or buf[q] == 95):
+        while q < n and (97 <= buf[q] <= 122 or buf[q] == 95):
             q += 1
         ln = q - a
         code = -1
-        for c in range(n_names):
+        if pair < len(pred) and pred[pair] >= 0:
+            c = pred[pair]
+            o = name_off[c]
+            if name_off[c + 1] - o == ln:
+                code = c
+                for j in range(ln):
+                    if name_bytes[o + j] != buf[a + j]:
+                        code = -1
+                        break
+        for c in range(n_names if code < 0 else 0):
             o = name_off[c]
             if name_off[c + 1] - o != ln:
                 continue
@@ -195,116 +235,117 @@ def line(buf, p, e, k, ints, floats, valid, fspan, fneed, fmt, sevs):
                 code = c
                 break
         if code < 0 or (code >= state_first) != in_states or (seen >> code) & 1:
-            return False
+            return -1
         seen |= 1 << code
-        if quoted:
-            if q >= e or buf[q] != 39:
-                return False
+        if pair < len(pred):
+            pred[pair] = code
+        pair += 1
+        if in_states:
+            if q >= n or buf[q] != 39:
+                return -1
             q += 1
         # separator " = " or ": " (a states key takes ": " only)
-        if q + 3 <= e and buf[q] == 32 and buf[q + 1] == 61 and buf[q + 2] == 32 \
-                and not in_states:
+        if not in_states and q + 3 <= n and buf[q] == 32 and buf[q + 1] == 61 \
+                and buf[q + 2] == 32:
             if code == 2:
                 nsr_eq = True
             q += 3
-        elif q + 2 <= e and buf[q] == 58 and buf[q + 1] == 32:
+        elif q + 2 <= n and buf[q] == 58 and buf[q + 1] == 32:
             q += 2
         else:
-            return False
-        # the value runs to ", " or the end (a states value to "}" + end or ", ")
-        ve = q
-        while ve < e and not (buf[ve] == 44 and ve + 1 < e and buf[ve + 1] == 32):
-            ve += 1
-        if in_states and ve == e:      # the dict's last value: exactly one "}" ends the line
-            if ve - 1 <= q or buf[ve - 1] != 125 or buf[ve - 2] == 125:
-                return False
-            ve -= 1
-            in_states = False
-            last = True
-        else:
-            last = False
-        is_na = ve - q == 3 and buf[q] == na[0] and buf[q + 1] == na[1] \
-            and buf[q + 2] == na[2]
+            return -1
+        # ---- the value, by the field's grammar
+        is_na = q + 3 <= n and buf[q] == na[0] and buf[q + 1] == na[1] and buf[q + 2] == na[2] \
+            and ends_value(buf, q + 3, n, in_states)
         if code == 8:                  # timestamp = YYYY-MM-DD HH:MM:SS
-            if ve - q != 19:
-                return False
-            y2, w = digits(buf, q, ve, 4)
-            m2, w2 = digits(buf, w + 1, ve, 2)
-            d2, w3 = digits(buf, w2 + 1, ve, 2)
-            h2, w4 = digits(buf, w3 + 1, ve, 2)
-            n2, w5 = digits(buf, w4 + 1, ve, 2)
-            s2, _w6 = digits(buf, w5 + 1, ve, 2)
-            if y2 < 0 or m2 < 0 or d2 < 0 or h2 < 0 or n2 < 0 or s2 < 0 \
-                    or buf[w] != 45 or buf[w2] != 45 or buf[w3] != 32 \
-                    or buf[w4] != 58 or buf[w5] != 58:
-                return False
+            y2, w = digits(buf, q, n, 4)
+            if y2 < 0 or w >= n or buf[w] != 45:
+                return -1
+            m2, w = digits(buf, w + 1, n, 2)
+            if m2 < 0 or w >= n or buf[w] != 45:
+                return -1
+            d2, w = digits(buf, w + 1, n, 2)
+            if d2 < 0 or w >= n or buf[w] != 32:
+                return -1
+            h2, w = digits(buf, w + 1, n, 2)
+            if h2 < 0 or w >= n or buf[w] != 58:
+                return -1
+            n2, w = digits(buf, w + 1, n, 2)
+            if n2 < 0 or w >= n or buf[w] != 58:
+                return -1
+            s2, w = digits(buf, w + 1, n, 2)
+            if s2 < 0:
+                return -1
             t2 = epoch_us(y2, m2, d2, h2, n2, s2)
             if t2 < 0:
-                return False
+                return -1
             ints[I_TS, k] = t2
             valid[I_TS, k] = True
+            q = w
         elif code == 3:                # currank_total_requests = a/b
-            av, w = digit_run(buf, q, ve, 18)
-            if av < 0 or w >= ve or buf[w] != 47:
-                return False
-            bv, w = digit_run(buf, w + 1, ve, 18)
-            if bv < 0 or w != ve:
-                return False
+            av, w = digit_run(buf, q, n, 18)
+            if av < 0 or w >= n or buf[w] != 47:
+                return -1
+            bv, w = digit_run(buf, w + 1, n, 18)
+            if bv < 0:
+                return -1
             ints[I_CUR, k] = av
             ints[I_TOT, k] = bv
             valid[I_CUR, k] = True
             valid[I_TOT, k] = True
+            q = w
+        elif is_na:
+            q += 3
         elif int_col[code] >= 0:
-            if not is_na:
-                v, w = digit_run(buf, q, ve, int_digits[code])
-                if v < 0 or w != ve:
-                    return False
-                ints[int_col[code], k] = v
-                valid[int_col[code], k] = True
-        else:                           # a decimal with its unit
+            v, w = digit_run(buf, q, n, int_digits[code])
+            if v < 0:
+                return -1
+            ints[int_col[code], k] = v
+            valid[int_col[code], k] = True
+            q = w
+        else:                           # a decimal D+[.D+] with its unit
             fc = flt_col[code]
-            if not is_na:
-                u = ve
-                if unit[code] == 1:
-                    if ve - q < 3 or buf[ve - 2] != 109 or buf[ve - 1] != 115:
-                        return False
-                    u = ve - 2
-                elif unit[code] == 2:
-                    if ve - q < 2 or buf[ve - 1] != 115:
-                        return False
-                    u = ve - 1
-                m = 0
-                nd = 0
-                frac = -1
-                w = q
-                while w < u:
-                    c = buf[w]
-                    if 48 <= c <= 57:
-                        if nd < 18:      # more digits: Arrow reads the text
-                            m = m * 10 + (c - 48)
-                        nd += 1
-                        if frac >= 0:
-                            frac += 1
-                    elif c == 46 and frac < 0 and w > q and w + 1 < u:
-                        frac = 0
-                    else:
-                        return False
+            m = 0
+            nd = 0
+            frac = 0
+            w = q
+            while w < n and 48 <= buf[w] <= 57:
+                if nd < 18:             # more digits: Arrow reads the text
+                    m = m * 10 + (buf[w] - 48)
+                nd += 1
+                w += 1
+            if nd == 0:
+                return -1
+            if w < n and buf[w] == 46:
+                w += 1
+                f0 = w
+                while w < n and 48 <= buf[w] <= 57:
+                    if nd < 18:
+                        m = m * 10 + (buf[w] - 48)
+                    nd += 1
                     w += 1
-                if nd == 0:
-                    return False
-                frac = max(frac, 0)
-                if nd <= 18 and m < 9007199254740992 and frac <= 22:
-                    floats[fc, k] = m / pow10[frac]
-                else:
-                    fneed[fc, k] = True
-                    fspan[2 * fc, k] = q
-                    fspan[2 * fc + 1, k] = u
-                valid[fc + N_INTS, k] = True
-        q = ve + (1 if last else 0)
-        if last and q != e:
-            return False
-    if in_states:
-        return False
+                frac = w - f0
+                if frac == 0:
+                    return -1
+            u = w
+            if unit[code] == 1:
+                if w + 2 > n or buf[w] != 109 or buf[w + 1] != 115:
+                    return -1
+                w += 2
+            elif unit[code] == 2:
+                if w >= n or buf[w] != 115:
+                    return -1
+                w += 1
+            if nd <= 18 and m < 9007199254740992 and frac <= 22:
+                floats[fc, k] = m / pow10[frac]
+            else:
+                fneed[fc, k] = True
+                fspan[2 * fc, k] = q
+                fspan[2 * fc + 1, k] = u
+            valid[fc + N_INTS, k] = True
+            q = w
+        if not ends_value(buf, q, n, in_states):
+            return -1
     f = 0
     if (seen >> 2) & 1:
         f = 1
@@ -315,7 +356,7 @@ def line(buf, p, e, k, ints, floats, valid, fspan, fneed, fmt, sevs):
     if (seen >> 9) & 1 or (seen >> 10) & 1:
         f = 4
     fmt[k] = f
-    return True
+    return q
 
 
 @numba.njit(cache=True, nogil=True)
@@ -326,15 +367,18 @@ def scan(buf, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, s
     i = 0
     p = 0
     k = 0
+    pred = np.full(32, -1, np.int64)
     while p < n:
-        e = p
-        while e < n and buf[e] != 10:
-            e += 1
-        starts[i] = p
-        ends[i] = e
-        if line(buf, p, e, k, ints, floats, valid, fspan, fneed, fmt, sev):
+        e = line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sev, pred)
+        if e >= 0:
             fast_line[k] = i
             k += 1
+        else:
+            e = p
+            while e < n and buf[e] != 10:
+                e += 1
+        starts[i] = p
+        ends[i] = e
         i += 1
         p = e + 1
     return i, k

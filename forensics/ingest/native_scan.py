@@ -115,7 +115,7 @@ class Scan:
 def scan_block(block: bytes | bytearray) -> Scan | None:
     """The compiled pass over ``block`` (whole lines), or None when the block must go to the
     reference path as a whole (``\\r`` or NUL bytes, invalid UTF-8, a Docker record first)."""
-    if b"\r" in block or b"\0" in block or block.lstrip()[:7] == b'{"log":':
+    if b"\r" in block or b"\0" in block or block[:64].lstrip().startswith(b'{"log":'):
         return None
     if not block.isascii():
         try:
