@@ -827,6 +827,8 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
         native = native_scan.enabled(os.path.getsize(path))
     elif native:
         native = native_scan.kernel() is not None
+    if native and block_bytes == BLOCK_BYTES:
+        block_bytes = native_scan.BLOCK_BYTES
     scanner = _Scanner(source)
     layouts = iteration_line.Layouts()
     streams = _Streams()
