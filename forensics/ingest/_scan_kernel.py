@@ -45,6 +45,11 @@ unit = np.array([0, 0, 0, 0, 1, 1, 2, 0, 0, 0, 0, 0, 0, 0], dtype=np.int64)
 pow10 = np.array([10.0 ** k for k in range(23)], dtype=np.float64)
 cum_days = np.array([0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334], np.int64)
 mdays = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], np.int64)
+#: the logger prefix's MM/DD/YYYY-HH:MM:SS and the iteration line's YYYY-MM-DD HH:MM:SS
+prefix_widths = np.array([2, 2, 4, 2, 2, 2], np.int64)
+prefix_seps = np.array([47, 47, 45, 58, 58, -1], np.int64)
+iso_widths = np.array([4, 2, 2, 2, 2, 2], np.int64)
+iso_seps = np.array([45, 45, 32, 58, 58, -1], np.int64)
 prefix_mid = np.frombuffer(b"] [TRT-LLM] [RANK ", dtype=np.uint8).copy()
 iter_head = np.frombuffer(b"iter = ", dtype=np.uint8).copy()
 na = np.frombuffer(b"N/A", dtype=np.uint8).copy()
@@ -77,6 +82,35 @@ def digit_run(buf, p, e, most):
     if q == p:
         return -1, p
     return v, q
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def time_fields(buf, p, n, widths, seps):
+    """(ok, six numbers, position after) of a time of fixed-width fields ``widths`` joined by
+    the bytes ``seps`` (-1: none after that field)."""
+    v0 = v1 = v2 = v3 = v4 = v5 = 0
+    q = p
+    for j in range(6):
+        v, q = digits(buf, q, n, widths[j])
+        if v < 0:
+            return False, 0, 0, 0, 0, 0, 0, q
+        if seps[j] >= 0:
+            if q >= n or buf[q] != seps[j]:
+                return False, 0, 0, 0, 0, 0, 0, q
+            q += 1
+        if j == 0:
+            v0 = v
+        elif j == 1:
+            v1 = v
+        elif j == 2:
+            v2 = v
+        elif j == 3:
+            v3 = v
+        elif j == 4:
+            v4 = v
+        else:
+            v5 = v
+    return True, v0, v1, v2, v3, v4, v5, q
 
 
 @numba.njit(cache=True, nogil=True)
@@ -127,23 +161,8 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
     # ---- prefix: [MM/DD/YYYY-HH:MM:SS] [TRT-LLM] [RANK n] [S]
     if p + 53 > n or buf[p] != 91:
         return -1
-    mo, q = digits(buf, p + 1, n, 2)
-    if mo < 0 or buf[q] != 47:
-        return -1
-    dd, q = digits(buf, q + 1, n, 2)
-    if dd < 0 or buf[q] != 47:
-        return -1
-    yy, q = digits(buf, q + 1, n, 4)
-    if yy < 0 or buf[q] != 45:
-        return -1
-    hh, q = digits(buf, q + 1, n, 2)
-    if hh < 0 or buf[q] != 58:
-        return -1
-    mi, q = digits(buf, q + 1, n, 2)
-    if mi < 0 or buf[q] != 58:
-        return -1
-    ss, q = digits(buf, q + 1, n, 2)
-    if ss < 0:
+    ok, mo, dd, yy, hh, mi, ss, q = time_fields(buf, p + 1, n, prefix_widths, prefix_seps)
+    if not ok:
         return -1
     t = epoch_us(yy, mo, dd, hh, mi, ss)
     if t < 0:
@@ -208,32 +227,38 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
             if q >= n or buf[q] != 39:
                 return -1
             q += 1
-        a = q
-        while q < n and (97 <= buf[q] <= 122 or buf[q] == 95):
-            q += 1
-        ln = q - a
         code = -1
-        if pair < len(pred) and pred[pair] >= 0:
+        if pair < len(pred) and pred[pair] >= 0:   # the last line's name here, compared
             c = pred[pair]
             o = name_off[c]
-            if name_off[c + 1] - o == ln:
+            ln = name_off[c + 1] - o
+            if q + ln < n:
                 code = c
                 for j in range(ln):
-                    if name_bytes[o + j] != buf[a + j]:
+                    if name_bytes[o + j] != buf[q + j]:
                         code = -1
                         break
-        for c in range(n_names if code < 0 else 0):
-            o = name_off[c]
-            if name_off[c + 1] - o != ln:
-                continue
-            same = True
-            for j in range(ln):
-                if name_bytes[o + j] != buf[a + j]:
-                    same = False
+                if code >= 0 and (97 <= buf[q + ln] <= 122 or buf[q + ln] == 95):
+                    code = -1
+                if code >= 0:
+                    q += ln
+        if code < 0:
+            a = q
+            while q < n and (97 <= buf[q] <= 122 or buf[q] == 95):
+                q += 1
+            ln = q - a
+            for c in range(n_names):
+                o = name_off[c]
+                if name_off[c + 1] - o != ln:
+                    continue
+                same = True
+                for j in range(ln):
+                    if name_bytes[o + j] != buf[a + j]:
+                        same = False
+                        break
+                if same:
+                    code = c
                     break
-            if same:
-                code = c
-                break
         if code < 0 or (code >= state_first) != in_states or (seen >> code) & 1:
             return -1
         seen |= 1 << code
@@ -258,23 +283,8 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
         is_na = q + 3 <= n and buf[q] == na[0] and buf[q + 1] == na[1] and buf[q + 2] == na[2] \
             and ends_value(buf, q + 3, n, in_states)
         if code == 8:                  # timestamp = YYYY-MM-DD HH:MM:SS
-            y2, w = digits(buf, q, n, 4)
-            if y2 < 0 or w >= n or buf[w] != 45:
-                return -1
-            m2, w = digits(buf, w + 1, n, 2)
-            if m2 < 0 or w >= n or buf[w] != 45:
-                return -1
-            d2, w = digits(buf, w + 1, n, 2)
-            if d2 < 0 or w >= n or buf[w] != 32:
-                return -1
-            h2, w = digits(buf, w + 1, n, 2)
-            if h2 < 0 or w >= n or buf[w] != 58:
-                return -1
-            n2, w = digits(buf, w + 1, n, 2)
-            if n2 < 0 or w >= n or buf[w] != 58:
-                return -1
-            s2, w = digits(buf, w + 1, n, 2)
-            if s2 < 0:
+            ok, y2, m2, d2, h2, n2, s2, w = time_fields(buf, q, n, iso_widths, iso_seps)
+            if not ok:
                 return -1
             t2 = epoch_us(y2, m2, d2, h2, n2, s2)
             if t2 < 0:
