@@ -263,6 +263,9 @@ def main() -> None:
     ap.add_argument("--methods", default="ours,naive,polars,duckdb,cat,grep")
     ap.add_argument("--rounds", type=int, default=3, help="paired rounds (medians reported)")
     ap.add_argument("--workdir", help="keep the log, the baseline scripts and outputs here")
+    ap.add_argument("--flat-mb", type=int, default=0,
+                    help="also run ours once on a log of this size (same generator, the native "
+                         "path forced on both) and print the peak-RSS ratio (flat = 1.0)")
     args = ap.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="ingest-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -312,6 +315,20 @@ def main() -> None:
                     counts[m.name] = int(m.samples[-1].stdout.split()[-1])
             print("iteration rows:", json.dumps(counts))
             print(wp.table(methods, mb), flush=True)
+            if args.flat_mb and "ours" in argv:
+                small = work / f"{gen}-{args.variant}-{args.flat_mb}MB.log"
+                if not small.exists():
+                    (generate_bench(small, args.flat_mb, args.variant) if gen == "bench"
+                     else generate_simulated(small, args.flat_mb, args.variant))
+                forced = dict(env, FORENSICS_INGEST_PATH="native")
+                rss = []
+                for lg in (small, log):
+                    fresh(out["ours"])
+                    rss.append(wp.measure([*argv["ours"][:4], str(lg), *argv["ours"][5:]],
+                                          forced, str(work)).rss_mib)
+                print(f"peak RSS of ours, {small.stat().st_size / 1e6:.0f} MB -> {mb:.0f} MB "
+                      f"(x{log.stat().st_size / small.stat().st_size:.1f} input): "
+                      f"{rss[0]:.0f} -> {rss[1]:.0f} MiB, ratio {rss[1] / rss[0]:.2f}", flush=True)
     finally:
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)

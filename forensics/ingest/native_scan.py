@@ -42,9 +42,11 @@ import pyarrow.compute as pc
 #: Environment switch: ``reference`` forces the reference (Arrow/RE2) path for every input,
 #: ``native`` this one for every input whatever its size (when numba is importable).
 PATH_ENV = "FORENSICS_INGEST_PATH"
-#: Inputs smaller than this (bytes on disk) use the reference path: numba's import
-#: (~0.3 s CPU) only pays for itself on big logs, and a small post-mortem never imports it.
-MIN_BYTES = 32 << 20
+#: Inputs smaller than this (bytes on disk) use the reference path. Measured (whole process,
+#: CPU): numba's import and cache load cost ~0.73 s and ~110 MiB once; past that this path
+#: costs ~6.5 ms/MB against the reference's ~18.5 ms/MB, so it pays from about 60 MB. A small
+#: post-mortem never imports numba.
+MIN_BYTES = 64 << 20
 #: Block size on this path: per block, the reference path's regexes are compiled again for
 #: the few lines left to it, so bigger blocks than the reference's pay (measured: 16 MB).
 BLOCK_BYTES = 8 << 20
