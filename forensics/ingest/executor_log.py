@@ -7,6 +7,8 @@ thread (Arrow releases the GIL, so two blocks are analysed at once). Only the ra
 lines (tracebacks, banners, known messages; see :data:`log_events.CANDIDATE_PATTERN`) are
 looked at in Python, in order, by a scanner whose open multi-line events carry over from one
 block to the next. Memory holds a bounded number of blocks, whatever the input size.
+For big inputs, :mod:`native_scan` first reads the common iteration lines of each block in one
+compiled pass; only the other lines take the Arrow path, and the rows are the same either way.
 
 Line accounting: every line (1-based, of the decompressed text; a final line without newline
 counts; a trailing ``\\r`` is dropped as part of the line end) is exactly one of: the ``line`` of
@@ -560,6 +562,8 @@ def _analyse_scanned(block: bytes | bytearray, scan: native_scan.Scan, source: s
         return out
 
     p = sub.pre
+    # a prefix's time text is read for event lines only (iteration rows carry their own
+    # typed log_time), so the fast lines leave it null
     none = pa.nulls(k, pa.string())
     pre = line_prefix.Prefixes(
         launcher_rank=merge(pa.nulls(k, pa.int32()), p.launcher_rank),
