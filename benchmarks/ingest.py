@@ -27,6 +27,10 @@ The baselines build the iterations table only; ours builds every table, so any r
 anything, unfair to ours. The figures to quote are CPU-time ratios from one run (on a shared
 machine wall time also measures the neighbours).
 
+Logs are generated once per work directory and size (``{generator}-{variant}-{size}MB.log``)
+and reused by later runs with the same ``--workdir``. ``ours`` runs once untimed first (its
+first run on a fresh install compiles the numba scanner into numba's cache).
+
 Usage:
     python benchmarks/ingest.py                        # 64 MB, both generators, 3 rounds
     python benchmarks/ingest.py --size-mb 1024 --rounds 3 --generators bench,simulate
@@ -259,6 +263,9 @@ def main() -> None:
     ap.add_argument("--methods", default="ours,naive,polars,duckdb,cat,grep")
     ap.add_argument("--rounds", type=int, default=3, help="paired rounds (medians reported)")
     ap.add_argument("--workdir", help="keep the log, the baseline scripts and outputs here")
+    ap.add_argument("--flat-mb", type=int, default=0,
+                    help="also run ours once on a log of this size (same generator, the native "
+                         "path forced on both) and print the peak-RSS ratio (flat = 1.0)")
     args = ap.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="ingest-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -267,8 +274,10 @@ def main() -> None:
     try:
         scripts = write_baselines(work, args.variant)
         for gen in args.generators.split(","):
-            log = work / f"{gen}-{args.variant}.log"
-            if not log.exists():
+            log = work / f"{gen}-{args.variant}-{args.size_mb}MB.log"
+            if log.exists():   # a work directory's logs are reused (delete one to regenerate)
+                print(f"reusing {log}", flush=True)
+            else:
                 (generate_bench(log, args.size_mb, args.variant) if gen == "bench"
                  else generate_simulated(log, args.size_mb, args.variant))
             mb = log.stat().st_size / 1e6
@@ -291,6 +300,12 @@ def main() -> None:
             methods = [wp.Method(m, argv[m], env=env,
                                  prepare=(lambda d=out[m]: fresh(d)) if m in out else None)
                        for m in args.methods.split(",")]
+            for m in methods:
+                if m.name == "ours":   # untimed: a fresh install compiles numba's cache here
+                    m.prepare()
+                    s = wp.measure(m.argv, m.env, str(work))
+                    print(f"  warm-up: ours {s.wall:.2f} s wall {s.cpu:.2f} s cpu "
+                          f"{s.rss_mib:.0f} MiB (not counted)", flush=True)
             wp.run_rounds(methods, args.rounds, cwd=str(work))
             counts = {}
             for m in methods:
@@ -300,6 +315,20 @@ def main() -> None:
                     counts[m.name] = int(m.samples[-1].stdout.split()[-1])
             print("iteration rows:", json.dumps(counts))
             print(wp.table(methods, mb), flush=True)
+            if args.flat_mb and "ours" in argv:
+                small = work / f"{gen}-{args.variant}-{args.flat_mb}MB.log"
+                if not small.exists():
+                    (generate_bench(small, args.flat_mb, args.variant) if gen == "bench"
+                     else generate_simulated(small, args.flat_mb, args.variant))
+                forced = dict(env, FORENSICS_INGEST_PATH="native")
+                rss = []
+                for lg in (small, log):
+                    fresh(out["ours"])
+                    rss.append(wp.measure([*argv["ours"][:4], str(lg), *argv["ours"][5:]],
+                                          forced, str(work)).rss_mib)
+                print(f"peak RSS of ours, {small.stat().st_size / 1e6:.0f} MB -> {mb:.0f} MB "
+                      f"(x{log.stat().st_size / small.stat().st_size:.1f} input): "
+                      f"{rss[0]:.0f} -> {rss[1]:.0f} MiB, ratio {rss[1] / rss[0]:.2f}", flush=True)
     finally:
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)

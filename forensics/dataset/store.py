@@ -206,7 +206,8 @@ class _TableFile:
         data = pa.concat_tables(self.buffer).replace_schema_metadata(self.schema.metadata)
         self.buffer.clear()
         if self.writer is None:
-            self.writer = pq.ParquetWriter(self.path, self.schema, compression="zstd")
+            self.writer = pq.ParquetWriter(self.path, self.schema, compression="zstd",
+                                           use_dictionary=_dictionary_columns(self.schema))
         whole = (data.num_rows // ROW_GROUP_ROWS) * ROW_GROUP_ROWS
         if final or self.bytes >= ROW_GROUP_BYTES:
             whole = data.num_rows
@@ -233,6 +234,13 @@ class _TableFile:
                 self.writer.close()
             self.writer = None
         self.buffer.clear()
+
+
+def _dictionary_columns(schema: pa.Schema) -> list[str]:
+    """Columns written dictionary-encoded: the strings only. Measured on 400k iteration rows
+    (zstd): every column 0.27-0.34 s CPU, strings only 0.16-0.20 s; numbers rarely repeat
+    enough for a dictionary to pay (files 9% smaller to 20% larger than with every column)."""
+    return [f.name for f in schema if pa.types.is_string(f.type)]
 
 
 def _file_schema(table: str) -> pa.Schema:

@@ -7,6 +7,8 @@ thread (Arrow releases the GIL, so two blocks are analysed at once). Only the ra
 lines (tracebacks, banners, known messages; see :data:`log_events.CANDIDATE_PATTERN`) are
 looked at in Python, in order, by a scanner whose open multi-line events carry over from one
 block to the next. Memory holds a bounded number of blocks, whatever the input size.
+For big inputs, :mod:`native_scan` first reads the common iteration lines of each block in one
+compiled pass; only the other lines take the Arrow path, and the rows are the same either way.
 
 Line accounting: every line (1-based, of the decompressed text; a final line without newline
 counts; a trailing ``\\r`` is dropped as part of the line end) is exactly one of: the ``line`` of
@@ -40,6 +42,7 @@ from forensics.ingest import (
     iteration_line,
     line_prefix,
     log_events,
+    native_scan,
     sources,
     timestamps,
 )
@@ -402,23 +405,24 @@ def _wrapper_columns(pre: line_prefix.Prefixes, lines: pa.Array, docker_time: pa
     return {"collector": collector, "collector_time": ctime, "host": pre.host}
 
 
-def _analyse(block: bytes | bytearray, source: str, layouts: iteration_line.Layouts,
-             streams: _Streams | None = None) -> _Block:
-    """The per-block vectorised work (runs in a worker thread).
+@dataclasses.dataclass
+class _Features:
+    """What the reference path reads from each line on its own (no neighbour involved), for
+    a subset of a block's lines: so lines the native scanner took need none of it."""
 
-    Its line numbers are not known yet (earlier blocks may still be in other threads), so
-    they start at 1 and the caller moves the block into place (``placed`` in
-    :func:`parse_executor_log`; counting lines in the reading thread cost it 1 ms per block).
-    """
-    first_line = 1
-    lines, nul = _lines(block)
+    pre: line_prefix.Prefixes
+    is_iter: np.ndarray
+    body: pa.Array              # bodies of the non-iteration lines only
+    is_cand: np.ndarray         # before the wrapping logger lines are added
+    is_collector: np.ndarray
+    body_lead: np.ndarray       # body starts with white space then text
+    iterations: pa.Table        # wrapper columns still null
+
+
+def _features(lines: pa.Array, line_no: pa.Array, source: str,
+              layouts: iteration_line.Layouts) -> _Features:
+    """The reference path's per-line work over ``lines`` (their numbers ``line_no``)."""
     n = len(lines)
-    docker_time = None
-    # a Docker json-file log is all records: a block (cut at a line start) whose first line is
-    # one is unwrapped (searching every block for the marker cost 5% of the whole parse)
-    if block[:len(line_prefix.DOCKER_START) + 16].lstrip(b"\0").startswith(
-            line_prefix.DOCKER_START.encode()):
-        lines, docker_time = line_prefix.unwrap_docker(lines)
     pre = line_prefix.strip(lines)
     is_iter = iteration_line.starts_iteration(lines, pre.body_offset)
     rest = pre.body_offset < 0
@@ -429,18 +433,36 @@ def _analyse(block: bytes | bytearray, source: str, layouts: iteration_line.Layo
     other = ~is_iter
     other_lines = pc.filter(lines, pa.array(other)) if is_iter.any() else lines
     body = line_prefix.bodies(other_lines)
-    body_index = np.cumsum(other) - 1
     is_cand = np.zeros(n, dtype=bool)
     is_cand[other] = _mask(pc.match_substring_regex(body, log_events.CANDIDATE_PATTERN))
     is_collector = np.zeros(n, dtype=bool)
     is_collector[other] = _mask(pc.match_substring_regex(
         other_lines, line_prefix.COLLECTOR_TIMESTAMP_LINE))
     is_collector &= ~pre.has_logger & ~is_cand
-    # a logger line followed by an indented line without prefix may have wrapped onto it: the
-    # scanner looks (and at a block's last line, which may wrap into the next block)
     body_lead = np.zeros(n, dtype=bool)
     body_lead[other] = _mask(pc.match_substring_regex(body, r"^\s+\S"))
-    may_continue = body_lead & ~pre.has_logger & ~is_collector
+    if is_iter.any():
+        rank = pc.coalesce(pre.logger_rank, pre.launcher_rank)
+        sel = pa.array(is_iter)
+        iters = layouts.parse(pc.filter(lines, sel), source=source,
+                              line=pc.filter(line_no, sel), rank=pc.filter(rank, sel),
+                              log_time=pc.filter(pre.log_time, sel))
+    else:
+        iters = ITERATIONS.empty_table()
+    return _Features(pre=pre, is_iter=is_iter, body=body, is_cand=is_cand,
+                     is_collector=is_collector, body_lead=body_lead, iterations=iters)
+
+
+def _finish(lines: pa.Array, f: _Features, nul: np.ndarray | None,
+            docker_time: pa.Array | None, streams: _Streams | None) -> _Block:
+    """The block from its lines' features: the work that looks at neighbouring lines
+    (wrapping, collector times, the last rank seen) and the wrapper columns."""
+    n = len(lines)
+    pre, is_iter, is_cand = f.pre, f.is_iter, f.is_cand.copy()
+    is_collector = f.is_collector
+    # a logger line followed by an indented line without prefix may have wrapped onto it: the
+    # scanner looks (and at a block's last line, which may wrap into the next block)
+    may_continue = f.body_lead & ~pre.has_logger & ~is_collector
     wrap_head = pre.has_logger & ~is_iter
     if n:
         wrap_head[:-1] &= may_continue[1:]
@@ -457,24 +479,109 @@ def _analyse(block: bytes | bytearray, source: str, layouts: iteration_line.Layo
         stream[has] = ids[pc.fill_null(at, 0).to_numpy()[has]]
     wrappers = _wrapper_columns(pre, lines, docker_time, is_collector)
     rank = pc.coalesce(pre.logger_rank, pre.launcher_rank)
-    if is_iter.any():
-        line_no = pa.array(np.arange(first_line, first_line + n, dtype=np.int64))
+    iters = f.iterations
+    if iters.num_rows and any(w.null_count < n for w in wrappers.values()):
         sel = pa.array(is_iter)
-        it_lines = pc.filter(lines, sel)
-        it_no, it_rank, it_time = (pc.filter(line_no, sel), pc.filter(rank, sel),
-                                   pc.filter(pre.log_time, sel))
-        iters = layouts.parse(it_lines, source=source, line=it_no, rank=it_rank,
-                              log_time=it_time)
-        if any(w.null_count < n for w in wrappers.values()):
-            for name, values in wrappers.items():
-                i = iters.schema.get_field_index(name)
-                iters = iters.set_column(i, iters.schema.field(i), pc.filter(values, sel))
-    else:
-        iters = ITERATIONS.empty_table()
-    return _Block(first_line=first_line, lines=lines, pre=pre, is_iter=is_iter, body=body,
-                  body_index=body_index, is_cand=is_cand, is_collector=is_collector,
-                  stream=stream, rank=rank, rank_ffill=pc.fill_null_forward(rank),
-                  iterations=iters, nul=nul, wrappers=wrappers, wrap_head=wrap_head)
+        for name, values in wrappers.items():
+            i = iters.schema.get_field_index(name)
+            iters = iters.set_column(i, iters.schema.field(i), pc.filter(values, sel))
+    return _Block(first_line=1, lines=lines, pre=pre, is_iter=is_iter, body=f.body,
+                  body_index=np.cumsum(~is_iter) - 1, is_cand=is_cand,
+                  is_collector=is_collector, stream=stream, rank=rank,
+                  rank_ffill=pc.fill_null_forward(rank), iterations=iters, nul=nul,
+                  wrappers=wrappers, wrap_head=wrap_head)
+
+
+def _analyse(block: bytes | bytearray, source: str, layouts: iteration_line.Layouts,
+             streams: _Streams | None = None, native: bool = False) -> _Block:
+    """The per-block vectorised work (runs in a worker thread).
+
+    Its line numbers are not known yet (earlier blocks may still be in other threads), so
+    they start at 1 and the caller moves the block into place (``placed`` in
+    :func:`parse_executor_log`; counting lines in the reading thread cost it 1 ms per block).
+    With ``native``, the lines :mod:`native_scan` reads are taken from its one pass and only
+    the others go through the reference path's per-line work.
+    """
+    scan = native_scan.scan_block(block) if native else None
+    if scan is not None:
+        return _analyse_scanned(block, scan, source, layouts, streams)
+    lines, nul = _lines(block)
+    n = len(lines)
+    docker_time = None
+    # a Docker json-file log is all records: a block (cut at a line start) whose first line is
+    # one is unwrapped (searching every block for the marker cost 5% of the whole parse)
+    if block[:len(line_prefix.DOCKER_START) + 16].lstrip(b"\0").startswith(
+            line_prefix.DOCKER_START.encode()):
+        lines, docker_time = line_prefix.unwrap_docker(lines)
+    line_no = pa.array(np.arange(1, n + 1, dtype=np.int64))
+    return _finish(lines, _features(lines, line_no, source, layouts), nul, docker_time,
+                   streams)
+
+
+def _analyse_scanned(block: bytes | bytearray, scan: native_scan.Scan, source: str,
+                     layouts: iteration_line.Layouts, streams: _Streams | None) -> _Block:
+    """:func:`_analyse` of a block the native scanner read: its fast lines' rows and prefix
+    values come from the scan, the other lines' from the reference path, merged by line."""
+    n = scan.n
+    fast = np.zeros(n, dtype=bool)
+    fast[scan.fast_line] = True
+    other = np.flatnonzero(~fast)
+    k, m = len(scan.fast_line), len(other)
+    data = pa.py_buffer(block)
+    # the fast lines' text is never read again (they are iteration rows): kept empty
+    lines = line_prefix.spans(data, scan.starts, np.where(fast, scan.starts, scan.ends))\
+        .take(pa.array(np.arange(0, 2 * n, 2))) if n else pa.array([], pa.string())
+    fast_rows = native_scan.iterations(scan, block, source)
+    if m == 0:
+        none = pa.nulls(n, pa.string())
+        pre = line_prefix.Prefixes(
+            launcher_rank=pa.nulls(n, pa.int32()),
+            logger_rank=native_scan.prefix_ranks(scan),
+            severity=native_scan.severities(scan), log_time=none, collector_time=none,
+            collector=none, host=none, has_logger=np.ones(n, dtype=bool),
+            is_cpp=np.zeros(n, dtype=bool), body_offset=np.full(n, -1, dtype=np.int64))
+        f = _Features(pre=pre, is_iter=np.ones(n, dtype=bool), body=pa.array([], pa.string()),
+                      is_cand=np.zeros(n, dtype=bool), is_collector=np.zeros(n, dtype=bool),
+                      body_lead=np.zeros(n, dtype=bool), iterations=fast_rows)
+        return _finish(lines, f, None, None, streams)
+    sub = _features(lines.take(pa.array(other)), pa.array(other + 1), source, layouts)
+    order = np.empty(n, dtype=np.int64)
+    order[scan.fast_line] = np.arange(k)
+    order[other] = k + np.arange(m)
+    order_a = pa.array(order)
+
+    def merge(fast_values: pa.Array, other_values: pa.Array) -> pa.Array:
+        if fast_values.null_count == k and other_values.null_count == m:
+            return pa.nulls(n, other_values.type)
+        return pa.concat_arrays([fast_values.cast(other_values.type), other_values])\
+            .take(order_a)
+
+    def spread(fast_value: bool | int, other_values: np.ndarray) -> np.ndarray:
+        out = np.full(n, fast_value, dtype=other_values.dtype)
+        out[other] = other_values
+        return out
+
+    p = sub.pre
+    # a prefix's time text is read for event lines only (iteration rows carry their own
+    # typed log_time), so the fast lines leave it null
+    none = pa.nulls(k, pa.string())
+    pre = line_prefix.Prefixes(
+        launcher_rank=merge(pa.nulls(k, pa.int32()), p.launcher_rank),
+        logger_rank=merge(native_scan.prefix_ranks(scan), p.logger_rank),
+        severity=merge(native_scan.severities(scan), p.severity),
+        log_time=merge(none, p.log_time), collector_time=merge(none, p.collector_time),
+        collector=merge(none, p.collector), host=merge(none, p.host),
+        has_logger=spread(True, p.has_logger), is_cpp=spread(False, p.is_cpp),
+        body_offset=spread(-1, p.body_offset))
+    iters = fast_rows
+    if sub.iterations.num_rows:
+        iters = pa.concat_tables([fast_rows, sub.iterations])
+        iters = iters.take(pc.sort_indices(iters, [("line", "ascending")]))
+    f = _Features(pre=pre, is_iter=spread(True, sub.is_iter), body=sub.body,
+                  is_cand=spread(False, sub.is_cand),
+                  is_collector=spread(False, sub.is_collector),
+                  body_lead=spread(False, sub.body_lead), iterations=iters)
+    return _finish(lines, f, None, None, streams)
 
 
 # --------------------------------------------------------------------------- sequential stage
@@ -700,7 +807,8 @@ def _unparsed_rows(rows: list[tuple[int, str]], source: str) -> pa.Table:
 def parse_executor_log(path: str | os.PathLike, source: str, *,
                        progress: Callable[[int], None] | None = None,
                        block_bytes: int = BLOCK_BYTES, threads: int = THREADS,
-                       max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[LogBatch]:
+                       max_line_bytes: int = MAX_LINE_BYTES,
+                       native: bool | None = None) -> Iterator[LogBatch]:
     """Stream a plain/.gz/.zst executor log in blocks; memory stays flat whatever its size.
 
     Args:
@@ -712,11 +820,19 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
         threads: worker threads for the vectorised stage (1 analyses in the caller's thread).
         max_line_bytes: a longer line becomes a ``long_line`` event holding its first
             ``max_line_bytes`` bytes (memory stays bounded whatever the line).
+        native: read the common iteration lines with :mod:`native_scan` (same rows); None
+            decides by the file's size and ``native_scan.PATH_ENV``.
 
     Yields:
         One :class:`LogBatch` per block, plus a last one for events still open at the end
         (and the ``input_truncated`` event of a truncated .gz/.zst).
     """
+    if native is None:
+        native = native_scan.enabled(os.path.getsize(path))
+    elif native:
+        native = native_scan.kernel() is not None
+    if native and block_bytes == BLOCK_BYTES:
+        block_bytes = native_scan.BLOCK_BYTES
     scanner = _Scanner(source)
     layouts = iteration_line.Layouts()
     streams = _Streams()
@@ -775,9 +891,9 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
             elif not block:
                 continue
             elif pool is not None:
-                pending.append(pool.submit(_analyse, block, source, layouts, streams))
+                pending.append(pool.submit(_analyse, block, source, layouts, streams, native))
             else:
-                pending.append(_analyse(block, source, layouts, streams))
+                pending.append(_analyse(block, source, layouts, streams, native))
             while len(pending) > (threads if pool is not None else 0):
                 yield drain_one()
         while pending:

@@ -55,9 +55,24 @@ def _parse(text: pa.Array) -> tuple[pa.Array, pa.Array]:
         iso = pc.if_else(left, text, _NULL)
         iso = pc.replace_substring(iso, ",", ".")
         iso = pc.replace_substring_regex(iso, r"(\.\d{6})\d+$", r"\1")  # ns -> us
-        times = pc.coalesce(times, pc.cast(iso, TYPE))
+        times = pc.coalesce(times, _cast_each_if_needed(iso))
     rest = pc.if_else(pc.is_valid(times), _NULL, text)
     return times, rest
+
+
+def _cast_each_if_needed(iso: pa.Array) -> pa.Array:
+    """``iso`` cast to timestamps; a value of the right shape but no real time (month 97)
+    fails the whole cast, so then each value is cast alone and such a one is null."""
+    try:
+        return pc.cast(iso, TYPE)
+    except pa.ArrowInvalid:
+        out = []
+        for v in iso:
+            try:
+                out.append(pc.cast(v, TYPE) if v.is_valid else pa.scalar(None, TYPE))
+            except pa.ArrowInvalid:
+                out.append(pa.scalar(None, TYPE))
+        return pa.array([x.as_py() for x in out], TYPE)
 
 
 def typed_stats(table: pa.Table) -> pa.Table:

@@ -1,0 +1,239 @@
+"""The native single-pass scanner (``forensics.ingest.native_scan``) against the reference path.
+
+Every table of a parse with the scanner must equal, row for row and value for value, the same
+parse with the reference (Arrow/RE2) path alone: on the shared samples, on generated logs of
+every variant (the simulator and the benchmark's generator), on the fuzz corpus, and on
+iteration lines mutated the ways that could fool a byte scanner (digits, spacing, prefixes,
+truncation, huge integers, unicode). Also: the scanner really takes the common lines (else the
+comparisons prove nothing), numba missing falls back to the reference path, and a small input
+never imports numba.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import random
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from forensics.ingest import native_scan
+from forensics.ingest.executor_log import parse_executor_log
+
+from . import fuzz_lines
+from .test_line_accounting import SHARED
+
+REPO = Path(__file__).resolve().parents[2]
+TABLES = ("iterations", "events", "unparsed", "traceback_frames")
+
+pytestmark = pytest.mark.skipif(native_scan.kernel() is None, reason="numba not importable")
+
+
+def _parse(path: Path, native: bool, **kw) -> dict[str, pa.Table]:
+    out: dict[str, list[pa.Table]] = {t: [] for t in TABLES}
+    for batch in parse_executor_log(path, path.name, native=native, **kw):
+        for t in TABLES:
+            out[t].append(getattr(batch, t))
+    return {t: pa.concat_tables(v) for t, v in out.items()}
+
+
+def assert_same(path: Path, **kw) -> dict[str, pa.Table]:
+    """Both paths give equal tables; returns the native one."""
+    ref, new = _parse(path, False, **kw), _parse(path, True, **kw)
+    for t in TABLES:
+        if ref[t].equals(new[t]):
+            continue
+        a, b = ref[t].to_pylist(), new[t].to_pylist()
+        assert len(a) == len(b), f"{path}: {t}: {len(a)} reference rows, {len(b)} native"
+        for i, (x, y) in enumerate(zip(a, b)):
+            diff = {c: (x[c], y[c]) for c in x if x[c] != y[c]}
+            assert not diff, f"{path}: {t} row {i}: (reference, native) {diff}"
+        assert ref[t].schema == new[t].schema, t
+    return new
+
+
+def _fast_lines(path: Path) -> int:
+    """Lines the scanner takes when it reads the whole file as one block."""
+    return len(native_scan.scan_block(path.read_bytes()).fast_line)
+
+
+def _simulated(tmp: Path, variant: str, scenario: str = "nvbug-6438685") -> Path:
+    out = tmp / f"sim-{scenario}-{variant}"
+    subprocess.run([sys.executable, "-m", "forensics", "simulate", "--scenario", scenario,
+                    "--iters", "60", "--log-format", variant, "-o", str(out)], check=True,
+                   capture_output=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    return out / "executor.log"
+
+
+def _bench_module():
+    spec = importlib.util.spec_from_file_location("bench_ingest", REPO / "benchmarks" / "ingest.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("variant", ["V1", "V2", "V3", "V4", "V5"])
+def test_simulated_logs_of_every_variant(tmp_path, variant):
+    for scenario in ("nvbug-6438685", "surplus-17278"):
+        log = _simulated(tmp_path, variant, scenario)
+        new = assert_same(log, block_bytes=1 << 14)
+        n = new["iterations"].num_rows
+        assert n > 100 and _fast_lines(log) == n   # every iteration line read natively
+
+
+@pytest.mark.parametrize("variant", ["V1", "V2", "V3", "V4", "V5"])
+def test_benchmark_generator_of_every_variant(tmp_path, variant):
+    log = tmp_path / f"bench-{variant}.log"
+    _bench_module().generate_bench(log, 1, variant)
+    new = assert_same(log, block_bytes=1 << 16)
+    assert new["events"].num_rows > 10 and new["traceback_frames"].num_rows == 1
+    assert _fast_lines(log) == new["iterations"].num_rows
+
+
+def test_shared_samples():
+    real = SHARED / "samples" / "real-logs"
+    if not real.is_dir():
+        pytest.skip("../shared/samples absent")
+    for p in sorted(real.iterdir()):
+        if p.is_file():
+            assert_same(p)
+            assert_same(p, block_bytes=997)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(0, 2**32 - 1), block=st.sampled_from([61, 997, 1 << 20]),
+       real=st.booleans())
+def test_fuzz_corpus(seed, block, real):
+    rng = random.Random(seed)
+    samples = fuzz_lines.sample_lines(SHARED) if real else ()
+    data = fuzz_lines.fuzz_log(rng, samples, n_lines=rng.randrange(1, 60))
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "fuzz.log"
+        path.write_bytes(data)
+        assert_same(path, block_bytes=block, max_line_bytes=4096)
+
+
+# ----------------------------------------------------------------- mutated iteration lines
+
+_GOOD = [
+    ("[11/30/2026-12:00:01] [TRT-LLM] [RANK 3] [I] iter = 12, global_rank = 3, rank = 3, "
+    "num_scheduled_requests = 2, kv_cache_util = 0.125, currank_total_requests = 4/32, "
+    "host_step_time = 11.553961ms, prev_device_step_time = N/A, timestamp = 2026-11-30 12:00:01, "
+    "states = {'num_ctx_requests': 1, 'num_ctx_tokens': 512, 'num_generation_tokens': 3}"),
+    ("[02/29/2024-23:59:59] [TRT-LLM] [RANK 0] [W] iter = 1, global_rank = 0, rank = 0, "
+    "currank_total_requests = 0/0, elapsed_time = 0.011553960931275007s, "
+    "timestamp = 2024-02-29 23:59:59, num_scheduled_requests: 0, "
+    "states = {'num_ctx_requests': 0, 'num_ctx_tokens': 0, 'num_generation_tokens': 0}"),
+    ("[07/09/2026-16:18:39] [TRT-LLM] [RANK 7] [E] iter = 999999999999999999, global_rank = 7, "
+    "rank = 7, num_scheduled_requests = 0, adp_dummy_ctx_tokens = 0, adp_dummy_gen_tokens = 1, "
+    "kv_cache_util = N/A, currank_total_requests = 0/0, host_step_time = 5ms, "
+    "prev_device_step_time = 0.000001ms, timestamp = 2026-07-09 16:18:39, "
+    "states = {'num_ctx_requests': 0, 'num_ctx_tokens': 0, 'num_generation_tokens': 0}"),
+]
+_PIECES = ["0", "9", "00", "-", "+", ".", "..", "e5", "E-3", " ", "  ", ",", ", ", " = ", ": ",
+           "=", ":", "'", "{", "}", "}}", "[", "]", "ms", "s", "N/A", "n/a", "nan", "inf",
+           "2147483647", "2147483648", "99999999999", "9" * 18, "9" * 19, "9" * 40,
+           "0.1234567890123456789", "13", "32", "60", "24", "00/00", "\u00e9", "\u2028",
+           "\ufeff", "\t", "[RANK 1] ", "[I] ", "[TRT-LLM] ", "iter = 5, ", "states = {",
+           "rank = 1, ", "global_rank = 2, ", "foo = 1, ", "'num_ctx_tokens': 3, "]
+
+
+def _mutate(line: str, rng: random.Random) -> str:
+    how = rng.randrange(6)
+    at = rng.randrange(len(line) + 1)
+    digits = [i for i, c in enumerate(line) if c.isdigit()]
+    if how == 0 and digits:                       # a digit replaced
+        i = rng.choice(digits)
+        return line[:i] + rng.choice(_PIECES) + line[i + 1:]
+    if how == 1:                                  # something inserted
+        return line[:at] + rng.choice(_PIECES) + line[at:]
+    if how == 2:                                  # a character deleted
+        return line[:at] + line[at + 1:]
+    if how == 3:                                  # truncated
+        return line[:at]
+    if how == 4:                                  # a wrapper or a doubled prefix
+        return rng.choice(["0: ", "> ", " ", "node07: ", "[11/30/2026-12:00:01] [TRT-LLM] ",
+                           "[RANK 2] ", "\t2025-12-04 22:23:18.869\t"]) + line
+    parts = line.split(", ")                     # a field repeated, dropped or moved
+    i, j = rng.randrange(len(parts)), rng.randrange(len(parts))
+    if rng.random() < 0.4:
+        parts.insert(j, parts[i])
+    elif rng.random() < 0.5:
+        del parts[i]
+    else:
+        parts[i], parts[j] = parts[j], parts[i]
+    return ", ".join(parts)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 40), block=st.sampled_from([256, 1 << 20]))
+def test_mutated_iteration_lines(seed, n, block):
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n):
+        line = rng.choice(_GOOD)
+        for _ in range(rng.choice([0, 1, 1, 2, 3])):
+            line = _mutate(line, rng)
+        lines.append(line)
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "mutated.log"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        assert_same(path, block_bytes=block)
+
+
+def test_good_lines_are_all_fast(tmp_path):
+    path = tmp_path / "good.log"
+    path.write_text("\n".join(_GOOD) + "\n")
+    assert _fast_lines(path) == 3
+    rows = assert_same(path)["iterations"].to_pylist()
+    assert [r["format"] for r in rows] == ["V4", "V2", "V5"]
+    assert rows[1]["elapsed_time_s"] == 0.011553960931275007
+    assert rows[2]["iter"] == 999999999999999999 and rows[2]["kv_cache_util"] is None
+    assert str(rows[1]["log_time"]) == "2024-02-29 23:59:59"
+
+
+# ----------------------------------------------------------------- switching paths
+
+def test_without_numba_the_reference_path_reads(tmp_path):
+    log = tmp_path / "bench.log"
+    _bench_module().generate_bench(log, 1, "V4")
+    code = ("import sys; sys.modules['numba'] = None\n"
+            "from forensics.ingest import native_scan\n"
+            "from forensics.ingest.executor_log import parse_executor_log\n"
+            "assert native_scan.kernel() is None and not native_scan.enabled(1 << 40)\n"
+            "n = sum(b.iterations.num_rows for b in parse_executor_log(sys.argv[1], 'x', "
+            "native=True))\n"
+            "print(n)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(log)], capture_output=True, text=True,
+                         check=False,
+                         env=dict(os.environ, PYTHONPATH=str(REPO), FORENSICS_INGEST_PATH="native"))
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) == assert_same(log)["iterations"].num_rows
+
+
+def test_small_inputs_never_import_numba(tmp_path):
+    log = _simulated(tmp_path, "V4")
+    code = ("import sys, forensics\n"
+            "forensics.ingest([sys.argv[1]], sys.argv[2], kind='log')\n"
+            "print('numba' in sys.modules)\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("FORENSICS_INGEST_PATH", None)
+    out = subprocess.run([sys.executable, "-c", code, str(log), str(tmp_path / "ds")],
+                         capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.split()[-1] == "False"
+
+
+def test_switch_by_size_and_environment(monkeypatch):
+    monkeypatch.delenv(native_scan.PATH_ENV, raising=False)
+    assert not native_scan.enabled(native_scan.MIN_BYTES - 1)
+    assert native_scan.enabled(native_scan.MIN_BYTES)
+    monkeypatch.setenv(native_scan.PATH_ENV, "reference")
+    assert not native_scan.enabled(1 << 40)
+    monkeypatch.setenv(native_scan.PATH_ENV, "native")
+    assert native_scan.enabled(1)
