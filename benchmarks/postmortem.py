@@ -12,8 +12,9 @@ included), in paired interleaved rounds:
   (``postmortem(..., window=10**9)``), which is what the straightforward in-memory code does:
   every frame of the run as arrays, every policy's decisions as a DataFrame. Skipped above
   ``--baseline-up-to`` frames (its memory grows with the run: 64x100000 would need ~8 GB);
-- with ``--one-reader``, also the streamed post-mortem with ``--jobs 1`` (the input files read
-  one after the other, not one process per file: one reader's memory at a time);
+- with ``--two-readers``, also the streamed post-mortem with ``--jobs 2`` (one process per input
+  file, two at once: less wall time on idle cores, two readers' memory; the default reads the
+  files one after the other);
 - with ``--baseline-tree PATH``, also ``forensics postmortem`` of another checkout (for
   example the code before streaming), run with ``PYTHONPATH=PATH``.
 
@@ -189,9 +190,9 @@ def main() -> None:
                     help="paired rounds per size (0: only simulate, with --keep-inputs)")
     ap.add_argument("--baseline-up-to", type=int, default=3_200_000,
                     help="run the one-window baseline only up to this many frames (ranks x iters)")
-    ap.add_argument("--one-reader", action="store_true",
-                    help="also time the streamed post-mortem reading one input file at a time "
-                         "(--jobs 1: less memory, more wall time)")
+    ap.add_argument("--two-readers", action="store_true",
+                    help="also time the streamed post-mortem reading two input files at once "
+                         "(--jobs 2: more memory, less wall time)")
     ap.add_argument("--baseline-tree", help="also time `forensics postmortem` of this checkout")
     ap.add_argument("--stats-reader", action="store_true",
                     help="also time the IterationStats reader against the per-object json.loads loop "
@@ -227,8 +228,8 @@ def main() -> None:
                 continue
             variants = {"streamed": ([sys.executable, "-m", "forensics", "postmortem", sim, "-o",
                                       report, "-q"], None)}
-            if args.one_reader:
-                variants["one reader"] = (variants["streamed"][0] + ["--jobs", "1"], None)
+            if args.two_readers:
+                variants["two readers"] = (variants["streamed"][0] + ["--jobs", "2"], None)
             if ranks * iters <= args.baseline_up_to:
                 variants["one window"] = ([sys.executable, "-c", _ONE_WINDOW, sim, report], None)
             if args.baseline_tree:
@@ -240,6 +241,10 @@ def main() -> None:
                 for name, (cmd, env) in variants.items():
                     shutil.rmtree(report, ignore_errors=True)   # no cached dataset
                     runs[name].append(measure(cmd, work, env))
+                    # exit 1 also means "python: No module named forensics": a real run leaves
+                    # its findings behind
+                    if not os.path.exists(os.path.join(report, "findings.json")):
+                        raise SystemExit(f"failed: {' '.join(cmd)} wrote no {report}/findings.json")
             med = {k: tuple(statistics.median(x[i] for x in v) for i in range(4))
                    for k, v in runs.items()}
             for name, (wall, cpu, rss, largest) in med.items():

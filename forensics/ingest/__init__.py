@@ -311,8 +311,7 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
         kind: ``"log"``, ``"stats"`` or ``"trace"`` to force one reader for every file.
         quiet: no progress bar (it is also off when stderr is not a terminal).
         jobs: processes reading the files at once (one file each; the dataset is the same).
-            Default: one per core for large inputs
-            (``forensics.ingest.parallel.PARALLEL_MIN_BYTES``), else 1.
+            Default 1 (``forensics.ingest.parallel.ingest_jobs`` says why).
 
     Returns:
         An :class:`IngestReport`; ``report.refused`` lists missing and binary inputs.

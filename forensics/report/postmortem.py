@@ -179,7 +179,7 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
             iterations replayed over all policies), for progress bars.
         ingest_bar: draw the ingest's own byte progress bar (on stderr, only on a terminal).
         jobs: processes reading the input files at once (``forensics.ingest.ingest``; default
-            one per core for large inputs): memory holds that many readers.
+            1): memory holds that many readers.
 
     Returns:
         :class:`PostmortemResult`.
