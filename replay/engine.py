@@ -608,8 +608,8 @@ def replay_windows(windows: Any, policies: Iterable[Policy | str], directory: st
             subdirectory per policy, numbered in the order given); None: a temporary directory
             removed once no result (or view of one) uses its files.
         progress: called with ``(window, windows)`` before each window.
-        threads: threads deciding the policies of a window at once (default: the usable cores);
-            the next window is read meanwhile. Each policy's stream is its own state, so the
+        threads: threads deciding the policies of a window at once (default: the usable cores;
+            1 when a policy has a ``pad_hook``); the next window is read meanwhile. Each policy's stream is its own state, so the
             results do not depend on it; NumPy, Arrow and the Parquet writes release the GIL.
 
     Returns:
@@ -639,6 +639,10 @@ def replay_windows(windows: Any, policies: Iterable[Policy | str], directory: st
     every = [s for group in streams.values() for _, s in group]
     total = len(windows)
     n = max(1, min(threads or _usable_cores(), len(every)))
+    if any(s.policy.pad_hook is not None for s in every):
+        # a hook is Python (it holds the GIL: no gain) and may keep state that the model
+        # variants of one policy share (the stand-in executor of real code): never two at once
+        n = 1
     if n == 1:
         for k, frames in enumerate(windows):
             if progress is not None:

@@ -110,6 +110,40 @@ def test_hooked_policy_streams_like_whole(tmp_path):
         assert_same(whole, replay_windows(FrameWindows(ds, size=size), [pol], tmp_path / f"w{size}"))
 
 
+def test_hooked_policies_are_never_decided_at_once(tmp_path):
+    """Hooks are Python and may share state (one stand-in executor for a policy's model
+    variants): asked for threads, the windowed replay still calls one hook at a time."""
+    import dataclasses
+    import threading
+    import time
+
+    from replay.catalogue import CATALOGUE
+    from replay.policy import PadOutcome
+
+    inside, overlaps, lock = [0], [0], threading.Lock()
+
+    def shared_hook(view):
+        with lock:
+            inside[0] += 1
+            overlaps[0] += inside[0] > 1
+        time.sleep(0.0005)   # long enough for a second thread to arrive if one could
+        schedulable = sum(1 for _, s, d in view.requests if not d and s >= 0)
+        with lock:
+            inside[0] -= 1
+        return PadOutcome(padded=schedulable == 0 and view.expected > 0)
+
+    pols = [dataclasses.replace(CATALOGUE[n], name=n + "+hook", pad_hook=shared_hook)
+            for n in ("legacy-2025", "prefix-2026")]
+    sample = SAMPLES / "nvbug-6438685" / "trace.jsonl"
+    if not sample.is_file():
+        pytest.skip("no samples")
+    ds = as_dataset([sample], cache_dir=tmp_path / "ds")
+    whole = run_all(RunFrames.from_dataset(ds), pols)
+    streamed = replay_windows(FrameWindows(ds, size=8), pols, tmp_path / "w", threads=2)
+    assert overlaps[0] == 0
+    assert_same(whole, streamed)
+
+
 def test_windows_cover_the_run_once(tmp_path):
     """Every frame lands in exactly one window; dropped iterations are the whole run's."""
     sample = SAMPLES / "nvbug-6438685" / "trace.jsonl"
