@@ -362,7 +362,7 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
     fingerprints: list[InputFingerprint] = []
     from forensics.ingest.parallel import ingest_jobs, write_parallel
 
-    n_jobs = ingest_jobs(jobs, total, len(plan))
+    n_jobs = ingest_jobs(jobs, len(plan))
     with DatasetWriter(out) as writer, _progress_bar(total, len(plan), quiet) as advance, \
             recording_reads() as reads:
         if n_jobs > 1:

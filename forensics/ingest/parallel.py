@@ -25,16 +25,15 @@ from pathlib import Path
 from typing import Any
 
 
-def ingest_jobs(jobs: int | None, total: int, files: int) -> int:
-    """Processes to read ``files`` inputs of ``total`` bytes with: ``jobs`` when given (at most
-    one per file), else 1.
+def ingest_jobs(jobs: int | None, files: int) -> int:
+    """Processes to read ``files`` inputs with: ``jobs`` when given (at most one per file),
+    else 1.
 
     One reader by default, measured with ``benchmarks/postmortem.py --one-reader`` on
     fleet-1h: at 32 ranks x 100,000 iterations two readers at once took the post-mortem from
     683 to 1,140 MiB (both readers resident) and 119 to 137 s CPU (two interpreters) for 10 %
     less wall time (102 -> 92 s); one reader keeps peak RSS flat in iterations (642 MiB at
     20,000). ``jobs`` > 1 is for a machine with memory to spare and idle cores."""
-    del total   # the size no longer decides; kept so callers state what they read
     if jobs is None:
         return 1
     return max(1, min(int(jobs), files))

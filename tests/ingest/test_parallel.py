@@ -42,8 +42,8 @@ def _split_by_rank(trace: Path, out: Path, extra: dict | None = None) -> None:
 
 def test_jobs_default_is_one_reader():
     # one reader's memory at a time, whatever the size (ingest_jobs' docstring has the figures)
-    assert ingest_jobs(None, 10, 3) == 1 and ingest_jobs(None, 1 << 40, 3) == 1
-    assert ingest_jobs(4, 0, 3) == 3 and ingest_jobs(2, 0, 1) == 1 and ingest_jobs(0, 0, 3) == 1
+    assert ingest_jobs(None, 3) == 1 and ingest_jobs(None, 1) == 1
+    assert ingest_jobs(4, 3) == 3 and ingest_jobs(2, 1) == 1 and ingest_jobs(0, 3) == 1
 
 
 def test_samples_in_parallel_equal_serial(tmp_path):
