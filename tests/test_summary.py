@@ -55,8 +55,8 @@ def dataset(tmp_path):
             {"run": "r1", "source": "t0.jsonl", "line": 3, "iter": 5, "rank": 0, "num_requests": 0,
              "num_dummies": 0}]))
         w.finish({"tool_version": "9.9", "inputs": [
-            {"name": "a.log", "kind": "log", "size": 1500, "sha256": "x"},
-            {"name": "s.json", "kind": "stats", "size": 20, "sha256": "y"}],
+            {"name": "a.log", "kind": "log", "size": 1500, "xxh3_128": "x"},
+            {"name": "s.json", "kind": "stats", "size": 20, "xxh3_128": "y"}],
             "refused": [{"name": "b.bin", "reason": "binary file"}]})
     return tmp_path / "ds"
 
@@ -73,7 +73,7 @@ def test_summary_numbers(dataset):
         ("r1", "prefix-2026", 4, 3, 2, 4, 5), ("r2", None, 2, 0, 0, None, None)]
     assert s.inputs == (("a.log", "log", 1500), ("s.json", "stats", 20))
     assert s.refused == ("b.bin: binary file",)
-    assert (s.schema_version, s.tool_version) == ("2.0", "9.9")
+    assert (s.schema_version, s.tool_version) == ("2.1", "9.9")
 
 
 def test_summary_by_path_and_json_round_trip(dataset):
@@ -85,7 +85,7 @@ def test_summary_by_path_and_json_round_trip(dataset):
 
 def test_render_text(dataset):
     lines = render_text(summarize(dataset)).splitlines()
-    assert lines[0] == f"dataset {dataset} (schema 2.0, adp-forensics 9.9)"
+    assert lines[0] == f"dataset {dataset} (schema 2.1, adp-forensics 9.9)"
     assert lines[1] == "inputs: 2 (log 1, stats 1)"
     assert lines[2] == "  a.log   log    1.5 kB"
     assert lines[3] == "  s.json  stats  20 B"

@@ -10,7 +10,7 @@ path without mixing tables (``pd.read_parquet("DS/iterations")``,
 ``polars.scan_parquet("DS/frames/*.parquet")``, ``dask.dataframe.read_parquet("DS/requests")``)::
 
     DATASET/
-      _meta.json     schema version, tool version, inputs (name, bytes read, their sha256, kind),
+      _meta.json     schema version, tool version, inputs (name, bytes read, their XXH3-128 digest, kind),
                      rows per table, ``files``: every Parquet file of each table, and for the
                      trace tables which run each file holds
       iterations/    part-00000.parquet: one row per executor iteration log line
@@ -56,7 +56,10 @@ from replay.frame_schema import FRAMES
 #: ``log_time`` / ``iterations.timestamp`` / ``stats.timestamp`` as ``timestamp[us]`` (the
 #: logger's local clock) with
 #: ``*_text`` beside them keeping a time that does not parse (see forensics.ingest.timestamps).
-SCHEMA_VERSION = "2.0"
+#: "2.1" ``_meta.json`` inputs carry ``xxh3_128`` (hex XXH3-128 of the bytes read) instead of
+#:       ``sha256``; the tables are unchanged. A 2.0 dataset is read; as a cache it is never
+#:       reused (its digests cannot be compared), so ``as_dataset`` ingests its inputs again.
+SCHEMA_VERSION = "2.1"
 
 #: Table names in a fixed order.
 TABLES = ("iterations", "events", "stats", "runs", "frames", "requests", "unparsed",

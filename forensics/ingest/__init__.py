@@ -296,7 +296,7 @@ def _ingest_file(writer: DatasetWriter, cand: _Candidate, kind: str, traces: _Tr
     # growing, or a read stopped by a corrupt block, is described as read).
     digest = reads.get(os.fspath(cand.path))
     fp = (fingerprint(cand.path, cand.name, kind) if digest is None else
-          InputFingerprint(cand.name, digest.size, digest.sha256, kind))
+          InputFingerprint(cand.name, digest.size, digest.xxh3_128, kind))
     return dataclasses.replace(fp, name_hex=name_bytes_hex(cand.path))
 
 
@@ -423,7 +423,7 @@ def as_dataset(inputs: PathLike | Iterable[PathLike], *, cache_dir: PathLike | N
 
     - one input that is a dataset directory (holds ``_meta.json``): loaded as is;
     - otherwise the inputs are ingested into ``cache_dir`` (the dataset directory itself),
-      reusing the dataset already there when its recorded inputs (names, sizes, sha256) match
+      reusing the dataset already there when its recorded inputs (names, sizes, digests) match
       the files now; without ``cache_dir``, into a temporary directory removed when the returned
       dataset is garbage-collected.
 

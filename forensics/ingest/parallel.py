@@ -144,7 +144,7 @@ def _worker(path: str, name: str, kind: str, part: str) -> dict:
     with DatasetWriter(part) as writer, recording_reads() as reads:
         fp = _ingest_file(writer, cand, kind, _TraceRuns(), None, reads)
         writer.finish({"inputs": [fp.to_json()]})
-    return {"fingerprint": {"name": fp.name, "size": fp.size, "sha256": fp.sha256,
+    return {"fingerprint": {"name": fp.name, "size": fp.size, "xxh3_128": fp.xxh3_128,
                             "kind": fp.kind, "name_hex": fp.name_hex}}
 
 

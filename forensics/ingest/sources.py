@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import gzip
-import hashlib
 import os
 import zlib
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from forensics.errors import InputError
+from forensics.ingest.meta import new_digest
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -40,7 +40,7 @@ class ReadDigest:
     """What a reader read of one file: its bytes from the start, counted and hashed as read."""
 
     size: int
-    sha256: str
+    xxh3_128: str
 
 
 _reads: contextvars.ContextVar[dict[str, ReadDigest] | None] = contextvars.ContextVar(
@@ -66,7 +66,7 @@ class _HashingReader:
 
     def __init__(self, f: BinaryIO, key: str, reads: dict[str, ReadDigest]):
         self._f, self._key, self._reads = f, key, reads
-        self._h = hashlib.sha256()
+        self._h = new_digest()
         self._n = 0
         self.name = f.name
 

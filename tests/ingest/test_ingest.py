@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+import xxhash
 import zstandard
 
 import forensics
@@ -135,10 +136,11 @@ def test_ingest_directory_every_kind(inputs: Path, tmp_path: Path):
     assert set(ds.unparsed["text"]) == {"some line nobody understands"}
     assert report.summary.ranks == (0, 1)
     meta = json.loads((report.path / "_meta.json").read_text())
-    assert meta["schema_version"] == "2.0" and meta["tool_version"] == forensics.__version__
+    assert meta["schema_version"] == "2.1" and meta["tool_version"] == forensics.__version__
     for fp in meta["inputs"]:
-        assert set(fp) == {"name", "size", "sha256", "kind"}
-        assert fp["size"] == Path(fp["name"]).stat().st_size and len(fp["sha256"]) == 64
+        assert set(fp) == {"name", "size", "xxh3_128", "kind"}
+        data = Path(fp["name"]).read_bytes()
+        assert fp["size"] == len(data) and fp["xxh3_128"] == xxhash.xxh3_128_hexdigest(data)
     assert [Path(s).name for s in meta["skipped"]] == ["core.1234"]
 
 
@@ -316,11 +318,34 @@ def test_as_dataset_reuses_cache_while_inputs_unchanged(inputs: Path, tmp_path: 
     monkeypatch.setattr(ingest_mod, "ingest", lambda *a, **k: calls.append(a) or real_ingest(*a, **k))
     again = as_dataset([inputs], cache_dir=cache)
     assert calls == [] and len(again.stats) == 10
-    # same size, different bytes: the sha256 differs, so it is ingested again
+    # same size, different bytes: the digest differs, so it is ingested again
     stats = inputs / "iteration_stats.json"
     stats.write_text(stats.read_text().replace('"numActiveRequests": 2', '"numActiveRequests": 3'))
     changed = as_dataset([inputs], cache_dir=cache)
     assert len(calls) == 1 and set(changed.stats["num_active_requests"]) == {3}
+
+
+def test_as_dataset_ingests_again_over_a_2_0_cache(inputs: Path, tmp_path: Path, monkeypatch):
+    """A 2.0 dataset recorded sha256 digests: it is still read, but as a cache its inputs cannot
+    be compared, so they are ingested again (and the cache rewritten as 2.1)."""
+    cache = tmp_path / "cache.ds"
+    as_dataset([inputs], cache_dir=cache)
+    meta_path = cache / "_meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["schema_version"] = "2.0"
+    for fp in meta["inputs"]:
+        fp["sha256"] = "0" * 64
+        del fp["xxh3_128"]
+    meta_path.write_text(json.dumps(meta))
+    assert len(forensics.load(cache).stats) == 10          # read as it is
+    import forensics.ingest as ingest_mod
+
+    calls = []
+    real_ingest = ingest_mod.ingest
+    monkeypatch.setattr(ingest_mod, "ingest", lambda *a, **k: calls.append(a) or real_ingest(*a, **k))
+    again = as_dataset([inputs], cache_dir=cache)
+    assert len(calls) == 1 and len(again.stats) == 10
+    assert json.loads(meta_path.read_text())["schema_version"] == "2.1"
 
 
 def test_as_dataset_without_cache_uses_a_temp_dir_removed_with_the_dataset(inputs: Path):
