@@ -238,12 +238,20 @@ def _blocks(path: str | os.PathLike, progress: Callable[[int], None] | None,
             continue
         buf = b"".join([buf, *parts])
         parts.clear()
-        while len(buf) >= BLOCK_BYTES:
-            cut = buf.rfind(b"\n", 0, BLOCK_BYTES) + 1 or buf.find(b"\n", BLOCK_BYTES) + 1
+        # Blocks are sliced from where the last one ended and the rest is copied once: slicing
+        # off each block and keeping ``buf[cut:]`` copied the rest of a decompressed chunk (about
+        # 13 MB from 1 MB of zstd) once per block, ~2 M page faults and 3 s of system time
+        # for a 589 MB trace.
+        start = 0
+        while len(buf) - start >= BLOCK_BYTES:
+            end = start + BLOCK_BYTES
+            cut = buf.rfind(b"\n", start, end) + 1 or buf.find(b"\n", end) + 1
             if not cut:
                 break
-            yield buf[:cut]
-            buf = buf[cut:]
+            yield buf[start:cut]
+            start = cut
+        if start:
+            buf = buf[start:]
         size = len(buf)
     buf = b"".join([buf, *parts])
     if buf:

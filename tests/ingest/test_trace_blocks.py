@@ -1,0 +1,30 @@
+"""trace_v1._blocks: whole-line blocks of a decompressed trace, each byte once, in order."""
+from __future__ import annotations
+
+import random
+
+import pytest
+import zstandard
+
+from forensics.ingest import trace_v1
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+@pytest.mark.parametrize("block", [64, 1000, 5000])
+def test_blocks_cover_the_input_in_whole_lines(tmp_path, monkeypatch, compressed, block):
+    rng = random.Random(block)
+    lines = [b"x" * rng.choice([0, 1, 5, 70, 300, 3000]) for _ in range(4000)]
+    data = b"\n".join(lines) + b"\ntail without newline"
+    path = tmp_path / ("t.jsonl.zst" if compressed else "t.jsonl")
+    path.write_bytes(zstandard.ZstdCompressor().compress(data) if compressed else data)
+    monkeypatch.setattr(trace_v1, "BLOCK_BYTES", block)
+    # a decompressed chunk is many blocks long: a block is cut from where the last one ended
+    monkeypatch.setattr(trace_v1, "_READ_BYTES", 1 << 16)
+    blocks = list(trace_v1._blocks(path, None))
+    assert b"".join(blocks) == data
+    assert blocks[-1] == b"tail without newline"
+    for b in blocks[:-1]:
+        assert b.endswith(b"\n")
+        # at most one block's worth, unless a single line is longer than a block
+        assert len(b) <= block or b.count(b"\n") == 1 or b[:-1].rfind(b"\n") < block
+    assert len(blocks) > len(data) // (block + 3001)
