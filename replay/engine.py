@@ -391,7 +391,11 @@ class _Rows:
     crashed_row: np.ndarray
     survives: np.ndarray
     removed: np.ndarray
-    decisions: pd.DataFrame
+    columns: dict
+
+    @functools.cached_property
+    def decisions(self) -> pd.DataFrame:
+        return _decisions_frame(self.columns)
 
 
 def _rows(frames: RunFrames, st: _State, crash_row: int | None) -> _Rows | None:
@@ -412,8 +416,8 @@ def _rows(frames: RunFrames, st: _State, crash_row: int | None) -> _Rows | None:
         survives[-1] = False
     else:
         alive_at_stop = survives[-1]
-    decisions = _decisions_frame(frames, o, st, n, stopped, crashed_row, removed, alive_at_stop)
-    return _Rows(n, o, stopped, crashed_row, survives, removed, decisions)
+    cols = _decision_columns(frames, o, st, n, stopped, crashed_row, removed, alive_at_stop)
+    return _Rows(n, o, stopped, crashed_row, survives, removed, cols)
 
 
 def _crash(frames: RunFrames, rows: _Rows, st: _State) -> Crash:
@@ -490,7 +494,7 @@ class StreamReplay:
         walk = _walk_fast if self.policy.pad_hook is None else _walk_hooked
         crash_row = walk(frames, self.policy, self.config, st, self._carry)
         rows = _rows(frames, st, crash_row)
-        self._dec.write(rows.decisions)
+        self._dec.write(_decisions_arrow(rows.columns))
         # fleet_skips(rows.decisions) from the arrays: can_queue is fleet-wide, NA at the stop
         skip = (~rows.o["can_queue"]).any(axis=1) & ~rows.stopped
         self._skipped.extend(int(x) for x in frames.iters[:rows.n][skip])
@@ -745,36 +749,98 @@ def _nullable(values: np.ndarray, mask: np.ndarray, dtype: str) -> pd.arrays.Ext
         pd.arrays.IntegerArray(values.ravel().astype(np.int64), mask.ravel())
 
 
-def _decisions_frame(frames, o, st, n, stopped, crashed_row, removed, alive_at_stop) -> pd.DataFrame:
+def _decision_columns(frames, o, st, n, stopped, crashed_row, removed, alive_at_stop) -> dict:
+    """The decisions table's columns as arrays, one entry per column in
+    ``DECISION_COLUMNS`` order: ``("plain", values)``, ``("cat", codes, names)`` (code 0 is
+    missing when ``names[0]`` is None) or ``(dtype, values, mask)`` for the nullable ``Int64`` and
+    ``boolean`` columns. Both forms of the table are built from these (:func:`_decisions_frame`,
+    :func:`_decisions_arrow`)."""
     R = frames.num_ranks
     stop_mask = np.broadcast_to(stopped[:, None], (n, R))
     role = np.where(o["padded"], np.where(o["role_context"], 1, 2), 0)
     alive = o["survives"].copy()
     alive[-1] = alive_at_stop if stopped[-1] else alive[-1]
-    return pd.DataFrame({
-        "iter": np.repeat(frames.iters[:n], R),
-        "rank": np.tile(np.arange(R, dtype=np.int64), n),
-        "active": o["active"].ravel(),
-        "real": frames.n_real[:n].ravel(),
-        "schedulable": st.schedulable[:n].ravel(),
-        "window_real": frames.window_real[:n].ravel(),
-        "expected": o["expected"].ravel(),
-        "expected_source": _cat(o["expected_source"], EXPECTED_SOURCE_NAMES),
-        "carried_dummy": st.carried[:n].ravel(),
-        "carried_last": st.carried_last[:n].ravel(),
-        "padded": o["padded"].ravel(),
-        "pad_role": _cat(role, (None, "context", "generation")),
-        "alloc_failed": o["alloc_failed"].ravel(),
-        "postpadded": o["postpadded"].ravel(),
-        "batch": _nullable(o["batch"], crashed_row, "Int64"),
-        "can_queue": _nullable(o["can_queue"], stop_mask, "boolean"),
-        "can_queue_this_rank": _nullable(o["can_queue_this_rank"], stop_mask, "boolean"),
-        "processed_prev": _nullable(o["processed_prev"], stop_mask, "boolean"),
-        "surplus": o["surplus"].ravel() | (o["crash"] & (o["crash_kind"] == 1)).ravel(),
-        "crash": o["crash"].ravel(),
-        "removed_path": _cat(removed, REMOVAL_PATH_NAMES),
-        "dummy_alive": alive.ravel(),
-    })
+    return {
+        "iter": ("plain", np.repeat(frames.iters[:n], R)),
+        "rank": ("plain", np.tile(np.arange(R, dtype=np.int64), n)),
+        "active": ("plain", o["active"].ravel()),
+        "real": ("plain", frames.n_real[:n].ravel()),
+        "schedulable": ("plain", st.schedulable[:n].ravel()),
+        "window_real": ("plain", frames.window_real[:n].ravel()),
+        "expected": ("plain", o["expected"].ravel()),
+        "expected_source": ("cat", o["expected_source"], EXPECTED_SOURCE_NAMES),
+        "carried_dummy": ("plain", st.carried[:n].ravel()),
+        "carried_last": ("plain", st.carried_last[:n].ravel()),
+        "padded": ("plain", o["padded"].ravel()),
+        "pad_role": ("cat", role, (None, "context", "generation")),
+        "alloc_failed": ("plain", o["alloc_failed"].ravel()),
+        "postpadded": ("plain", o["postpadded"].ravel()),
+        "batch": ("Int64", o["batch"], crashed_row),
+        "can_queue": ("boolean", o["can_queue"], stop_mask),
+        "can_queue_this_rank": ("boolean", o["can_queue_this_rank"], stop_mask),
+        "processed_prev": ("boolean", o["processed_prev"], stop_mask),
+        "surplus": ("plain", o["surplus"].ravel() | (o["crash"] & (o["crash_kind"] == 1)).ravel()),
+        "crash": ("plain", o["crash"].ravel()),
+        "removed_path": ("cat", removed, REMOVAL_PATH_NAMES),
+        "dummy_alive": ("plain", alive.ravel()),
+    }
+
+
+def _decisions_frame(cols: dict) -> pd.DataFrame:
+    out = {}
+    for name, (kind, *rest) in cols.items():
+        if kind == "plain":
+            out[name] = rest[0]
+        elif kind == "cat":
+            out[name] = _cat(*rest)
+        else:
+            out[name] = _nullable(rest[0], rest[1], kind)
+    return pd.DataFrame(out)
+
+
+def _decisions_arrow(cols: dict):
+    """The decisions as an Arrow table of the schema ``pa.Table.from_pandas`` gives
+    :func:`_decisions_frame` (pandas metadata included, so it reads back as the same
+    DataFrame), built from the arrays without a DataFrame: a streamed replay writes every
+    decision of a long run (measured on a dataset of 32 ranks x 20k iterations: the post-mortem
+    0.7 s CPU less, about 6 %)."""
+    import pyarrow as pa
+    schema = _decisions_schema(cols)
+    arrays = []
+    for field, (kind, *rest) in zip(schema, cols.values()):
+        if kind == "plain":
+            arrays.append(pa.array(np.ascontiguousarray(rest[0]), type=field.type))
+        elif kind == "cat":
+            codes, names = rest
+            c = np.asarray(codes).ravel()
+            if None in names:
+                c = c.astype(np.int64) - 1
+            idx = pa.array(c.astype(np.int8), mask=c < 0 if None in names else None,
+                           type=field.type.index_type)
+            arrays.append(pa.DictionaryArray.from_arrays(
+                idx, pa.array([x for x in names if x is not None], type=field.type.value_type)))
+        else:
+            values, mask = rest[0].ravel(), rest[1].ravel()
+            arrays.append(pa.array(values.astype(bool if kind == "boolean" else np.int64),
+                                   mask=mask if mask.any() else None, type=field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _decisions_schema(cols: dict):
+    """The Arrow schema (pandas metadata included) that ``pa.Table.from_pandas`` gives the
+    frame of ``cols``, from an empty frame of the same dtypes (one per set of dtypes)."""
+    import pyarrow as pa
+    key = tuple((name, kind, rest[0].dtype.str) for name, (kind, *rest) in cols.items())
+    schema = _SCHEMAS.get(key)
+    if schema is None:
+        empty = {name: (kind, *(x[:0] if isinstance(x, np.ndarray) else x for x in rest))
+                 for name, (kind, *rest) in cols.items()}
+        schema = _SCHEMAS[key] = pa.Table.from_pandas(_decisions_frame(empty),
+                                                      preserve_index=False).schema
+    return schema
+
+
+_SCHEMAS: dict = {}
 
 
 @functools.lru_cache(maxsize=1)

@@ -243,7 +243,9 @@ class TableWriter:
     #: small run's figures and chains then read no file back (a few hundred KiB at most).
     KEEP_ROWS = 4096
 
-    def write(self, df: pd.DataFrame) -> None:
+    def write(self, df) -> None:
+        """Append rows: a DataFrame, or an Arrow table of the schema ``pa.Table.from_pandas``
+        gives such a DataFrame (pandas metadata included; one writer takes one kind)."""
         if not len(df):
             return
         self._buffer.append(df)
@@ -256,18 +258,30 @@ class TableWriter:
         import pyarrow.parquet as pq
         if not self._buffer:
             return
-        df = self._buffer[0] if len(self._buffer) == 1 else pd.concat(self._buffer, ignore_index=True)
+        arrow = isinstance(self._buffer[0], pa.Table)
+        if arrow:
+            table = self._buffer[0] if len(self._buffer) == 1 else pa.concat_tables(self._buffer)
+            df = None
+        else:
+            df = self._buffer[0] if len(self._buffer) == 1 else pd.concat(self._buffer, ignore_index=True)
         self._buffer, self._buffered = [], 0
         if self._writer is None:
-            self.dtypes = dict(df.dtypes)
-            # nthreads=1: a pool of threads per call costs more than it saves on a window (and the
-            # windowed replay already runs policies on threads)
-            table = pa.Table.from_pandas(df, preserve_index=False, nthreads=1)
-            self._schema = table.schema
+            if arrow:
+                self._schema = table.schema
+                # a slice keeps the dictionaries: the categories of the dtypes are all there
+                self.dtypes = dict(table.slice(0, 0).to_pandas().dtypes)
+                self._kept = table.to_pandas() if table.num_rows <= self.KEEP_ROWS else None
+            else:
+                self.dtypes = dict(df.dtypes)
+                # nthreads=1: a pool of threads per call costs more than it saves on a window
+                # (and the windowed replay already runs policies on threads)
+                table = pa.Table.from_pandas(df, preserve_index=False, nthreads=1)
+                self._schema = table.schema
+                self._kept = df if len(df) <= self.KEEP_ROWS else None
             self._writer = pq.ParquetWriter(self._tmp, self._schema, compression="zstd")
-            self._kept = df if len(df) <= self.KEEP_ROWS else None
         else:
-            table = pa.Table.from_pandas(df, schema=self._schema, preserve_index=False, nthreads=1)
+            if not arrow:
+                table = pa.Table.from_pandas(df, schema=self._schema, preserve_index=False, nthreads=1)
             self._kept = None
         self._writer.write_table(table)
 
