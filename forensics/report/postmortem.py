@@ -2,7 +2,7 @@
 
 Steps: ingest (reusing the dataset cached in ``OUT_DIR/.dataset`` when the inputs are unchanged),
 read crash signatures from the logs, reconstruct and replay every policy on each traced run, then
-write ``report.md``, ``report.html`` (self-contained), ``findings.json`` and the figures as PNG.
+write ``report.md``, ``report.html`` (self-contained), ``findings.json`` and the figures as SVG.
 
 Exit status (:attr:`PostmortemResult.exit_status`):
 
@@ -97,7 +97,7 @@ class PostmortemResult:
     Fields:
         out_dir: the report directory.
         report_md, report_html, findings_json: the files written.
-        figures: PNG files written.
+        figures: SVG files written.
         run: the traced run replayed (the first when several), or None (logs only).
         verdicts: one per policy, catalogue order (empty without traces).
         log_crash: the crash the logs show, or None.
@@ -205,7 +205,7 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
     from forensics.output_dir import ReportDir, refuse_input_as_output
     refuse_input_as_output(out, inputs)
     report_dir = ReportDir(out, force=force, keep=[DATASET_DIR, REPLAY_DIR], ours_if=["findings.json"],
-                           legacy_files=["report.md", "report.html", "findings.json", "*.png"]).open()
+                           legacy_files=["report.md", "report.html", "findings.json", "*.png", "*.svg"]).open()
     say("ingesting inputs")
     inputs = _outside(inputs, out)
     ds = as_dataset(inputs, cache_dir=cache_dir if cache_dir is not None else out / DATASET_DIR,
@@ -294,7 +294,7 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
                          next_step=next_step, status=status, reason=reason, figures=figs,
                          results=primary, opening=opening, headline=headline, mechanisms=mechs,
                          recommended=recommended, logs_verdict=lov)
-    written = [report_dir.write(fig.name, fig.png) for fig in figs]
+    written = [report_dir.write(fig.name, fig.data) for fig in figs]
     md = report_dir.write("report.md", render_markdown(doc).encode())
     html_path = report_dir.write("report.html", render_html(doc).encode())
     fj = report_dir.write("findings.json",
@@ -433,13 +433,13 @@ def _surplus_rows(result) -> pd.DataFrame:
 def figure_views(results: dict) -> dict:
     """Each result with the decisions of the iterations the figures draw only.
 
-    A figure draws windows around its policy's crash, leaks and skips (``figures.windows_for``);
+    A figure draws windows around its policy's crash, leaks and skips (``figure_data.windows_for``);
     the windows depend on the first and last iterations and those focus iterations alone, so
     the decisions of the windows of every policy, the first and last iteration, the iteration
     after the first leak and, for a policy with nothing to show, each rank's busiest iteration,
     draw the same figures as every decision of the run.
     """
-    from forensics.report import figures as F
+    from forensics.report import figure_data as F
     need: set[int] = set()
     per_iter: dict[str, pd.DataFrame] = {}
     for name, r in results.items():
@@ -475,8 +475,8 @@ def figure_views(results: dict) -> dict:
 
 
 def _per_iteration_active(result) -> pd.DataFrame:
-    """:func:`figures.per_iteration_active` of a streamed result, a row group at a time."""
-    from forensics.report.figures import per_iteration_active
+    """:func:`figure_data.per_iteration_active` of a streamed result, a row group at a time."""
+    from forensics.report.figure_data import per_iteration_active
 
     parts = [per_iteration_active(df) for df in result._files["decisions"].frames(["iter", "active"])]
     if not parts:

@@ -166,7 +166,7 @@ def test_windows_cover_the_run_once(tmp_path):
                                     "sim:healthy:fix-16161"])
 def test_figures_from_files_equal_figures_from_memory(source, tmp_path):
     """The post-mortem draws its figures from a few iterations read back from the files; the
-    PNGs are byte for byte those drawn from every decision in memory (simulated runs are long
+    SVGs are byte for byte those drawn from every decision in memory (simulated runs are long
     enough to be drawn in windows)."""
     from forensics.report.logs_only import logs_only_findings
     from forensics.report.narrative import figure_blocks
@@ -197,7 +197,7 @@ def test_figures_from_files_equal_figures_from_memory(source, tmp_path):
     b = figure_blocks(ds, windows.run, views, chain, verdicts, lo, cfg)
     assert [f.name for f in a] == [f.name for f in b] and len(a) >= 2
     for fa, fb in zip(a, b):
-        assert fa.png == fb.png, fa.name
+        assert fa.data == fb.data, fa.name
 
 
 # --- replay_input, forensics replay and forensics fleet stream long runs ------------------------
