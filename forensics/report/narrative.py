@@ -43,14 +43,28 @@ def _fig_policy(results: Mapping[str, Any], chain_policy: Optional[str], verdict
     return next(iter(results), None)
 
 
+def figure_policies(results: Mapping[str, Any], chain_policy: Optional[str],
+                    verdicts: Sequence) -> tuple[str, ...]:
+    """The policies the figures draw: the story's, then a clean one to compare the strip with
+    when the story's is not clean (``figure_blocks`` reads only these results)."""
+    name = _fig_policy(results, chain_policy, verdicts)
+    if name is None:
+        return ()
+    story_clean = next((v.verdict == "clean" for v in verdicts if v.policy == name), True)
+    clean = None if story_clean else next(
+        (v.policy for v in verdicts if v.verdict == "clean" and v.policy != name), None)
+    return (name,) if clean is None else (name, clean)
+
+
 def figure_blocks(ds, run: Optional[str], results: Mapping[str, Any], chain_policy: Optional[str],
                   verdicts: Sequence, lo: LogsOnlyFindings, config,
                   log_crash=None) -> list[FigureBlock]:
     """The report's figures (SVG), drawn from the replay of the story's policy, or from the
-    iteration logs when there is no trace."""
+    iteration logs when there is no trace. ``results`` needs the :func:`figure_policies` only."""
     out: list[FigureBlock] = []
-    name = _fig_policy(results, chain_policy, verdicts)
-    if run is not None and name is not None:
+    drawn = figure_policies(results, chain_policy, verdicts)
+    if run is not None and drawn:
+        name = drawn[0]
         r = results[name]
         dec = r.decisions
         leaks = r.leaks
@@ -64,9 +78,7 @@ def figure_blocks(ds, run: Optional[str], results: Mapping[str, Any], chain_poli
                                "that survived a fleet-wide skip, the cross the crash. Long runs "
                                "show windows around the interesting iterations."))
         panels = {f"{name} (replayed)": dec}
-        story_clean = next((v.verdict == "clean" for v in verdicts if v.policy == name), True)
-        clean = None if story_clean else next(
-            (v.policy for v in verdicts if v.verdict == "clean" and v.policy != name), None)
+        clean = drawn[1] if len(drawn) > 1 else None
         if clean is not None:
             panels[f"{clean} (replayed, no leak)"] = results[clean].decisions
         fig = S.strip_svg(F.strip_view(panels, leaks=leaks, crash=crash,
@@ -272,5 +284,5 @@ def _requests_at(ds: Any, run: str, it: int) -> pd.DataFrame:
                               & (pc.field("iter") == int(it))))
 
 
-__all__ = ["build_document", "figure_blocks"]
+__all__ = ["build_document", "figure_blocks", "figure_policies"]
 

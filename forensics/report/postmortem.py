@@ -41,7 +41,7 @@ from forensics.report.logs_only import (
     logs_only_findings,
 )
 from forensics.report.markdown import render_markdown
-from forensics.report.narrative import build_document, figure_blocks
+from forensics.report.narrative import build_document, figure_blocks, figure_policies
 
 logger = logging.getLogger(__name__)
 
@@ -278,7 +278,8 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
         next_step += " " + " ".join(_era_sentence(spec, ident) for spec, ident in identified.items())
 
     say("drawing figures")
-    figs = figure_blocks(ds, runs[0] if runs else None, figure_views(primary), chain_policy,
+    drawn = figure_policies(primary, chain_policy, verdicts)
+    figs = figure_blocks(ds, runs[0] if runs else None, figure_views(primary, drawn), chain_policy,
                          verdicts, lo, config, log_crash=log_crash)
     findings = _findings(summary, results, verdicts, signatures, log_crash, lo, chain_policy, chain,
                          next_step, status, reason, config, runs)
@@ -430,8 +431,9 @@ def _surplus_rows(result) -> pd.DataFrame:
                                  columns=["rank", "active", "expected", "surplus", "crash"])
 
 
-def figure_views(results: dict) -> dict:
-    """Each result with the decisions of the iterations the figures draw only.
+def figure_views(results: dict, names: Optional[Sequence[str]] = None) -> dict:
+    """Each result (of ``names`` only, when given: the policies the figures draw) with the
+    decisions of the iterations the figures draw only.
 
     A figure draws windows around its policy's crash, leaks and skips (``figure_data.windows_for``);
     the windows depend on the first and last iterations and those focus iterations alone, so
@@ -440,6 +442,8 @@ def figure_views(results: dict) -> dict:
     draw the same figures as every decision of the run.
     """
     from forensics.report import figure_data as F
+    if names is not None:
+        results = {n: results[n] for n in names if n in results}
     need: set[int] = set()
     per_iter: dict[str, pd.DataFrame] = {}
     for name, r in results.items():
