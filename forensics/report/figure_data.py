@@ -278,53 +278,58 @@ def active_view(decisions: pd.DataFrame, *, leaks: pd.DataFrame | None = None,
     over = _overview(decisions, win) if zoomed else None
     if not len(decisions):
         return ActiveView(title, win, over, empty=True, cap=cap)
-    df = decisions.assign(x=win.position(decisions["iter"].to_numpy()))
-    df = df[df["x"].notna()].sort_values(["rank", "iter"])
+    # One sort by (rank, iter), then plain arrays: a series per run of equal (rank, segment).
+    it_all = decisions["iter"].to_numpy()
+    x_all = win.position(it_all)
+    inside = ~np.isnan(x_all)
+    rank = decisions["rank"].to_numpy()[inside].astype(np.int64)
+    it = it_all[inside].astype(np.int64)
+    order = np.lexsort((it, rank))
+    rank, it, x = rank[order], it[order], x_all[inside][order]
+    active = pd.to_numeric(decisions["active"], errors="coerce").to_numpy(dtype=float)[inside][order]
+    seg = np.searchsorted([s[0] for s in win.segments], it, side="right")
+    cuts = np.flatnonzero((np.diff(rank) != 0) | (np.diff(seg) != 0)) + 1
+    starts, ends = np.r_[0, cuts], np.r_[cuts, len(rank)]
+    series_of: dict[int, list[Series]] = {}
+    for a, b in zip(starts, ends) if len(rank) else ():
+        series_of.setdefault(int(rank[a]), []).append(Series(x[a:b], active[a:b]))
     highlight = _interesting_ranks(decisions, leaks, crash)
-    seg_id = np.searchsorted([s[0] for s in win.segments], df["iter"].to_numpy(), side="right")
-    df = df.assign(seg=seg_id)
-
-    def parts(g: pd.DataFrame) -> tuple[Series, ...]:
-        return tuple(Series(s["x"].to_numpy(dtype=float), s["active"].to_numpy(dtype=float))
-                     for _, s in g.groupby("seg"))
-
-    grey: list[Series] = []
-    for rank, g in df.groupby("rank", sort=True):
-        if int(rank) not in highlight:
-            grey.extend(parts(g))
+    grey = [s for r in sorted(series_of) if r not in highlight for s in series_of[r]]
     lines = []
-    for i, rank in enumerate(highlight):
-        lines.append(RankLine(rank, _rank_label(rank, leaks, crash),
+    for i, r in enumerate(highlight):
+        lines.append(RankLine(r, _rank_label(r, leaks, crash),
                               HIGHLIGHT_COLOURS[i % len(HIGHLIGHT_COLOURS)],
                               LINE_STYLES[(i // len(HIGHLIGHT_COLOURS)) % len(LINE_STYLES)],
-                              parts(df[df["rank"] == rank])))
-    others = sorted(set(int(r) for r in df["rank"].unique()) - set(highlight))
+                              tuple(series_of.get(r, ()))))
+    others = sorted(set(series_of) - set(highlight))
     others_label = (f"rank{'s' if len(others) > 1 else ''} {span_text(others)} (no leak)"
                     if others else None)
     expected: tuple[Series, ...] = ()
-    if "expected" in df.columns:
-        exp = df.groupby(["seg", "x"])["expected"].max().reset_index()
-        expected = tuple(Series(s["x"].to_numpy(dtype=float), s["expected"].to_numpy(dtype=float))
-                         for _, s in exp.groupby("seg"))
+    if "expected" in decisions.columns:
+        # the fleet's largest expected per drawn iteration, one series per segment
+        exp = pd.to_numeric(decisions["expected"], errors="coerce").to_numpy(dtype=float)
+        per = pd.Series(exp[inside][order]).groupby(x).max()
+        xs, ys = per.index.to_numpy(dtype=float), per.to_numpy(dtype=float)
+        seg_x = np.searchsorted(np.asarray(win.offsets, dtype=float), xs, side="right")
+        cut = np.flatnonzero(np.diff(seg_x) != 0) + 1
+        expected = tuple(Series(a, b) for a, b in zip(np.split(xs, cut), np.split(ys, cut)))
     leak_marker = None
     if leaks is not None and len(leaks):
-        keyed = df.set_index(["iter", "rank"])["active"]
-        xs, ys = [], []
-        for skipped, rank in zip(leaks["iter_skipped"], leaks["rank"]):
-            key = (int(skipped), int(rank))
-            x = win.position([key[0]])[0]
-            if np.isnan(x) or key not in keyed.index:
-                continue
-            xs.append(float(x))
-            ys.append(float(keyed.loc[key]))
-        if xs:
-            leak_marker = Marker(tuple(xs), tuple(ys), "dummy leaks (fleet skipped)")
+        at = {(int(i), int(r)): v for i, r, v in zip(it, rank, active)}
+        xs_l, ys_l = [], []
+        for skipped, r in zip(leaks["iter_skipped"], leaks["rank"]):
+            key = (int(skipped), int(r))
+            if key in at:
+                xs_l.append(float(win.position([key[0]])[0]))
+                ys_l.append(float(at[key]))
+        if xs_l:
+            leak_marker = Marker(tuple(xs_l), tuple(ys_l), "dummy leaks (fleet skipped)")
     crash_mark = None
     if crash and crash.get("iter") is not None:
         x = win.position([int(crash["iter"])])[0]
         if not np.isnan(x):
-            row = df[(df["iter"] == int(crash["iter"])) & (df["rank"] == int(crash.get("rank", -1)))]
-            y = float(row["active"].iloc[0]) if len(row) else float(crash.get("active") or 0)
+            hit = np.flatnonzero((it == int(crash["iter"])) & (rank == int(crash.get("rank", -1))))
+            y = float(active[hit[0]]) if len(hit) else float(crash.get("active") or 0)
             crash_mark = Marker((float(x),), (y,),
                                 f"crash (rank {crash.get('rank')}, iter {crash['iter']})")
     return ActiveView(title, win, over, empty=False, grey=tuple(grey), highlighted=tuple(lines),
