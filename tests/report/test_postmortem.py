@@ -332,3 +332,19 @@ def test_story_policy_prefers_the_policy_that_reproduces_the_logged_crash():
     assert story_policy(rows) == "b"          # else the first crash
     assert story_policy([V(policy="x", verdict="clean", reproduces_log_crash=None,
                            is_recording_build=True)]) is None
+
+
+def test_streamed_and_in_memory_replays_write_the_same_report(tmp_path):
+    """A run of one window is replayed in memory, a longer one in windows through Parquet
+    files (OUT/.replay); on the bundled NVBug run (77 iterations) windows of 16 iterations
+    give the same findings, report and figures as the in-memory replay."""
+    sample = _sample("nvbug-6438685")
+    mem = postmortem([sample], tmp_path / "mem")
+    win = postmortem([sample], tmp_path / "win", window=16)
+    assert not (tmp_path / "mem" / ".replay").exists()
+    assert any((tmp_path / "win" / ".replay").rglob("decisions.parquet"))
+    assert mem.exit_status == win.exit_status == 1
+    strip = lambda d, root: json.dumps(d, sort_keys=True).replace(str(root), "OUT")  # noqa: E731
+    assert strip(mem.findings, tmp_path / "mem") == strip(win.findings, tmp_path / "win")
+    assert mem.report_md.read_text() == win.report_md.read_text()
+    assert [p.read_bytes() for p in mem.figures] == [p.read_bytes() for p in win.figures]
