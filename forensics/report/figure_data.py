@@ -421,12 +421,13 @@ def strip_view(panels: Mapping[str, pd.DataFrame], *, leaks: pd.DataFrame | None
         x = win.position(df["iter"].to_numpy())
         keep = ~np.isnan(x)
         df = df[keep]
-        ranks = sorted(int(r) for r in pd.unique(df["rank"]))
+        rank_of_row = df["rank"].to_numpy().astype(np.int64)
+        uniq = np.unique(rank_of_row)
+        ranks = [int(r) for r in uniq]
         row_of = {r: i for i, r in enumerate(ranks)}
         grid = np.full((len(ranks), win.width), np.nan)
         codes = strip_codes(df)
-        rows = np.array([row_of[int(r)] for r in df["rank"]], dtype=np.int64)
-        grid[rows, x[keep].astype(int)] = codes
+        grid[np.searchsorted(uniq, rank_of_row), x[keep].astype(int)] = codes
         used.update(int(c) for c in np.unique(codes))
         step = max(1, len(ranks) // 16)
         ticked = sorted(set(range(0, len(ranks), step)) | {row_of[r] for r in marked if r in row_of})
