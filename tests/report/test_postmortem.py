@@ -344,7 +344,7 @@ def test_streamed_and_in_memory_replays_write_the_same_report(tmp_path):
     assert not (tmp_path / "mem" / ".replay").exists()
     assert any((tmp_path / "win" / ".replay").rglob("decisions.parquet"))
     assert mem.exit_status == win.exit_status == 1
-    strip = lambda d, root: json.dumps(d, sort_keys=True).replace(str(root), "OUT")  # noqa: E731
+    strip = lambda d, root: json.dumps(d, sort_keys=True).replace(str(root), "OUT")
     assert strip(mem.findings, tmp_path / "mem") == strip(win.findings, tmp_path / "win")
     assert mem.report_md.read_text() == win.report_md.read_text()
     assert [p.read_bytes() for p in mem.figures] == [p.read_bytes() for p in win.figures]
