@@ -233,15 +233,17 @@ def _legend_size(entries: Sequence[_Entry], pt: float, cols: int = 1) -> tuple[f
 
 def _legend(svg: _Svg, entries: Sequence[_Entry], x: float, y: float, pt: float,
             cols: int = 1) -> None:
-    """A framed legend whose top-left corner is (x, y); entries fill columns row by row."""
+    """A framed legend whose top-left corner is (x, y); entries fill the first column, then the
+    next (as matplotlib's ``ncols``)."""
     if not entries:
         return
     w, h, col_w = _legend_size(entries, pt, cols)
     svg.rect(x, y, w, h, "#ffffff", stroke="#cccccc", width=0.8, extra=' fill-opacity="0.9"')
     row_h, hw = _px(pt) * 1.6, 2.0 * _px(pt)
+    rows = math.ceil(len(entries) / cols)
     for i, e in enumerate(entries):
-        cx = x + 6 + (i % cols) * col_w
-        cy = y + 5 + (i // cols) * row_h + row_h / 2
+        cx = x + 6 + (i // rows) * col_w
+        cy = y + 5 + (i % rows) * row_h + row_h / 2
         if e.line is not None:
             colour, style, width = e.line
             svg.line(cx, cy, cx + hw, cy, colour, width, style)
