@@ -170,7 +170,8 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
         progress: called with a short message at the start of each long step.
         force: write into a non-empty directory that holds no report of this tool.
         window: iterations per replay window (default ``replay.frames.WINDOW_FRAMES`` frames);
-            memory holds one window whatever the run's length.
+            memory holds one window whatever the run's length. A run of one window is
+            replayed in memory; a longer one writes its decisions to ``OUT_DIR/.replay``.
         client: a ``distributed.Client`` (``forensics.cluster.connect``): the input files are
             ingested in parallel, one task per file (the report is the same).
         run: the traced run to replay when the inputs hold several (default: every run, the
