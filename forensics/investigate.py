@@ -3,8 +3,9 @@
 The object ingests (or loads) the inputs once, reconstructs the traced run and replays it under
 the chosen policies on first use, then hands out pandas DataFrames (``iterations``, ``events``,
 ``frames``, ``requests``, ``decisions``/``ledger`` per policy or combined with a ``policy``
-column, ``leaks``, ``verdicts``), the report's figures (``plot_*`` call
-:mod:`forensics.report.figures`, the functions ``forensics postmortem`` draws with) and an HTML
+column, ``leaks``, ``verdicts``), the report's figures as matplotlib Figures (``plot_*`` call
+:mod:`forensics.report.figures`; ``forensics postmortem`` draws the same views as SVG,
+:mod:`forensics.report.svg_figures`) and an HTML
 summary for Jupyter (``_repr_html_``, self-contained: no script, image or link to anything else).
 
 Example:

@@ -58,11 +58,16 @@ class Code:
 
 @dataclasses.dataclass(frozen=True)
 class FigureBlock:
-    """A figure: its file name in the report directory, the PNG bytes and a caption."""
+    """A figure: its file name in the report directory, the file's bytes (SVG or PNG, as the
+    name says) and a caption."""
 
     name: str
-    png: bytes = dataclasses.field(repr=False)
+    data: bytes = dataclasses.field(repr=False)
     caption: str
+
+    @property
+    def media_type(self) -> str:
+        return "image/svg+xml" if self.name.endswith(".svg") else "image/png"
 
 
 Block = Union[Heading, Paragraph, Bullets, Details, Table, Code, FigureBlock]

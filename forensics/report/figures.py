@@ -9,6 +9,10 @@ the interesting iterations (``forensics.report.windows``), never drawn point by 
   leaked dummy / crash, one panel per policy.
 - :func:`state_composition`: request states per rank at one iteration (stacked bars).
 
+What each figure shows (windows, series, strip codes, labels) is computed by
+``forensics.report.figure_data``, which the report's SVG figures (``svg_figures``) draw too;
+this module draws those views with matplotlib, for notebooks.
+
 Figures are built as bare ``matplotlib.figure.Figure`` objects, not through ``pyplot``: no global
 state, no window, whatever backend a notebook selected; PNGs are rendered by Agg.
 
@@ -23,40 +27,32 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 
-from forensics.report.windows import IterWindows, choose_windows
-from replay.states import RequestState
+from forensics.report.figure_data import (  # noqa: F401  (part of this module's API)
+    MAX_HIGHLIGHT,
+    OVERVIEW_POINTS,
+    PER_ITERATION_ACTIVE,
+    STRIP_CATEGORIES,
+    X_LABEL,
+    ActiveView,
+    StatesView,
+    StripView,
+    active_view,
+    crash_marker,
+    focus_iterations,
+    leaks_frame,
+    per_iteration_active,
+    state_iteration,
+    states_view,
+    strip_codes,
+    strip_view,
+    windows_for,
+)
+from forensics.report.windows import IterWindows
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
-
-#: Strip categories, in drawing priority (a cell takes the first that applies), with colours.
-#: Colour-blind safe (Okabe-Ito hues, distinct in lightness too): the two "nothing happened"
-#: classes are white and light grey, the skip dark grey, the crash black.
-STRIP_CATEGORIES: tuple[tuple[str, str], ...] = (
-    ("ran", "#9ecae1"),
-    ("padded (dummy added)", "#0072b2"),
-    ("skipped (fleet can_queue False)", "#6e6e6e"),
-    ("carrying a leaked dummy", "#f0e442"),
-    ("padded, then skipped: dummy leaks", "#e69f00"),
-    ("zero batch (forces the skip)", "#cc79a7"),
-    ("crash", "#000000"),
-    ("unknown (rank did not log)", "#ffffff"),
-    ("idle (every rank at batch 0)", "#d4d4d4"),
-)
-#: Cause ranks (zero batch, no leak of their own) highlighted in the line figure besides every
-#: rank that leaked or crashed, which are always labelled.
-MAX_HIGHLIGHT = 8
-#: Okabe-Ito colours for highlighted ranks, then line styles to tell more than eight apart.
-_HIGHLIGHT_COLOURS = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00",
-                      "#f0e442", "#000000")
-_LINE_STYLES = ("-", "--", "-.", ":")
-#: Colours of the request-state bars (colour-blind safe, repeated with hatches past 8).
-_STATE_COLOURS = ("#56b4e9", "#009e73", "#0072b2", "#cc79a7", "#999999", "#f0e442", "#d55e00",
-                  "#000000")
-
 
 #: PNG resolution. Figures are created at it so that the renderer measuring the margins
 #: (:func:`_fit`) is the one ``to_png`` draws with: its text-metrics cache is reused.
@@ -113,44 +109,7 @@ def _fit(fig: "Figure", *, fig_legend=None) -> None:
                         hspace=gap / cell)
 
 
-def _bool(series: pd.Series | None, default: bool = False) -> np.ndarray:
-    if series is None:
-        return np.zeros(0, dtype=bool)
-    return series.astype("boolean").fillna(default).to_numpy(dtype=bool)
-
-
-def _col(df: pd.DataFrame, name: str, default=np.nan) -> pd.Series:
-    if name in df.columns:
-        return df[name]
-    return pd.Series(default, index=df.index)
-
-
-def focus_iterations(decisions: pd.DataFrame, leaks: pd.DataFrame | None = None,
-                     crash: Mapping | None = None) -> list[int]:
-    """Interesting iterations, most important first: crash, leaks (skip and creation), skips."""
-    out: list[int] = []
-    if crash and crash.get("iter") is not None:
-        out.append(int(crash["iter"]))
-    if leaks is not None and len(leaks):
-        by_skip = leaks.sort_values("iter_skipped")
-        for skipped, created in zip(by_skip["iter_skipped"], by_skip["iter_created"]):
-            out.extend([int(skipped), int(created)])
-    if len(decisions) and "can_queue" in decisions.columns:
-        cq = decisions["can_queue"].astype("boolean")
-        skipped = decisions.loc[cq.eq(False).fillna(False), "iter"]
-        out.extend(int(i) for i in pd.unique(skipped))
-    return out
-
-
-def windows_for(decisions: pd.DataFrame, leaks: pd.DataFrame | None = None,
-                crash: Mapping | None = None, **kwargs) -> IterWindows:
-    """The windows a figure of these decisions draws: around the crash, the leaks and the skips,
-    and the peak-load iteration (so a long clean run shows its busiest stretch, not its end)."""
-    iters = decisions["iter"].to_numpy() if len(decisions) else np.zeros(0, dtype=np.int64)
-    return choose_windows(iters, _focus_with_peak(decisions, leaks, crash), **kwargs)
-
-
-def _decorate_axis(ax, win: IterWindows, *, label: str = "iteration (executor iter_counter)") -> None:
+def _decorate_axis(ax, win: IterWindows, *, label: str = X_LABEL) -> None:
     xs, labels = win.ticks()
     ax.set_xticks(xs)
     ax.set_xticklabels(labels, fontsize=8)
@@ -160,69 +119,6 @@ def _decorate_axis(ax, win: IterWindows, *, label: str = "iteration (executor it
         ax.text(x, 1.0, f"{hidden} it.\nhidden", transform=ax.get_xaxis_transform(),
                 ha="center", va="bottom", fontsize=7, color="0.35")
     ax.set_xlabel(label)
-
-
-def _interesting_ranks(decisions: pd.DataFrame, leaks: pd.DataFrame | None,
-                       crash: Mapping | None) -> list[int]:
-    """Ranks drawn in colour, sorted: every rank that leaked or crashed, then cause ranks while
-    there is room (``MAX_HIGHLIGHT``); the three busiest when nothing happened."""
-    must: set[int] = set()
-    causes: list[int] = []
-    if crash and crash.get("rank") is not None:
-        must.add(int(crash["rank"]))
-    if leaks is not None and len(leaks):
-        for _, row in leaks.iterrows():
-            must.add(int(row["rank"]))
-            causes += [int(r) for r in (row.get("cause_ranks", ()) or ())]
-    chosen = set(must)
-    for r in causes:
-        if len(chosen) >= max(MAX_HIGHLIGHT, len(must)):
-            break
-        chosen.add(r)
-    if not chosen and len(decisions):
-        top = decisions.groupby("rank")["active"].max().sort_values(ascending=False, kind="stable")
-        chosen = {int(r) for r in top.index[:3]}
-    return sorted(chosen)
-
-
-def _rank_label(rank: int, leaks: pd.DataFrame | None, crash: Mapping | None) -> str:
-    parts = []
-    if leaks is not None and len(leaks):
-        n = int((leaks["rank"] == rank).sum())
-        if n:
-            parts.append(f"{n} leak{'s' if n > 1 else ''}")
-        elif any(rank in tuple(c or ()) for c in leaks["cause_ranks"]):
-            parts.append("zero batch")
-    if crash and crash.get("rank") is not None and int(crash["rank"]) == rank:
-        parts.append("crash")
-    return f"rank {rank}" + (f" ({', '.join(parts)})" if parts else "")
-
-
-#: ``DataFrame.attrs`` key of a decisions table holding only some iterations of a long run: the
-#: whole run's :func:`per_iteration_active` (a streamed replay's figures, ``figure_views``).
-PER_ITERATION_ACTIVE = "per_iteration_active"
-
-
-def per_iteration_active(decisions: pd.DataFrame) -> pd.DataFrame:
-    """Per iteration (sorted index), the busiest rank's and the fleet's active requests
-    (columns ``max``, ``sum``): what the overview and the peak-load focus read. A decisions table
-    of some iterations only carries the whole run's in ``attrs[PER_ITERATION_ACTIVE]``."""
-    pre = decisions.attrs.get(PER_ITERATION_ACTIVE)
-    if pre is not None:
-        return pre
-    if not len(decisions) or "active" not in decisions.columns:
-        return pd.DataFrame({"max": pd.Series(dtype=float), "sum": pd.Series(dtype=float)})
-    g = pd.to_numeric(decisions["active"], errors="coerce").groupby(decisions["iter"].to_numpy())
-    return pd.DataFrame({"max": g.max(), "sum": g.sum()}).sort_index()
-
-
-def _focus_with_peak(decisions: pd.DataFrame, leaks, crash) -> list[int]:
-    """Focus iterations, with the peak-load iteration last: a clean run shows its busiest part."""
-    focus = focus_iterations(decisions, leaks, crash)
-    per = per_iteration_active(decisions)["sum"]
-    if len(per):
-        focus.append(int(per.idxmax()))
-    return focus
 
 
 def active_vs_expected(decisions: pd.DataFrame, *, leaks: pd.DataFrame | None = None,
@@ -242,81 +138,48 @@ def active_vs_expected(decisions: pd.DataFrame, *, leaks: pd.DataFrame | None = 
     Returns:
         A figure with one axis; crash rank and leaking ranks are highlighted, the others grey.
     """
-    kw = {"radius": radius} if radius is not None else {}
-    win = windows_for(decisions, leaks, crash, **kw)
-    lo_it = int(decisions["iter"].min()) if len(decisions) else 0
-    hi_it = int(decisions["iter"].max()) if len(decisions) else 0
-    zoomed = bool(win.segments) and (len(win.segments) > 1 or win.segments[0] != (lo_it, hi_it))
-    fig = _new_figure(11, 6.4 if zoomed else 4.8)
-    if zoomed:
+    return draw_active(active_view(decisions, leaks=leaks, crash=crash, cap=cap, title=title,
+                                   radius=radius))
+
+
+def draw_active(v: ActiveView) -> Figure:
+    """:func:`active_vs_expected` of a computed view."""
+    fig = _new_figure(11, 6.4 if v.overview is not None else 4.8)
+    if v.overview is not None:
         over, ax = fig.subplots(2, 1, height_ratios=(1, 2.6))
-        _overview(over, decisions, win, cap)
+        _overview(over, v)
     else:
         ax = fig.subplots()
-    fig.suptitle(title, fontsize=12, fontweight="bold")
-    if not len(decisions):
+    fig.suptitle(v.title, fontsize=12, fontweight="bold")
+    if v.empty:
         ax.text(0.5, 0.5, "no frames to draw", ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
         _fit(fig)
         return fig
-    df = decisions.assign(x=win.position(decisions["iter"].to_numpy()))
-    df = df[df["x"].notna()].sort_values(["rank", "iter"])
-    highlight = _interesting_ranks(decisions, leaks, crash)
-    seg_id = np.searchsorted([s[0] for s in win.segments], df["iter"].to_numpy(), side="right")
-    df = df.assign(seg=seg_id)
-    for rank, g in df.groupby("rank", sort=True):
-        if int(rank) in highlight:
-            continue
-        for _, s in g.groupby("seg"):
-            ax.plot(s["x"], s["active"].astype(float), color="0.75", linewidth=0.8, zorder=1)
-    for i, rank in enumerate(highlight):
-        g = df[df["rank"] == rank]
-        colour = _HIGHLIGHT_COLOURS[i % len(_HIGHLIGHT_COLOURS)]
-        style = _LINE_STYLES[(i // len(_HIGHLIGHT_COLOURS)) % len(_LINE_STYLES)]
-        label = _rank_label(rank, leaks, crash)
-        if not len(g):
-            ax.plot([], [], color=colour, linestyle=style, linewidth=1.8, label=label)
-        first = True
-        for _, s in g.groupby("seg"):
-            ax.plot(s["x"], s["active"].astype(float), color=colour, linewidth=1.8, zorder=3,
-                    linestyle=style, drawstyle="steps-mid", label=label if first else None)
-            first = False
-    others = sorted(set(int(r) for r in df["rank"].unique()) - set(highlight))
-    if others:
-        ax.plot([], [], color="0.75", linewidth=0.8,
-                label=f"rank{'s' if len(others) > 1 else ''} {_span(others)} (no leak)")
-    if "expected" in df.columns:
-        exp = df.groupby(["seg", "x"])["expected"].max().reset_index()
-        first = True
-        for _, s in exp.groupby("seg"):
-            ax.plot(s["x"], s["expected"].astype(float), color="black", linewidth=1.2,
-                    linestyle="--", zorder=2, label="expected_num_active_requests" if first else None)
-            first = False
-    if cap is not None:
-        ax.axhline(cap, color="#d55e00", linestyle=":", linewidth=1.5, zorder=2,
-                   label=f"cap = {cap} (max_num_active_requests)")
-    if leaks is not None and len(leaks):
-        keyed = df.set_index(["iter", "rank"])["active"]
-        xs, ys = [], []
-        for _, row in leaks.iterrows():
-            key = (int(row["iter_skipped"]), int(row["rank"]))
-            x = win.position([key[0]])[0]
-            if np.isnan(x) or key not in keyed.index:
-                continue
-            xs.append(x)
-            ys.append(float(keyed.loc[key]))
-        if xs:
-            ax.scatter(xs, ys, marker="v", s=70, color="#e69f00", edgecolor="black", zorder=4,
-                       label="dummy leaks (fleet skipped)")
-    if crash and crash.get("iter") is not None:
-        x = win.position([int(crash["iter"])])[0]
-        if not np.isnan(x):
-            row = df[(df["iter"] == int(crash["iter"])) & (df["rank"] == int(crash.get("rank", -1)))]
-            y = float(row["active"].iloc[0]) if len(row) else float(crash.get("active") or 0)
-            ax.scatter([x], [y], marker="X", s=160, color="#d55e00", edgecolor="black", zorder=5,
-                       label=f"crash (rank {crash.get('rank')}, iter {crash['iter']})")
-    _decorate_axis(ax, win)
-    ax.set_ylabel("len(active_requests) at pad entry")
+    for s in v.grey:
+        ax.plot(s.x, s.y, color="0.75", linewidth=0.8, zorder=1)
+    for h in v.highlighted:
+        if not h.parts:
+            ax.plot([], [], color=h.colour, linestyle=h.style, linewidth=1.8, label=h.label)
+        for k, s in enumerate(h.parts):
+            ax.plot(s.x, s.y, color=h.colour, linewidth=1.8, zorder=3, linestyle=h.style,
+                    drawstyle="steps-mid", label=h.label if k == 0 else None)
+    if v.others_label:
+        ax.plot([], [], color="0.75", linewidth=0.8, label=v.others_label)
+    for k, s in enumerate(v.expected):
+        ax.plot(s.x, s.y, color="black", linewidth=1.2, linestyle="--", zorder=2,
+                label=v.expected_label if k == 0 else None)
+    if v.cap is not None:
+        ax.axhline(v.cap, color="#d55e00", linestyle=":", linewidth=1.5, zorder=2,
+                   label=v.cap_label)
+    if v.leaks is not None:
+        ax.scatter(v.leaks.x, v.leaks.y, marker="v", s=70, color="#e69f00", edgecolor="black",
+                   zorder=4, label=v.leaks.label)
+    if v.crash is not None:
+        ax.scatter(v.crash.x, v.crash.y, marker="X", s=160, color="#d55e00", edgecolor="black",
+                   zorder=5, label=v.crash.label)
+    _decorate_axis(ax, v.win)
+    ax.set_ylabel(v.y_label)
     ax.yaxis.get_major_locator().set_params(integer=True)
     ax.set_ylim(bottom=0)   # a count: the axis starts at zero
     ax.grid(True, axis="y", alpha=0.3)
@@ -325,79 +188,22 @@ def active_vs_expected(decisions: pd.DataFrame, *, leaks: pd.DataFrame | None = 
     return fig
 
 
-def _span(ranks: Sequence[int]) -> str:
-    """``0-3, 5`` for sorted ranks."""
-    out, start, prev = [], None, None
-    for r in list(ranks) + [None]:
-        if start is None:
-            start = prev = r
-        elif r is not None and r == prev + 1:
-            prev = r
-        else:
-            out.append(str(start) if start == prev else f"{start}-{prev}")
-            start = prev = r
-    return ", ".join(out)
-
-
-#: Points drawn in the overview of a long run (iterations are binned down to this).
-OVERVIEW_POINTS = 1500
-
-
-def _overview(ax, decisions: pd.DataFrame, win: IterWindows, cap: int | None) -> None:
+def _overview(ax, v: ActiveView) -> None:
     """The whole run on one small axis (the fleet's busiest rank per iteration, binned), with
     the zoomed windows shaded: where in the run the figure below looks."""
-    if not len(decisions):
-        ax.set_axis_off()
-        return
-    per = per_iteration_active(decisions)["max"]
-    if len(per) > OVERVIEW_POINTS:
-        bins = np.linspace(per.index.min(), per.index.max() + 1, OVERVIEW_POINTS + 1)
-        per = per.groupby(pd.cut(per.index, bins, right=False, labels=bins[:-1]),
-                          observed=True).max()
-        per.index = per.index.astype(float)
-    ax.plot(per.index.astype(float), per.to_numpy(dtype=float), color="#0072b2", linewidth=0.8,
-            label="busiest rank")
-    if cap is not None:
-        ax.axhline(cap, color="#d55e00", linestyle=":", linewidth=1.2, label=f"cap = {cap}")
-    for first, last in win.segments:
+    o = v.overview
+    ax.plot(o.x, o.y, color="#0072b2", linewidth=0.8, label="busiest rank")
+    if v.cap is not None:
+        ax.axhline(v.cap, color="#d55e00", linestyle=":", linewidth=1.2, label=f"cap = {v.cap}")
+    for first, last in o.segments:
         ax.axvspan(first - 0.5, last + 0.5, color="#e69f00", alpha=0.3, linewidth=0)
-    ax.set_xlim(float(decisions["iter"].min()), float(decisions["iter"].max()))
+    ax.set_xlim(*o.xlim)
     ax.set_ylim(bottom=0)
     ax.yaxis.get_major_locator().set_params(integer=True)
-    ax.set_title("whole run (shaded: the iterations drawn below)", fontsize=9, loc="left")
+    ax.set_title(o.title, fontsize=9, loc="left")
     ax.set_ylabel("active", fontsize=8)
     ax.tick_params(labelsize=7)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
-
-
-def strip_codes(decisions: pd.DataFrame) -> np.ndarray:
-    """Category index (into :data:`STRIP_CATEGORIES`) of each decisions row.
-
-    Rows need ``batch`` and ``can_queue``; ``padded``, ``carried_dummy`` and ``crash`` are
-    optional. A null ``batch`` means the rank did not log (logs-only strips).
-    """
-    n = len(decisions)
-    code = np.zeros(n, dtype=np.int8)
-    padded = _bool(_col(decisions, "padded", pd.NA))
-    carried = pd.to_numeric(_col(decisions, "carried_dummy", 0), errors="coerce").fillna(0).to_numpy() > 0
-    cq = decisions["can_queue"].astype("boolean") if "can_queue" in decisions else pd.Series(pd.NA, index=decisions.index, dtype="boolean")
-    skipped = cq.eq(False).fillna(False).to_numpy(dtype=bool)
-    batch = pd.to_numeric(_col(decisions, "batch"), errors="coerce")
-    unknown = batch.isna().to_numpy()
-    zero = (batch == 0).fillna(False).to_numpy(dtype=bool)
-    crash = _bool(_col(decisions, "crash", False))
-    # A zero batch only forces a skip when some other rank had work; all at 0 is an idle fleet.
-    busy_iter = (batch > 0).fillna(False).groupby(decisions["iter"].to_numpy()).transform("any")
-    idle = zero & ~busy_iter.to_numpy(dtype=bool)
-    code[padded] = 1
-    code[skipped] = 2
-    code[carried] = 3
-    code[padded & skipped] = 4
-    code[zero] = 5
-    code[idle] = 8
-    code[crash] = 6
-    code[unknown & ~crash] = 7
-    return code
 
 
 def decision_strip(panels: Mapping[str, pd.DataFrame], *, leaks: pd.DataFrame | None = None,
@@ -414,51 +220,33 @@ def decision_strip(panels: Mapping[str, pd.DataFrame], *, leaks: pd.DataFrame | 
     Returns:
         A figure with one heat-strip axis per panel and a legend of the categories.
     """
-    names = list(panels)
-    fig_h = 1.2 + sum(min(4.0, max(1.4, 0.12 * (panels[n]["rank"].nunique() if len(panels[n]) else 1)))
-                      for n in names)
+    return draw_strip(strip_view(panels, leaks=leaks, crash=crash, title=title, radius=radius))
+
+
+def draw_strip(v: StripView) -> Figure:
+    """:func:`decision_strip` of a computed view."""
+    import numpy as np
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
-    fig = _new_figure(11, min(fig_h + 0.8, 16))
-    axes = fig.subplots(max(1, len(names)), 1, squeeze=False)
-    fig.suptitle(title, fontsize=12, fontweight="bold")
-    first = panels[names[0]] if names else pd.DataFrame(columns=["iter", "rank"])
-    kw = {"radius": radius} if radius is not None else {}
-    win = windows_for(first, leaks, crash, **kw) if len(first) else IterWindows(())
+    fig = _new_figure(11, v.height_in)
+    axes = fig.subplots(max(1, len(v.panels)), 1, squeeze=False)
+    fig.suptitle(v.title, fontsize=12, fontweight="bold")
     cmap = ListedColormap([c for _, c in STRIP_CATEGORIES])
-    used: set[int] = set()
-    for ax, name in zip(axes[:, 0], names or ["(none)"]):
-        df = panels.get(name, pd.DataFrame())
-        if not len(df) or not win.segments:
+    for ax, p in zip(axes[:, 0], v.panels):
+        if p.grid is None:
             ax.text(0.5, 0.5, "no decisions", ha="center", va="center", transform=ax.transAxes)
             ax.set_axis_off()
             continue
-        x = win.position(df["iter"].to_numpy())
-        keep = ~np.isnan(x)
-        df = df[keep]
-        ranks = sorted(int(r) for r in pd.unique(df["rank"]))
-        row_of = {r: i for i, r in enumerate(ranks)}
-        grid = np.full((len(ranks), win.width), np.nan)
-        codes = strip_codes(df)
-        rows = np.array([row_of[int(r)] for r in df["rank"]])
-        grid[rows, x[keep].astype(int)] = codes
-        used.update(int(c) for c in np.unique(codes))
-        ax.imshow(np.ma.masked_invalid(grid), aspect="auto", interpolation="nearest", cmap=cmap,
+        ax.imshow(np.ma.masked_invalid(p.grid), aspect="auto", interpolation="nearest", cmap=cmap,
                   vmin=-0.5, vmax=len(STRIP_CATEGORIES) - 0.5, origin="upper")
-        step = max(1, len(ranks) // 16)
-        # Every rank that leaked or crashed keeps its tick, whatever the spacing of the others.
-        marked = set(int(r) for r in (leaks["rank"] if leaks is not None and len(leaks) else ()))
-        if crash and crash.get("rank") is not None:
-            marked.add(int(crash["rank"]))
-        rows_ticked = sorted(set(range(0, len(ranks), step)) | {row_of[r] for r in marked if r in row_of})
-        ax.set_yticks(rows_ticked)
-        ax.set_yticklabels([str(ranks[i]) for i in rows_ticked], fontsize=8)
+        ax.set_yticks(list(p.ticked))
+        ax.set_yticklabels([str(p.ranks[i]) for i in p.ticked], fontsize=8)
         ax.set_ylabel("rank")
-        ax.set_title(name, fontsize=10, loc="left")
-        _decorate_axis(ax, win)
+        ax.set_title(p.name, fontsize=10, loc="left")
+        _decorate_axis(ax, v.win)
     handles = [Patch(facecolor=STRIP_CATEGORIES[i][1], edgecolor="0.4", label=STRIP_CATEGORIES[i][0])
-               for i in sorted(used)]
+               for i in v.used]
     legend = None
     if handles:
         legend = fig.legend(handles=handles, loc="lower center", ncols=min(4, len(handles)),
@@ -484,67 +272,33 @@ def state_composition(requests: pd.DataFrame, *, iteration: int,
         title: figure title; default names the iteration.
         ranks: every rank to draw (ranks holding nothing get an empty bar); default: those seen.
     """
+    return draw_states(states_view(requests, iteration=iteration, leaked_dummies=leaked_dummies,
+                                   expected=expected, cap=cap, title=title, ranks=ranks))
+
+
+def draw_states(v: StatesView) -> Figure:
+    """:func:`state_composition` of a computed view."""
+    import numpy as np
+
     fig = _new_figure(11, 4.8)
     ax = fig.subplots()
-    fig.suptitle(title or f"Request states per rank at iteration {iteration}", fontsize=12,
-                 fontweight="bold")
-    req = requests.copy()
-    if leaked_dummies is not None and len(req):
-        req = req[~req["dummy"].astype(bool)]
-    leaked = dict(leaked_dummies or {})
-    if not len(req) and not leaked:
-        ax.text(0.5, 0.5, f"no requests recorded at iteration {iteration}", ha="center",
-                va="center", transform=ax.transAxes)
+    fig.suptitle(v.title, fontsize=12, fontweight="bold")
+    if v.message:
+        ax.text(0.5, 0.5, v.message, ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
         _fit(fig)
         return fig
-
-    def state_name(state: int) -> str:
-        try:
-            return RequestState(state).name
-        except ValueError:
-            return f"state {state}"
-
-    if len(req):
-        state = req["state"].astype(int).to_numpy()
-        dummy = req["dummy"].astype(bool).to_numpy()
-        names = {int(s): state_name(int(s)) for s in np.unique(state)}
-        req["label"] = np.where(dummy, "ADP dummy (recorded)", [names[int(s)] for s in state])
-        req["order"] = state + np.where(dummy, 100, 0)
-        counts = req.groupby(["rank", "label"]).size().unstack(fill_value=0)
-        order = req.groupby("label")["order"].min().sort_values().index
-        counts = counts[list(order)]
-    else:
-        counts = pd.DataFrame()
-    ranks = sorted(set(int(r) for r in counts.index) | set(int(r) for r in leaked)
-                   | set(int(r) for r in (ranks or ())))
-    counts = counts.reindex(ranks, fill_value=0)
-    if leaked:
-        counts["ADP dummy leaked (replay)"] = [leaked.get(r, 0) for r in ranks]
-    bottom = np.zeros(len(ranks))
-    xs = np.arange(len(ranks))
-    k = 0
-    for col in counts.columns:
-        vals = counts[col].to_numpy(dtype=float)
-        if col.startswith("ADP dummy leaked"):
-            colour, hatch = "#e69f00", "//"
-        elif col.startswith("ADP dummy"):
-            colour, hatch = "#f5d08a", "//"
-        else:
-            colour = _STATE_COLOURS[k % len(_STATE_COLOURS)]
-            hatch = (None, "..", "xx")[(k // len(_STATE_COLOURS)) % 3]
-            k += 1
-        ax.bar(xs, vals, bottom=bottom, color=colour, edgecolor="0.3", linewidth=0.5, label=col,
-               hatch=hatch)
-        bottom += vals
-    if expected is not None:
-        ax.axhline(expected, color="black", linestyle="--", linewidth=1.2,
-                   label=f"expected_num_active_requests = {expected}"
-                   + (" (= the cap)" if cap == expected else ""))
-    if cap is not None and cap != expected:
-        ax.axhline(cap, color="#d55e00", linestyle=":", linewidth=1.5, label=f"cap = {cap}")
+    xs = np.arange(len(v.ranks))
+    bottom = np.zeros(len(v.ranks))
+    for b in v.bars:
+        ax.bar(xs, b.values, bottom=bottom, color=b.colour, edgecolor="0.3", linewidth=0.5,
+               label=b.label, hatch=b.hatch)
+        bottom += b.values
+    for line in v.lines:
+        ax.axhline(line.y, color=line.colour, linestyle=line.style, linewidth=line.width,
+                   label=line.label)
     ax.set_xticks(xs)
-    ax.set_xticklabels([str(r) for r in ranks], fontsize=8)
+    ax.set_xticklabels([str(r) for r in v.ranks], fontsize=8)
     ax.set_xlabel("rank")
     ax.set_ylabel("requests in active_requests")
     ax.yaxis.get_major_locator().set_params(integer=True)
@@ -561,38 +315,3 @@ def to_png(fig: "Figure", *, dpi: int = DPI) -> bytes:
     # zlib level 3: a third less encoding time than the default 6 for PNGs 12% larger
     fig.savefig(buf, format="png", dpi=dpi, pil_kwargs={"compress_level": 3})
     return buf.getvalue()
-
-
-def leaks_frame(leaks: Sequence) -> pd.DataFrame:
-    """Leak records (objects or dicts with rank/iter_created/iter_skipped/cause_ranks) as a frame;
-    a frame (``ReplayResult.leaks``) as it is."""
-    if isinstance(leaks, pd.DataFrame):
-        return leaks
-    rows = []
-    for leak in leaks:
-        get = leak.get if isinstance(leak, Mapping) else (lambda k, d=None, o=leak: getattr(o, k, d))
-        rows.append({"rank": int(get("rank")), "iter_created": int(get("iter_created")),
-                     "iter_skipped": int(get("iter_skipped")),
-                     "cause_ranks": tuple(int(r) for r in (get("cause_ranks") or ()))})
-    return pd.DataFrame(rows, columns=["rank", "iter_created", "iter_skipped", "cause_ranks"])
-
-
-def crash_marker(crash) -> dict | None:
-    """A replayed crash (``ReplayResult.crash``) as the ``crash`` argument of the figures."""
-    if crash is None:
-        return None
-    return {"iter": int(crash.iter), "rank": int(crash.rank), "active": int(crash.active)}
-
-
-def state_iteration(decisions: pd.DataFrame, result) -> int | None:
-    """The iteration whose request states tell a replay's story: the crash, else the one after
-    the first leak (the skipped one when the trace ends there), else the last; None if empty."""
-    if not len(decisions):
-        return None
-    if result.crash is not None:
-        return int(result.crash.iter)
-    if len(result.leaks):
-        first = int(result.leaks["iter_skipped"].min())
-        nxt = first + 1
-        return nxt if (decisions["iter"] == nxt).any() else first
-    return int(decisions["iter"].max())

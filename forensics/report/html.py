@@ -1,7 +1,7 @@
 """Rendering a report :class:`~forensics.report.document.Document` as one self-contained HTML file.
 
 Self-contained means it opens from an e-mail attachment or an air-gapped machine: figures are
-embedded as base64 PNG data URIs, the CSS is inline, and there is no reference to any other file
+embedded as base64 SVG data URIs, the CSS is inline, and there is no reference to any other file
 or URL (no script, stylesheet, image or link ``src``/``href`` outside ``data:`` and ``#``).
 """
 from __future__ import annotations
@@ -55,9 +55,9 @@ def _inline(text: str) -> str:
     return "".join(out)
 
 
-def data_uri(png: bytes) -> str:
-    """A ``data:image/png;base64,...`` URI."""
-    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+def data_uri(data: bytes, media_type: str = "image/png") -> str:
+    """A ``data:MEDIA_TYPE;base64,...`` URI."""
+    return f"data:{media_type};base64," + base64.b64encode(data).decode("ascii")
 
 
 def render_html(doc: Document) -> str:
@@ -86,6 +86,6 @@ def render_html(doc: Document) -> str:
             out.append(f"<pre>{html.escape(b.text)}</pre>")
         elif isinstance(b, FigureBlock):
             out.append(f'<figure><img alt="{html.escape(b.caption, quote=True)}" '
-                       f'src="{data_uri(b.png)}"><figcaption>{_inline(b.caption)}</figcaption></figure>')
+                       f'src="{data_uri(b.data, b.media_type)}"><figcaption>{_inline(b.caption)}</figcaption></figure>')
     out += ["</body>", "</html>"]
     return "\n".join(out) + "\n"

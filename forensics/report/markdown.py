@@ -1,6 +1,6 @@
 """Rendering a report :class:`~forensics.report.document.Document` as Markdown.
 
-Figures are linked as files beside ``report.md`` (the post-mortem writes the PNGs there).
+Figures are linked as files beside ``report.md`` (the post-mortem writes the SVGs there).
 """
 from __future__ import annotations
 

@@ -10,7 +10,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 import pandas as pd
 
-from forensics.report import figures as F
+from forensics.report import figure_data as F
+from forensics.report import svg_figures as S
 from forensics.report.crash_signatures import excerpt
 from forensics.report.document import (
     Bullets,
@@ -42,35 +43,47 @@ def _fig_policy(results: Mapping[str, Any], chain_policy: Optional[str], verdict
     return next(iter(results), None)
 
 
+def figure_policies(results: Mapping[str, Any], chain_policy: Optional[str],
+                    verdicts: Sequence) -> tuple[str, ...]:
+    """The policies the figures draw: the story's, then a clean one to compare the strip with
+    when the story's is not clean (``figure_blocks`` reads only these results)."""
+    name = _fig_policy(results, chain_policy, verdicts)
+    if name is None:
+        return ()
+    story_clean = next((v.verdict == "clean" for v in verdicts if v.policy == name), True)
+    clean = None if story_clean else next(
+        (v.policy for v in verdicts if v.verdict == "clean" and v.policy != name), None)
+    return (name,) if clean is None else (name, clean)
+
+
 def figure_blocks(ds, run: Optional[str], results: Mapping[str, Any], chain_policy: Optional[str],
                   verdicts: Sequence, lo: LogsOnlyFindings, config,
                   log_crash=None) -> list[FigureBlock]:
-    """The report's figures (PNG bytes), drawn from the replay of the story's policy, or from the
-    iteration logs when there is no trace."""
+    """The report's figures (SVG), drawn from the replay of the story's policy, or from the
+    iteration logs when there is no trace. ``results`` needs the :func:`figure_policies` only."""
     out: list[FigureBlock] = []
-    name = _fig_policy(results, chain_policy, verdicts)
-    if run is not None and name is not None:
+    drawn = figure_policies(results, chain_policy, verdicts)
+    if run is not None and drawn:
+        name = drawn[0]
         r = results[name]
         dec = r.decisions
         leaks = r.leaks
         crash = F.crash_marker(r.crash)
         cap = config.cap if (config is not None and r.policy.cap) else None
-        fig = F.active_vs_expected(dec, leaks=leaks, crash=crash, cap=cap,
-                                   title=f"Active requests per rank under {name} (run {run})")
-        out.append(FigureBlock("active_requests.png", F.to_png(fig),
+        fig = S.active_svg(F.active_view(dec, leaks=leaks, crash=crash, cap=cap,
+                                         title=f"Active requests per rank under {name} (run {run})"))
+        out.append(FigureBlock("active_requests.svg", fig,
                                f"len(active_requests) at pad entry per rank under {name}, against "
                                "expected_num_active_requests and the cap; triangles mark dummies "
                                "that survived a fleet-wide skip, the cross the crash. Long runs "
                                "show windows around the interesting iterations."))
         panels = {f"{name} (replayed)": dec}
-        story_clean = next((v.verdict == "clean" for v in verdicts if v.policy == name), True)
-        clean = None if story_clean else next(
-            (v.policy for v in verdicts if v.verdict == "clean" and v.policy != name), None)
+        clean = drawn[1] if len(drawn) > 1 else None
         if clean is not None:
             panels[f"{clean} (replayed, no leak)"] = results[clean].decisions
-        fig = F.decision_strip(panels, leaks=leaks, crash=crash,
-                               title=f"What each rank did, per iteration (run {run})")
-        out.append(FigureBlock("decision_strip.png", F.to_png(fig),
+        fig = S.strip_svg(F.strip_view(panels, leaks=leaks, crash=crash,
+                                       title=f"What each rank did, per iteration (run {run})"))
+        out.append(FigureBlock("decision_strip.svg", fig,
                                "Per rank and iteration: ran, padded, zero batch, fleet-wide skip, "
                                "a dummy leaking through a skip, a rank carrying a leaked dummy, "
                                "the crash" + (f"; compared with {clean}" if clean else "") + "."))
@@ -83,11 +96,12 @@ def figure_blocks(ds, run: Optional[str], results: Mapping[str, Any], chain_poli
             leaked = {int(rk): 1 for rk, c in zip(at["rank"], carried) if c}
             exp = pd.to_numeric(at.get("expected", pd.Series(dtype=float)), errors="coerce").dropna()
             why = "the crash" if r.crash is not None and int(r.crash.iter) == it else "after the first leak"
-            fig = F.state_composition(req, iteration=it, leaked_dummies=leaked,
-                                      expected=int(exp.max()) if len(exp) else None, cap=cap,
-                                      title=f"Request states per rank at iteration {it} ({why}, {name})",
-                                      ranks=[int(x) for x in at["rank"]])
-            out.append(FigureBlock("request_states.png", F.to_png(fig),
+            fig = S.states_svg(F.states_view(
+                req, iteration=it, leaked_dummies=leaked,
+                expected=int(exp.max()) if len(exp) else None, cap=cap,
+                title=f"Request states per rank at iteration {it} ({why}, {name})",
+                ranks=[int(x) for x in at["rank"]]))
+            out.append(FigureBlock("request_states.svg", fig,
                                    f"The recorded request states of every rank at iteration {it}, "
                                    f"with the dummies {name} carried into it."))
     elif len(ds.iterations):
@@ -101,9 +115,10 @@ def figure_blocks(ds, run: Optional[str], results: Mapping[str, Any], chain_poli
                                                      "padded": pd.NA, "crash": True}])],
                                 ignore_index=True)
         if len(dec) and dec["batch"].notna().any():
-            fig = F.decision_strip({"iteration logs (batch sizes as logged)": dec}, crash=crash,
-                                   title="What each rank logged, per iteration (no request traces)")
-            out.append(FigureBlock("decision_strip.png", F.to_png(fig),
+            fig = S.strip_svg(F.strip_view(
+                {"iteration logs (batch sizes as logged)": dec}, crash=crash,
+                title="What each rank logged, per iteration (no request traces)"))
+            out.append(FigureBlock("decision_strip.svg", fig,
                                    "Per rank and iteration from the iteration logs alone: a zero "
                                    "batch, a fleet-wide skip (where every rank logs), a dummy "
                                    "forwarded (V5 lines), or unknown where the rank did not log."))
@@ -269,5 +284,5 @@ def _requests_at(ds: Any, run: str, it: int) -> pd.DataFrame:
                               & (pc.field("iter") == int(it))))
 
 
-__all__ = ["build_document", "figure_blocks"]
+__all__ = ["build_document", "figure_blocks", "figure_policies"]
 

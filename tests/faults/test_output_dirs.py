@@ -63,14 +63,14 @@ def test_a_rerun_leaves_only_what_this_run_wrote(tmp_path):
     out = tmp_path / "report"
     full = _run("postmortem", NVBUG, "-o", out)
     assert full.exit_code == 1, full.output
-    figures = sorted(p.name for p in out.glob("*.png"))
+    figures = sorted(p.name for p in out.glob("*.svg"))
     assert len(figures) > 1
     logs_only = _run("postmortem", NVBUG / "executor.log", "-o", out)
     assert logs_only.exit_code in (0, 1, 3), logs_only.output
     manifest = json.loads((out / ".forensics-output.json").read_text())["files"]
     visible = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
     assert visible == sorted(manifest)
-    now = sorted(p.name for p in out.glob("*.png"))
+    now = sorted(p.name for p in out.glob("*.svg"))
     assert len(now) < len(figures)              # the replay's figures of the first run are gone
     assert set(now) <= set(manifest)
 

@@ -166,10 +166,10 @@ def test_windows_cover_the_run_once(tmp_path):
                                     "sim:healthy:fix-16161"])
 def test_figures_from_files_equal_figures_from_memory(source, tmp_path):
     """The post-mortem draws its figures from a few iterations read back from the files; the
-    PNGs are byte for byte those drawn from every decision in memory (simulated runs are long
+    SVGs are byte for byte those drawn from every decision in memory (simulated runs are long
     enough to be drawn in windows)."""
     from forensics.report.logs_only import logs_only_findings
-    from forensics.report.narrative import figure_blocks
+    from forensics.report.narrative import figure_blocks, figure_policies
     from forensics.report.postmortem import _verdict, figure_views, story_policy
     if source.startswith("sim:"):
         from forensics.simulate import simulate
@@ -191,13 +191,13 @@ def test_figures_from_files_equal_figures_from_memory(source, tmp_path):
     lo = logs_only_findings(ds.iterations, ds.events, tp_size=cfg.tp_size, has_traces=True)
     chain = story_policy(verdicts)
     a = figure_blocks(ds, windows.run, whole, chain, verdicts, lo, cfg)
-    views = figure_views(streamed)
+    views = figure_views(streamed, figure_policies(streamed, chain, verdicts))   # as postmortem
     if source.startswith("sim:"):   # drawn from a part of the decisions only
         assert any(len(v.decisions) < len(whole[n].decisions) / 2 for n, v in views.items())
     b = figure_blocks(ds, windows.run, views, chain, verdicts, lo, cfg)
     assert [f.name for f in a] == [f.name for f in b] and len(a) >= 2
     for fa, fb in zip(a, b):
-        assert fa.png == fb.png, fa.name
+        assert fa.data == fb.data, fa.name
 
 
 # --- replay_input, forensics replay and forensics fleet stream long runs ------------------------

@@ -1,8 +1,11 @@
 """End-to-end post-mortems: hand-made inputs (see conftest), bundled samples, real logs, the CLI."""
 from __future__ import annotations
 
+import base64
 import json
+import re
 import shutil
+import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -14,7 +17,7 @@ from forensics.cli import cli
 from forensics.errors import ForensicsError
 from forensics.report.postmortem import postmortem
 
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+SVG_ROOT = "{http://www.w3.org/2000/svg}svg"
 
 
 def test_findings_match_the_hand_worked_crash(crash_inputs, tmp_path):
@@ -57,13 +60,21 @@ def test_findings_match_the_hand_worked_crash(crash_inputs, tmp_path):
 def test_report_files_and_figures(crash_inputs, tmp_path):
     r = postmortem(crash_inputs, tmp_path / "report")
     names = sorted(p.name for p in r.figures)
-    assert names == ["active_requests.png", "decision_strip.png", "request_states.png"]
+    assert names == ["active_requests.svg", "decision_strip.svg", "request_states.svg"]
     for p in r.figures:
         data = p.read_bytes()
-        assert data.startswith(PNG_MAGIC) and len(data) > 10_000, p
+        assert ET.fromstring(data).tag == SVG_ROOT and len(data) > 3_000, p
     md = r.report_md.read_text()
-    assert "entry-assert" in md and "prefix-2026" in md and "(active_requests.png)" in md
+    assert "entry-assert" in md and "prefix-2026" in md and "(active_requests.svg)" in md
     assert "AssertionError" in md  # the traceback excerpt, verbatim from the log
+    # report.md links the files beside it; report.html embeds the same bytes
+    linked = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
+    assert sorted(linked) == names and all((r.out_dir / n).is_file() for n in linked)
+    refs = _Refs()
+    refs.feed(r.report_html.read_text())
+    prefix = "data:image/svg+xml;base64,"
+    embedded = [base64.b64decode(v[len(prefix):]) for v in refs.refs if v.startswith(prefix)]
+    assert refs.imgs == 3 and embedded == [(r.out_dir / n).read_bytes() for n in linked]
 
 
 class _Refs(HTMLParser):
@@ -88,10 +99,14 @@ def test_html_is_self_contained(crash_inputs, tmp_path):
     p = _Refs()
     p.feed(text)
     assert p.imgs == 3
-    assert p.refs and all(ref.startswith("data:image/png;base64,") for ref in p.refs), \
+    prefix = "data:image/svg+xml;base64,"
+    assert p.refs and all(ref.startswith(prefix) for ref in p.refs), \
         [x[:40] for x in p.refs if not x.startswith("data:")]
     assert "http://" not in text and "https://" not in text
-    # Still complete when moved away from its PNGs.
+    for ref in p.refs:   # the figures fetch nothing either (the namespace is a name, not a fetch)
+        svg = base64.b64decode(ref[len(prefix):]).decode()
+        assert "href" not in svg and svg.count("http") == 1 and 'xmlns="http://www.w3.org/2000/svg"' in svg
+    # Still complete when moved away from its figure files.
     moved = tmp_path / "moved.html"
     shutil.copy(r.report_html, moved)
     assert moved.read_text() == text
@@ -218,8 +233,10 @@ def test_bundled_nvbug_sample(tmp_path):
     assert f["policies"]["prefix-2026"]["crash"] is not None
     assert f["policies"]["prefix-2026"]["leaks"]
     assert str(tmp_path / "report" / "report.html") in res.output.splitlines()[-1]
-    for png in (tmp_path / "report").glob("*.png"):
-        assert png.read_bytes().startswith(PNG_MAGIC)
+    figures = sorted((tmp_path / "report").glob("*.svg"))
+    assert len(figures) == 3 and not list((tmp_path / "report").glob("*.png"))
+    for svg in figures:
+        assert ET.fromstring(svg.read_bytes()).tag == SVG_ROOT
 
 
 def test_bundled_healthy_sample_exits_0(tmp_path):
@@ -258,7 +275,7 @@ def test_logs_alone_agree_with_the_replay(tmp_path):
     assert logs.log_crash.iter == prefix["crash"]["iter"] and logs.log_crash.rank == prefix["crash"]["rank"]
     p = _Refs()
     p.feed(logs.report_html.read_text())
-    assert p.imgs == 1 and all(x.startswith("data:image/png;base64,") for x in p.refs)
+    assert p.imgs == 1 and all(x.startswith("data:image/svg+xml;base64,") for x in p.refs)
 
 
 def test_progress_and_several_runs(tmp_path):
@@ -315,3 +332,19 @@ def test_story_policy_prefers_the_policy_that_reproduces_the_logged_crash():
     assert story_policy(rows) == "b"          # else the first crash
     assert story_policy([V(policy="x", verdict="clean", reproduces_log_crash=None,
                            is_recording_build=True)]) is None
+
+
+def test_streamed_and_in_memory_replays_write_the_same_report(tmp_path):
+    """A run of one window is replayed in memory, a longer one in windows through Parquet
+    files (OUT/.replay); on the bundled NVBug run (77 iterations) windows of 16 iterations
+    give the same findings, report and figures as the in-memory replay."""
+    sample = _sample("nvbug-6438685")
+    mem = postmortem([sample], tmp_path / "mem")
+    win = postmortem([sample], tmp_path / "win", window=16)
+    assert not (tmp_path / "mem" / ".replay").exists()
+    assert any((tmp_path / "win" / ".replay").rglob("decisions.parquet"))
+    assert mem.exit_status == win.exit_status == 1
+    strip = lambda d, root: json.dumps(d, sort_keys=True).replace(str(root), "OUT")
+    assert strip(mem.findings, tmp_path / "mem") == strip(win.findings, tmp_path / "win")
+    assert mem.report_md.read_text() == win.report_md.read_text()
+    assert [p.read_bytes() for p in mem.figures] == [p.read_bytes() for p in win.figures]
