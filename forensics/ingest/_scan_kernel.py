@@ -2,6 +2,7 @@
 when that path runs). Module-level functions and constant arrays, so numba's cache works."""
 import numba
 import numpy as np
+from numba import types
 
 from forensics.ingest.native_scan import (
     F_ELAPSED,
@@ -55,7 +56,7 @@ iter_head = np.frombuffer(b"iter = ", dtype=np.uint8).copy()
 na = np.frombuffer(b"N/A", dtype=np.uint8).copy()
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def digits(buf, p, e, k):
     """(value, position after) of exactly ``k`` digits at ``p``; value -1 if not."""
     if p + k > e:
@@ -69,7 +70,7 @@ def digits(buf, p, e, k):
     return v, p + k
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def digit_run(buf, p, e, most):
     """(value, position after) of a run of 1..most digits at ``p``; -1 when none or longer."""
     q = p
@@ -84,7 +85,7 @@ def digit_run(buf, p, e, most):
     return v, q
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def time_fields(buf, p, n, widths, seps):
     """(ok, six numbers, position after) of a time of fixed-width fields ``widths`` joined by
     the bytes ``seps`` (-1: none after that field)."""
@@ -113,7 +114,7 @@ def time_fields(buf, p, n, widths, seps):
     return True, v0, v1, v2, v3, v4, v5, q
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def epoch_us(year, month, day, hour, minute, sec):
     """Microseconds since 1970 of a valid local time, -1 if it is not one."""
     if year < 1900 or year > 2999 or month < 1 or month > 12 or day < 1:
@@ -128,26 +129,26 @@ def epoch_us(year, month, day, hour, minute, sec):
     return ((days * 24 + hour) * 60 + minute) * 60000000 + sec * 1000000
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def eol(buf, q, n):
     """Whether ``q`` is the end of the line (a newline or the end of the block)."""
     return q >= n or buf[q] == 10
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def comma(buf, q, n):
     """Whether ``", "`` is at ``q``."""
     return q + 1 < n and buf[q] == 44 and buf[q + 1] == 32
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def ends_value(buf, q, n, in_states):
     """Whether a value may end at ``q``: ``", "``, the end of the line, or (in the
     ``states`` dict) its closing brace."""
     return comma(buf, q, n) or eol(buf, q, n) or (in_states and q < n and buf[q] == 125)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
     """Read the line starting at ``p`` into row ``k``. Returns the offset of its end (its
     newline, or ``n``) when it is a fast line, else -1 (nothing of row ``k`` is used then).
@@ -369,15 +370,16 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
     return q
 
 
-@numba.njit(cache=True, nogil=True)
-def scan(buf, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev):
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def scan(buf, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev, pred):
     """Split ``buf`` into lines (starts/ends, newline excluded) and read the fast ones;
-    returns (lines, fast rows). Row ``k`` of the outputs is line ``fast_line[k]``."""
+    returns (lines, fast rows). Row ``k`` of the outputs is line ``fast_line[k]``. ``pred``
+    (int64, filled with -1) is scratch: no allocation here, so the compiled code needs no
+    runtime (see :mod:`forensics.ingest.native_code`)."""
     n = len(buf)
     i = 0
     p = 0
     k = 0
-    pred = np.full(32, -1, np.int64)
     while p < n:
         e = line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sev, pred)
         if e >= 0:
@@ -394,10 +396,42 @@ def scan(buf, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, s
     return i, k
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def count_newlines(buf):
     """Newlines in ``buf`` (a plain loop numba vectorises: 3x ``bytes.count`` here)."""
     c = 0
     for i in range(len(buf)):
         c += buf[i] == 10
     return c
+
+
+_P8, _P64 = types.CPointer(types.uint8), types.CPointer(types.int64)
+_PF, _PB = types.CPointer(types.float64), types.CPointer(types.boolean)
+#: C signatures of the entry points (``native_code`` calls them through ctypes).
+SCAN_SIG = types.int64(_P8, types.int64, types.int64, _P64, _P64, _P64, _P64, _PF, _PB, _P64,
+                       _PB, _P8, _P8, _P64, _P64)
+COUNT_SIG = types.int64(_P8, types.int64)
+
+
+@numba.cfunc(SCAN_SIG, cache=True, nogil=True, error_model="numpy")
+def scan_c(buf, n, cap, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev,
+           pred, out):
+    """:func:`scan` over raw pointers (arrays of ``cap`` rows); the fast rows go to out[0]."""
+    i, k = scan(numba.carray(buf, (n,)), numba.carray(starts, (cap,)),
+                numba.carray(ends, (cap,)), numba.carray(fast_line, (cap,)),
+                numba.carray(ints, (N_INTS, cap)), numba.carray(floats, (N_FLOATS, cap)),
+                numba.carray(valid, (N_INTS + N_FLOATS, cap)),
+                numba.carray(fspan, (2 * N_FLOATS, cap)), numba.carray(fneed, (N_FLOATS, cap)),
+                numba.carray(fmt, (cap,)), numba.carray(sev, (cap,)), numba.carray(pred, (32,)))
+    numba.carray(out, (1,))[0] = k
+    return i
+
+
+@numba.cfunc(COUNT_SIG, cache=True, nogil=True, error_model="numpy")
+def count_c(buf, n):
+    """:func:`count_newlines` over a raw pointer."""
+    return count_newlines(numba.carray(buf, (n,)))
+
+
+#: The entry points, by the names :mod:`forensics.ingest.native_code` knows them.
+ENTRY_POINTS = {"scan": scan_c, "count": count_c}

@@ -81,16 +81,14 @@ def enabled(size: int) -> bool:
 
 
 def kernel():
-    """The compiled scanner, or None when numba is not importable."""
+    """The compiled scanner's entry points (:func:`native_code.entry_points`), or None when
+    numba is not importable."""
     global _kernel
     if _kernel is None:
-        try:
-            from forensics.ingest._scan_kernel import scan
-            _kernel = scan
-        except ImportError:
-            _kernel = False
-    return _kernel or None
+        from forensics.ingest import native_code
 
+        _kernel = native_code.entry_points() or False
+    return _kernel or None
 
 
 
@@ -128,11 +126,10 @@ def scan_block(block: bytes | bytearray) -> Scan | None:
             block.decode("utf-8")
         except UnicodeDecodeError:
             return None
-    scan = kernel()
-    from forensics.ingest._scan_kernel import count_newlines
-
+    entry = kernel()
     buf = np.frombuffer(block, dtype=np.uint8)
-    cap = count_newlines(buf) + 1
+    at = buf.ctypes.data
+    cap = entry["count"](at, len(buf)) + 1
     starts = np.empty(cap, np.int64)
     ends = np.empty(cap, np.int64)
     fast_line = np.empty(cap, np.int64)
@@ -143,7 +140,15 @@ def scan_block(block: bytes | bytearray) -> Scan | None:
     fneed = np.empty((N_FLOATS, cap), np.bool_)
     fmt = np.empty(cap, np.uint8)
     sev = np.empty(cap, np.uint8)
-    n, k = scan(buf, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev)
+    pred = np.full(32, -1, np.int64)
+    out = np.zeros(1, np.int64)
+    n = entry["scan"](at, len(buf), cap, *(a.ctypes.data for a in (
+        starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev, pred, out)))
+    k = int(out[0])
+    from forensics.ingest import native_code
+
+    if native_code.failed():
+        raise RuntimeError("the native scanner returned an error (a bug: please report it)")
     return Scan(n, starts[:n], ends[:n], fast_line[:k], ints[:, :k], floats[:, :k],
                 valid[:, :k], fspan[:, :k], fneed[:, :k], fmt[:k], sev[:k])
 

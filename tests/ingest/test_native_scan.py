@@ -203,7 +203,7 @@ def test_good_lines_are_all_fast(tmp_path):
 def test_without_numba_the_reference_path_reads(tmp_path):
     log = tmp_path / "bench.log"
     _bench_module().generate_bench(log, 1, "V4")
-    code = ("import sys; sys.modules['numba'] = None\n"
+    code = ("import sys; sys.modules['numba'] = sys.modules['llvmlite'] = None\n"
             "from forensics.ingest import native_scan\n"
             "from forensics.ingest.executor_log import parse_executor_log\n"
             "assert native_scan.kernel() is None and not native_scan.enabled(1 << 40)\n"
@@ -217,11 +217,38 @@ def test_without_numba_the_reference_path_reads(tmp_path):
     assert int(out.stdout) == assert_same(log)["iterations"].num_rows
 
 
+def test_saved_object_runs_without_numba(tmp_path):
+    """The object file saved from numba's functions, loaded by llvmlite alone in a process
+    where numba cannot be imported, reads the same rows as the reference path."""
+    import llvmlite.binding as llvm
+
+    from forensics.ingest import _scan_kernel, native_code
+
+    objects, meta = native_code._objects(_scan_kernel.ENTRY_POINTS)
+    assert native_code._save(tmp_path / "cache" / f"scan-{native_code._key(llvm)}", objects,
+                             meta)
+    log = tmp_path / "bench.log"
+    _bench_module().generate_bench(log, 1, "V3")
+    code = ("import sys; sys.modules['numba'] = None\n"
+            "from forensics.ingest import native_code, native_scan\n"
+            "from forensics.ingest.executor_log import parse_executor_log\n"
+            "assert native_scan.kernel() is not None and native_code._engine is not None\n"
+            "n = sum(b.iterations.num_rows for b in parse_executor_log(sys.argv[1], 'x', "
+            "native=True))\n"
+            "print(n, native_code.failed())\n")
+    out = subprocess.run([sys.executable, "-c", code, str(log)], capture_output=True, text=True,
+                         check=False, env=dict(os.environ, PYTHONPATH=str(REPO),
+                                               NUMBA_CACHE_DIR=str(tmp_path / "cache")))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [str(assert_same(log)["iterations"].num_rows), "False"]
+    assert _fast_lines(log) > 1000
+
+
 def test_small_inputs_never_import_numba(tmp_path):
     log = _simulated(tmp_path, "V4")
     code = ("import sys, forensics\n"
             "forensics.ingest([sys.argv[1]], sys.argv[2], kind='log')\n"
-            "print('numba' in sys.modules)\n")
+            "print('numba' in sys.modules or 'llvmlite' in sys.modules)\n")
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("FORENSICS_INGEST_PATH", None)
     out = subprocess.run([sys.executable, "-c", code, str(log), str(tmp_path / "ds")],
