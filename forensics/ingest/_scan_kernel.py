@@ -371,15 +371,31 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
+def odd_bytes(buf, p, e):
+    """1 if ``buf[p:e]`` holds a ``\\r`` or NUL, | 2 if a byte >= 0x80 (a separate loop from
+    the newline search: it vectorises)."""
+    hi = 0
+    ctl = 0
+    for j in range(p, e):
+        b = buf[j]
+        hi |= b
+        ctl |= (b == 13) | (b == 0)
+    return (1 if ctl else 0) | (2 if hi >= 128 else 0)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def scan(buf, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev, pred):
     """Split ``buf`` into lines (starts/ends, newline excluded) and read the fast ones;
-    returns (lines, fast rows). Row ``k`` of the outputs is line ``fast_line[k]``. ``pred``
+    returns (lines, fast rows, odd). Row ``k`` of the outputs is line ``fast_line[k]``. A fast
+    line has only bytes its grammar names; the other lines' bytes set ``odd``: 1 for a ``\\r``
+    or NUL, 2 for a byte >= 0x80 (the caller checks the UTF-8). ``pred``
     (int64, filled with -1) is scratch: no allocation here, so the compiled code needs no
     runtime (see :mod:`forensics.ingest.native_code`)."""
     n = len(buf)
     i = 0
     p = 0
     k = 0
+    odd = 0
     while p < n:
         e = line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sev, pred)
         if e >= 0:
@@ -389,11 +405,12 @@ def scan(buf, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, s
             e = p
             while e < n and buf[e] != 10:
                 e += 1
+            odd |= odd_bytes(buf, p, e)
         starts[i] = p
         ends[i] = e
         i += 1
         p = e + 1
-    return i, k
+    return i, k, odd
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -416,14 +433,16 @@ COUNT_SIG = types.int64(_P8, types.int64)
 @numba.cfunc(SCAN_SIG, cache=True, nogil=True, error_model="numpy")
 def scan_c(buf, n, cap, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev,
            pred, out):
-    """:func:`scan` over raw pointers (arrays of ``cap`` rows); the fast rows go to out[0]."""
-    i, k = scan(numba.carray(buf, (n,)), numba.carray(starts, (cap,)),
+    """:func:`scan` over raw pointers (arrays of ``cap`` rows); fast rows and odd to out."""
+    i, k, odd = scan(numba.carray(buf, (n,)), numba.carray(starts, (cap,)),
                 numba.carray(ends, (cap,)), numba.carray(fast_line, (cap,)),
                 numba.carray(ints, (N_INTS, cap)), numba.carray(floats, (N_FLOATS, cap)),
                 numba.carray(valid, (N_INTS + N_FLOATS, cap)),
                 numba.carray(fspan, (2 * N_FLOATS, cap)), numba.carray(fneed, (N_FLOATS, cap)),
                 numba.carray(fmt, (cap,)), numba.carray(sev, (cap,)), numba.carray(pred, (32,)))
-    numba.carray(out, (1,))[0] = k
+    o = numba.carray(out, (2,))
+    o[0] = k
+    o[1] = odd
     return i
 
 

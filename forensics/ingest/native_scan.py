@@ -118,14 +118,10 @@ class Scan:
 
 def scan_block(block: bytes | bytearray) -> Scan | None:
     """The compiled pass over ``block`` (whole lines), or None when the block must go to the
-    reference path as a whole (``\\r`` or NUL bytes, invalid UTF-8, a Docker record first)."""
-    if b"\r" in block or b"\0" in block or block[:64].lstrip().startswith(b'{"log":'):
+    reference path as a whole (``\\r`` or NUL bytes, invalid UTF-8, a Docker record first:
+    the scan itself reports the odd bytes, so a plain block is read once)."""
+    if block[:64].lstrip().startswith(b'{"log":'):
         return None
-    if not block.isascii():
-        try:
-            block.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
     entry = kernel()
     buf = np.frombuffer(block, dtype=np.uint8)
     at = buf.ctypes.data
@@ -136,19 +132,26 @@ def scan_block(block: bytes | bytearray) -> Scan | None:
     ints = np.empty((N_INTS, cap), np.int64)
     floats = np.empty((N_FLOATS, cap), np.float64)
     valid = np.empty((N_INTS + N_FLOATS, cap), np.bool_)
-    fspan = np.zeros((2 * N_FLOATS, cap), np.int64)
+    fspan = np.empty((2 * N_FLOATS, cap), np.int64)   # read only where fneed
     fneed = np.empty((N_FLOATS, cap), np.bool_)
     fmt = np.empty(cap, np.uint8)
     sev = np.empty(cap, np.uint8)
     pred = np.full(32, -1, np.int64)
-    out = np.zeros(1, np.int64)
+    out = np.zeros(2, np.int64)
     n = entry["scan"](at, len(buf), cap, *(a.ctypes.data for a in (
         starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev, pred, out)))
-    k = int(out[0])
+    k, odd = int(out[0]), int(out[1])
     from forensics.ingest import native_code
 
     if native_code.failed():
         raise RuntimeError("the native scanner returned an error (a bug: please report it)")
+    if odd & 1:   # \r or NUL bytes: the reference path's line ends and NUL accounting
+        return None
+    if odd & 2:   # bytes >= 0x80 (only outside fast lines): the block must be UTF-8
+        try:
+            block.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
     return Scan(n, starts[:n], ends[:n], fast_line[:k], ints[:, :k], floats[:, :k],
                 valid[:, :k], fspan[:, :k], fneed[:, :k], fmt[:k], sev[:k])
 
@@ -167,10 +170,13 @@ def prefix_ranks(scan: Scan) -> pa.Array:
     return pa.array(scan.ints[I_PRANK].astype(np.int32))
 
 
+#: numpy dtype of each Arrow type used (``DataType.to_pandas_dtype`` would import pandas)
+_NUMPY = {pa.int32(): np.int32, pa.int64(): np.int64, pa.float64(): np.float64}
+
+
 def _column(values: np.ndarray, valid: np.ndarray, typ: pa.DataType) -> pa.Array:
-    if valid.all():
-        return pa.array(values.astype(typ.to_pandas_dtype(), copy=False), typ)
-    return pa.array(values.astype(typ.to_pandas_dtype(), copy=False), typ, mask=~valid)
+    values = values.astype(_NUMPY[typ], copy=False)
+    return pa.array(values, typ, mask=None if valid.all() else ~valid)
 
 
 def _times(values: np.ndarray, valid: np.ndarray) -> pa.Array:

@@ -198,6 +198,25 @@ def test_good_lines_are_all_fast(tmp_path):
     assert str(rows[1]["log_time"]) == "2024-02-29 23:59:59"
 
 
+@pytest.mark.parametrize("odd, scanned", [
+    (b"[W] caf\xc3\xa9 \xe2\x80\xa8 done", True),         # UTF-8 outside fast lines: scanned
+    (b"[W] bad \xff\xfe byte", False),                    # invalid UTF-8: reference path
+    (b"[W] line with \r inside", False),                   # \r: reference path
+    (b"\0\0\0[W] after a NUL run", False),                   # NUL: reference path
+])
+def test_odd_bytes_between_fast_lines(tmp_path, odd, scanned):
+    """The scan itself notices odd bytes in the lines it does not take (no pre-pass)."""
+    good = [g.encode() for g in _GOOD]
+    path = tmp_path / "odd.log"
+    path.write_bytes(b"\n".join(good + [odd] + good) + b"\n")
+    scan = native_scan.scan_block(path.read_bytes())
+    assert (scan is not None) == scanned
+    if scanned:
+        assert list(scan.fast_line) == [0, 1, 2, 4, 5, 6]
+    assert assert_same(path)["iterations"].num_rows == 6
+    assert assert_same(path, block_bytes=997)["iterations"].num_rows == 6
+
+
 # ----------------------------------------------------------------- switching paths
 
 def test_without_numba_the_reference_path_reads(tmp_path):
