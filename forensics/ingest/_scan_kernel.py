@@ -2,7 +2,9 @@
 when that path runs). Module-level functions and constant arrays, so numba's cache works."""
 import numba
 import numpy as np
+from llvmlite import ir
 from numba import types
+from numba.extending import intrinsic
 
 from forensics.ingest.native_scan import (
     F_ELAPSED,
@@ -51,9 +53,47 @@ prefix_widths = np.array([2, 2, 4, 2, 2, 2], np.int64)
 prefix_seps = np.array([47, 47, 45, 58, 58, -1], np.int64)
 iso_widths = np.array([4, 2, 2, 2, 2, 2], np.int64)
 iso_seps = np.array([45, 45, 32, 58, 58, -1], np.int64)
+
+
+
+def _words(text: bytes) -> tuple[list[int], list[int]]:
+    """``text`` as little-endian 8-byte words and the masks of their bytes (3 words)."""
+    words, masks = [0, 0, 0], [0, 0, 0]
+    for j, b in enumerate(text):
+        words[j // 8] |= b << (8 * (j % 8))
+        masks[j // 8] |= 0xFF << (8 * (j % 8))
+    return words, masks
+
+
+name_word = np.array([_words(n.encode())[0] for n in NAMES], dtype=np.uint64)
+name_mask = np.array([_words(n.encode())[1] for n in NAMES], dtype=np.uint64)
+assert max(len(n) for n in NAMES) <= 24
 prefix_mid = np.frombuffer(b"] [TRT-LLM] [RANK ", dtype=np.uint8).copy()
 iter_head = np.frombuffer(b"iter = ", dtype=np.uint8).copy()
 na = np.frombuffer(b"N/A", dtype=np.uint8).copy()
+
+
+@intrinsic
+def load_u64(typingctx, arr, at):
+    """The 8 bytes of the uint8 array ``arr`` from ``at`` as a little-endian uint64 (one
+    unaligned load; the caller keeps ``at + 8 <= len(arr)``)."""
+    sig = types.uint64(arr, at)
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        ptr = builder.gep(ary.data, [args[1]])
+        return builder.load(builder.bitcast(ptr, ir.IntType(64).as_pointer()), align=1)
+
+    return sig, codegen
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def same_name(buf, q, c):
+    """Whether name ``c`` is at ``q`` (3 masked word compares: ``q + 24 <= len(buf)``)."""
+    d = (load_u64(buf, q) ^ name_word[c, 0]) & name_mask[c, 0]
+    d |= (load_u64(buf, q + 8) ^ name_word[c, 1]) & name_mask[c, 1]
+    d |= (load_u64(buf, q + 16) ^ name_word[c, 2]) & name_mask[c, 2]
+    return d == 0
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -233,12 +273,8 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
             c = pred[pair]
             o = name_off[c]
             ln = name_off[c + 1] - o
-            if q + ln < n:
-                code = c
-                for j in range(ln):
-                    if name_bytes[o + j] != buf[q + j]:
-                        code = -1
-                        break
+            if q + 24 <= n:   # (else the full look-up below)
+                code = c if same_name(buf, q, c) else -1
                 if code >= 0 and (97 <= buf[q + ln] <= 122 or buf[q + ln] == 95):
                     code = -1
                 if code >= 0:
