@@ -97,13 +97,20 @@ def same_name(buf, q, c):
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def at(buf, i):
+    """``buf[i]`` for an index known to be in range: unsigned, so numba emits no wrap-around
+    of negative indices (a third of the scan's instructions on the hot paths)."""
+    return buf[np.uint64(i)]
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def digits(buf, p, e, k):
     """(value, position after) of exactly ``k`` digits at ``p``; value -1 if not."""
     if p + k > e:
         return -1, p
     v = 0
     for j in range(k):
-        c = buf[p + j]
+        c = at(buf, p + j)
         if c < 48 or c > 57:
             return -1, p
         v = v * 10 + (c - 48)
@@ -115,10 +122,10 @@ def digit_run(buf, p, e, most):
     """(value, position after) of a run of 1..most digits at ``p``; -1 when none or longer."""
     q = p
     v = 0
-    while q < e and 48 <= buf[q] <= 57:
+    while q < e and 48 <= at(buf, q) <= 57:
         if q - p >= most:
             return -1, p
-        v = v * 10 + (buf[q] - 48)
+        v = v * 10 + (at(buf, q) - 48)
         q += 1
     if q == p:
         return -1, p
@@ -136,7 +143,7 @@ def time_fields(buf, p, n, widths, seps):
         if v < 0:
             return False, 0, 0, 0, 0, 0, 0, q
         if seps[j] >= 0:
-            if q >= n or buf[q] != seps[j]:
+            if q >= n or at(buf, q) != seps[j]:
                 return False, 0, 0, 0, 0, 0, 0, q
             q += 1
         if j == 0:
@@ -172,20 +179,20 @@ def epoch_us(year, month, day, hour, minute, sec):
 @numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def eol(buf, q, n):
     """Whether ``q`` is the end of the line (a newline or the end of the block)."""
-    return q >= n or buf[q] == 10
+    return q >= n or at(buf, q) == 10
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def comma(buf, q, n):
     """Whether ``", "`` is at ``q``."""
-    return q + 1 < n and buf[q] == 44 and buf[q + 1] == 32
+    return q + 1 < n and at(buf, q) == 44 and at(buf, q + 1) == 32
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def ends_value(buf, q, n, in_states):
     """Whether a value may end at ``q``: ``", "``, the end of the line, or (in the
     ``states`` dict) its closing brace."""
-    return comma(buf, q, n) or eol(buf, q, n) or (in_states and q < n and buf[q] == 125)
+    return comma(buf, q, n) or eol(buf, q, n) or (in_states and q < n and at(buf, q) == 125)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -200,7 +207,7 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
     part of the line; the value grammars are exact and each value must end at a separator.
     """
     # ---- prefix: [MM/DD/YYYY-HH:MM:SS] [TRT-LLM] [RANK n] [S]
-    if p + 53 > n or buf[p] != 91:
+    if p + 53 > n or at(buf, p) != 91:
         return -1
     ok, mo, dd, yy, hh, mi, ss, q = time_fields(buf, p + 1, n, prefix_widths, prefix_seps)
     if not ok:
@@ -209,24 +216,24 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
     if t < 0:
         return -1
     for j in range(len(prefix_mid)):
-        if buf[q + j] != prefix_mid[j]:
+        if at(buf, q + j) != prefix_mid[j]:
             return -1
     q += len(prefix_mid)
     r, q = digit_run(buf, q, n, 9)
-    if r < 0 or q + 6 + len(iter_head) > n or buf[q] != 93 or buf[q + 1] != 32 \
-            or buf[q + 2] != 91:
+    if r < 0 or q + 6 + len(iter_head) > n or at(buf, q) != 93 or at(buf, q + 1) != 32 \
+            or at(buf, q + 2) != 91:
         return -1
-    s = buf[q + 3]
+    s = at(buf, q + 3)
     sev = -1
     for j in range(len(sev_codes)):
         if sev_codes[j] == s:
             sev = j
-    if sev < 0 or buf[q + 4] != 93 or buf[q + 5] != 32:
+    if sev < 0 or at(buf, q + 4) != 93 or at(buf, q + 5) != 32:
         return -1
     q += 6
     # ---- iter = N
     for j in range(len(iter_head)):
-        if buf[q + j] != iter_head[j]:
+        if at(buf, q + j) != iter_head[j]:
             return -1
     it, q = digit_run(buf, q + len(iter_head), n, 18)
     if it < 0:
@@ -250,7 +257,7 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
             if in_states:
                 return -1
             break
-        if in_states and buf[q] == 125:
+        if in_states and at(buf, q) == 125:
             q += 1
             if not eol(buf, q, n):
                 return -1
@@ -258,14 +265,14 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
         if not comma(buf, q, n):
             return -1
         q += 2
-        if not in_states and q + 10 <= n and buf[q] == 115 and buf[q + 1] == 116 \
-                and buf[q + 2] == 97 and buf[q + 3] == 116 and buf[q + 4] == 101 \
-                and buf[q + 5] == 115 and buf[q + 6] == 32 and buf[q + 7] == 61 \
-                and buf[q + 8] == 32 and buf[q + 9] == 123:   # "states = {"
+        if not in_states and q + 10 <= n and at(buf, q) == 115 and at(buf, q + 1) == 116 \
+                and at(buf, q + 2) == 97 and at(buf, q + 3) == 116 and at(buf, q + 4) == 101 \
+                and at(buf, q + 5) == 115 and at(buf, q + 6) == 32 and at(buf, q + 7) == 61 \
+                and at(buf, q + 8) == 32 and at(buf, q + 9) == 123:   # "states = {"
             in_states = True
             q += 10
         if in_states:
-            if q >= n or buf[q] != 39:
+            if q >= n or at(buf, q) != 39:
                 return -1
             q += 1
         code = -1
@@ -275,13 +282,13 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
             ln = name_off[c + 1] - o
             if q + 24 <= n:   # (else the full look-up below)
                 code = c if same_name(buf, q, c) else -1
-                if code >= 0 and (97 <= buf[q + ln] <= 122 or buf[q + ln] == 95):
+                if code >= 0 and (97 <= at(buf, q + ln) <= 122 or at(buf, q + ln) == 95):
                     code = -1
                 if code >= 0:
                     q += ln
         if code < 0:
             a = q
-            while q < n and (97 <= buf[q] <= 122 or buf[q] == 95):
+            while q < n and (97 <= at(buf, q) <= 122 or at(buf, q) == 95):
                 q += 1
             ln = q - a
             for c in range(n_names):
@@ -290,7 +297,7 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
                     continue
                 same = True
                 for j in range(ln):
-                    if name_bytes[o + j] != buf[a + j]:
+                    if name_bytes[o + j] != at(buf, a + j):
                         same = False
                         break
                 if same:
@@ -303,21 +310,21 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
             pred[pair] = code
         pair += 1
         if in_states:
-            if q >= n or buf[q] != 39:
+            if q >= n or at(buf, q) != 39:
                 return -1
             q += 1
         # separator " = " or ": " (a states key takes ": " only)
-        if not in_states and q + 3 <= n and buf[q] == 32 and buf[q + 1] == 61 \
-                and buf[q + 2] == 32:
+        if not in_states and q + 3 <= n and at(buf, q) == 32 and at(buf, q + 1) == 61 \
+                and at(buf, q + 2) == 32:
             if code == 2:
                 nsr_eq = True
             q += 3
-        elif q + 2 <= n and buf[q] == 58 and buf[q + 1] == 32:
+        elif q + 2 <= n and at(buf, q) == 58 and at(buf, q + 1) == 32:
             q += 2
         else:
             return -1
         # ---- the value, by the field's grammar
-        is_na = q + 3 <= n and buf[q] == na[0] and buf[q + 1] == na[1] and buf[q + 2] == na[2] \
+        is_na = q + 3 <= n and at(buf, q) == na[0] and at(buf, q + 1) == na[1] and at(buf, q + 2) == na[2] \
             and ends_value(buf, q + 3, n, in_states)
         if code == 8:                  # timestamp = YYYY-MM-DD HH:MM:SS
             ok, y2, m2, d2, h2, n2, s2, w = time_fields(buf, q, n, iso_widths, iso_seps)
@@ -331,7 +338,7 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
             q = w
         elif code == 3:                # currank_total_requests = a/b
             av, w = digit_run(buf, q, n, 18)
-            if av < 0 or w >= n or buf[w] != 47:
+            if av < 0 or w >= n or at(buf, w) != 47:
                 return -1
             bv, w = digit_run(buf, w + 1, n, 18)
             if bv < 0:
@@ -356,19 +363,19 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
             nd = 0
             frac = 0
             w = q
-            while w < n and 48 <= buf[w] <= 57:
+            while w < n and 48 <= at(buf, w) <= 57:
                 if nd < 18:             # more digits: Arrow reads the text
-                    m = m * 10 + (buf[w] - 48)
+                    m = m * 10 + (at(buf, w) - 48)
                 nd += 1
                 w += 1
             if nd == 0:
                 return -1
-            if w < n and buf[w] == 46:
+            if w < n and at(buf, w) == 46:
                 w += 1
                 f0 = w
-                while w < n and 48 <= buf[w] <= 57:
+                while w < n and 48 <= at(buf, w) <= 57:
                     if nd < 18:
-                        m = m * 10 + (buf[w] - 48)
+                        m = m * 10 + (at(buf, w) - 48)
                     nd += 1
                     w += 1
                 frac = w - f0
@@ -376,11 +383,11 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
                     return -1
             u = w
             if unit[code] == 1:
-                if w + 2 > n or buf[w] != 109 or buf[w + 1] != 115:
+                if w + 2 > n or at(buf, w) != 109 or at(buf, w + 1) != 115:
                     return -1
                 w += 2
             elif unit[code] == 2:
-                if w >= n or buf[w] != 115:
+                if w >= n or at(buf, w) != 115:
                     return -1
                 w += 1
             if nd <= 18 and m < 9007199254740992 and frac <= 22:
@@ -408,12 +415,12 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def odd_bytes(buf, p, e):
-    """1 if ``buf[p:e]`` holds a ``\\r`` or NUL, | 2 if a byte >= 0x80 (a separate loop from
+    """1 if ``at(buf, p:e)`` holds a ``\\r`` or NUL, | 2 if a byte >= 0x80 (a separate loop from
     the newline search: it vectorises)."""
     hi = 0
     ctl = 0
     for j in range(p, e):
-        b = buf[j]
+        b = at(buf, j)
         hi |= b
         ctl |= (b == 13) | (b == 0)
     return (1 if ctl else 0) | (2 if hi >= 128 else 0)
@@ -439,7 +446,7 @@ def scan(buf, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, s
             k += 1
         else:
             e = p
-            while e < n and buf[e] != 10:
+            while e < n and at(buf, e) != 10:
                 e += 1
             odd |= odd_bytes(buf, p, e)
         starts[i] = p
@@ -454,7 +461,7 @@ def count_newlines(buf):
     """Newlines in ``buf`` (a plain loop numba vectorises: 3x ``bytes.count`` here)."""
     c = 0
     for i in range(len(buf)):
-        c += buf[i] == 10
+        c += at(buf, i) == 10
     return c
 
 
