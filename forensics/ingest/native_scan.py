@@ -3,8 +3,9 @@
 Why: the Arrow/RE2 path (:mod:`executor_log`, :mod:`line_prefix`, :mod:`iteration_line`) makes
 many passes per field per block. Almost every line of a big log is the TRT-LLM Python logger's
 prefix followed by an iteration line of one of the variants V1..V5, so this module reads exactly
-those, in one numba loop per block (``nogil``: the two worker threads run at once; ``cache``:
-the compile is paid once per install), and leaves every other line to the reference path.
+those, in one numba-compiled loop per block (run without the GIL: the two worker threads run at
+once; the compile is paid once per install and its object file is linked with llvmlite alone
+afterwards, :mod:`native_code`), and leaves every other line to the reference path.
 
 The rule that keeps results identical: a line is taken here ("fast") only when it has a shape
 whose reading is certain, and then its row equals the reference row value for value. A fast
@@ -43,10 +44,10 @@ import pyarrow.compute as pc
 #: ``native`` this one for every input whatever its size (when numba is importable).
 PATH_ENV = "FORENSICS_INGEST_PATH"
 #: Inputs smaller than this (bytes on disk) use the reference path. Measured (whole process,
-#: CPU): numba's import and cache load cost ~0.73 s and ~110 MiB once; past that this path
-#: costs ~6.5 ms/MB against the reference's ~18.5 ms/MB, so it pays from about 60 MB. A small
-#: post-mortem never imports numba.
-MIN_BYTES = 64 << 20
+#: CPU, the object file loaded by llvmlite, :mod:`native_code`): ~0.05 s and ~45 MiB more than
+#: the reference path on a 2 MB log, even at 8 MB, 0.1 s less at 16 MB (0.91-0.97 s against
+#: 1.08-1.13 s). A small post-mortem never imports numba or llvmlite.
+MIN_BYTES = 16 << 20
 #: Block size on this path: per block, the reference path's regexes are compiled again for
 #: the few lines left to it, so bigger blocks than the reference's pay (measured on the bench
 #: log: 8 MB ~8 % less CPU than 4 MB at 390 MiB peak RSS; 16 MB reached 490 MiB).
@@ -180,8 +181,10 @@ def _column(values: np.ndarray, valid: np.ndarray, typ: pa.DataType) -> pa.Array
 
 
 def _times(values: np.ndarray, valid: np.ndarray) -> pa.Array:
-    typ = pa.timestamp("us")
-    return pa.array(values.view("datetime64[us]"), typ, mask=None if valid.all() else ~valid)
+    # int64 microseconds viewed as timestamps (``pa.array`` of datetime64 goes through pyarrow's
+    # pandas layer)
+    return pa.array(values, pa.int64(), mask=None if valid.all() else ~valid).view(
+        pa.timestamp("us"))
 
 
 def iterations(scan: Scan, block: bytes | bytearray, source: str) -> pa.Table:
