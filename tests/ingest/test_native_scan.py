@@ -219,21 +219,30 @@ def test_odd_bytes_between_fast_lines(tmp_path, odd, scanned):
 
 # ----------------------------------------------------------------- switching paths
 
+def _native_rows_in_subprocess(log: Path, check: str, **env: str) -> list[str]:
+    """Iteration rows of a native-path parse of ``log`` in a fresh process where numba cannot
+    be imported (``check`` runs first), and ``native_code.failed()``."""
+    code = ("import sys; sys.modules['numba'] = None\n"
+            "from forensics.ingest import native_code, native_scan\n"
+            "from forensics.ingest.executor_log import parse_executor_log\n"
+            f"{check}\n"
+            "n = sum(b.iterations.num_rows for b in parse_executor_log(sys.argv[1], 'x', "
+            "native=True))\n"
+            "print(n, native_code.failed())\n")
+    out = subprocess.run([sys.executable, "-c", code, str(log)], capture_output=True, text=True,
+                         check=False, env=dict(os.environ, PYTHONPATH=str(REPO), **env))
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
 def test_without_numba_the_reference_path_reads(tmp_path):
     log = tmp_path / "bench.log"
     _bench_module().generate_bench(log, 1, "V4")
-    code = ("import sys; sys.modules['numba'] = sys.modules['llvmlite'] = None\n"
-            "from forensics.ingest import native_scan\n"
-            "from forensics.ingest.executor_log import parse_executor_log\n"
-            "assert native_scan.kernel() is None and not native_scan.enabled(1 << 40)\n"
-            "n = sum(b.iterations.num_rows for b in parse_executor_log(sys.argv[1], 'x', "
-            "native=True))\n"
-            "print(n)\n")
-    out = subprocess.run([sys.executable, "-c", code, str(log)], capture_output=True, text=True,
-                         check=False,
-                         env=dict(os.environ, PYTHONPATH=str(REPO), FORENSICS_INGEST_PATH="native"))
-    assert out.returncode == 0, out.stderr
-    assert int(out.stdout) == assert_same(log)["iterations"].num_rows
+    rows = _native_rows_in_subprocess(
+        log, "sys.modules['llvmlite'] = None\n"
+        "assert native_scan.kernel() is None and not native_scan.enabled(1 << 40)",
+        FORENSICS_INGEST_PATH="native")
+    assert rows == [str(assert_same(log)["iterations"].num_rows), "False"]
 
 
 def test_saved_object_runs_without_numba(tmp_path):
@@ -248,18 +257,10 @@ def test_saved_object_runs_without_numba(tmp_path):
                              meta)
     log = tmp_path / "bench.log"
     _bench_module().generate_bench(log, 1, "V3")
-    code = ("import sys; sys.modules['numba'] = None\n"
-            "from forensics.ingest import native_code, native_scan\n"
-            "from forensics.ingest.executor_log import parse_executor_log\n"
-            "assert native_scan.kernel() is not None and native_code._engine is not None\n"
-            "n = sum(b.iterations.num_rows for b in parse_executor_log(sys.argv[1], 'x', "
-            "native=True))\n"
-            "print(n, native_code.failed())\n")
-    out = subprocess.run([sys.executable, "-c", code, str(log)], capture_output=True, text=True,
-                         check=False, env=dict(os.environ, PYTHONPATH=str(REPO),
-                                               NUMBA_CACHE_DIR=str(tmp_path / "cache")))
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == [str(assert_same(log)["iterations"].num_rows), "False"]
+    rows = _native_rows_in_subprocess(
+        log, "assert native_scan.kernel() is not None and native_code._engine is not None",
+        NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    assert rows == [str(assert_same(log)["iterations"].num_rows), "False"]
     assert _fast_lines(log) > 1000
 
 
