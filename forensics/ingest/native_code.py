@@ -78,13 +78,9 @@ PROTOTYPES = {
     "count": ctypes.CFUNCTYPE(_I64, _PTR, _I64),
 }
 
-_engine: Any = None   # the MCJIT engine holding the loaded code (kept alive with it)
-_failed: ctypes.c_int32 | None = None
-
-
-def failed() -> bool:
-    """Whether a call into the loaded code returned an error (see ``_STUBS_IR``)."""
-    return _failed is not None and _failed.value != 0
+#: The MCJIT engines holding loaded code: never dropped (freeing one frees the code that
+#: functions handed out still point to).
+_engines: list[Any] = []
 
 
 def _key(llvm: Any) -> str:
@@ -107,8 +103,9 @@ def _cache_dirs() -> list[Path]:
 
 
 def entry_points() -> dict[str, Any] | None:
-    """The entry points as ctypes functions (``PROTOTYPES``), or None without numba/llvmlite
-    (the caller uses the reference path then)."""
+    """The entry points as ctypes functions (``PROTOTYPES``) and ``failed()``: whether a call
+    returned an error (see ``_STUBS_IR``); None without numba/llvmlite (the caller uses the
+    reference path then)."""
     try:
         import llvmlite.binding as llvm
     except ImportError:
@@ -126,11 +123,13 @@ def _file(stem: Path, suffix: str) -> Path:
 
 
 def _load(llvm: Any, stem: Path) -> dict[str, Any] | None:
-    global _engine, _failed
     try:
         meta = json.loads(_file(stem, ".json").read_text())
         objects = [_file(stem, f".{name}.o").read_bytes() for name in meta["symbols"]]
-    except (OSError, ValueError):
+    except (OSError, ValueError, KeyError):
+        return None
+    # LLVM does not survive a damaged object file: each one is checked against its digest
+    if [hashlib.sha256(o).hexdigest() for o in objects] != meta.get("sha256"):
         return None
     process = ctypes.CDLL(None)
     for name in meta["undefined"]:
@@ -141,22 +140,25 @@ def _load(llvm: Any, stem: Path) -> dict[str, Any] | None:
         llvm.add_symbol(name, ctypes.cast(getattr(process, name), _PTR).value)
     for name in ("PyGILState_Ensure", "PyGILState_Release"):
         llvm.add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, name), _PTR).value)
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    target = llvm.Target.from_default_triple().create_target_machine(jit=True)
-    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(_STUBS_IR), target)
-    for obj in objects:
-        engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
-    engine.finalize_object()
+    try:   # an older LLVM (typed pointers) or a damaged file: compile with numba instead
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        target = llvm.Target.from_default_triple().create_target_machine(jit=True)
+        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(_STUBS_IR), target)
+        for obj in objects:
+            engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        engine.finalize_object()
+    except RuntimeError:
+        return None
     funcs = {}
     for name, symbol in meta["symbols"].items():
         addr = engine.get_function_address(symbol)
         if not addr:
             return None
         funcs[name] = PROTOTYPES[name](addr)
-    _engine = engine
-    _failed = ctypes.c_int32.from_address(engine.get_global_value_address(
-        "forensics_scan_failed"))
+    _engines.append(engine)
+    flag = ctypes.c_int32.from_address(engine.get_global_value_address("forensics_scan_failed"))
+    funcs["failed"] = lambda: flag.value != 0
     return funcs
 
 
@@ -167,7 +169,9 @@ def _compile(key: str) -> dict[str, Any] | None:
         from forensics.ingest._scan_kernel import ENTRY_POINTS
     except ImportError:
         return None
-    funcs = {name: PROTOTYPES[name](cf.address) for name, cf in ENTRY_POINTS.items()}
+    funcs: dict[str, Any] = {name: PROTOTYPES[name](cf.address)
+                             for name, cf in ENTRY_POINTS.items()}
+    funcs["failed"] = lambda: False   # numba's wrapper reports an error itself
     try:
         objects, meta = _objects(ENTRY_POINTS)
     except Exception:   # numba internals moved: run from numba's functions, save nothing
@@ -192,6 +196,7 @@ def _objects(entry: dict[str, Any]) -> tuple[dict[str, bytes], dict[str, Any]]:
         undefined |= {f.name for f in module.functions if f.is_declaration}
         undefined |= {g.name for g in module.global_variables if g.is_declaration}
     meta = {"symbols": {name: cf.native_name for name, cf in entry.items()},
+            "sha256": [hashlib.sha256(objects[name]).hexdigest() for name in entry],
             "undefined": sorted(u for u in undefined if not u.startswith("llvm."))}
     return objects, meta
 

@@ -142,9 +142,7 @@ def scan_block(block: bytes | bytearray) -> Scan | None:
     n = entry["scan"](at, len(buf), cap, *(a.ctypes.data for a in (
         starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev, pred, out)))
     k, odd = int(out[0]), int(out[1])
-    from forensics.ingest import native_code
-
-    if native_code.failed():
+    if entry["failed"]():
         raise RuntimeError("the native scanner returned an error (a bug: please report it)")
     if odd & 1:   # \r or NUL bytes: the reference path's line ends and NUL accounting
         return None

@@ -221,14 +221,15 @@ def test_odd_bytes_between_fast_lines(tmp_path, odd, scanned):
 
 def _native_rows_in_subprocess(log: Path, check: str, **env: str) -> list[str]:
     """Iteration rows of a native-path parse of ``log`` in a fresh process where numba cannot
-    be imported (``check`` runs first), and ``native_code.failed()``."""
+    be imported (``check`` runs first), and whether the scanner reported an error."""
     code = ("import sys; sys.modules['numba'] = None\n"
             "from forensics.ingest import native_code, native_scan\n"
             "from forensics.ingest.executor_log import parse_executor_log\n"
             f"{check}\n"
             "n = sum(b.iterations.num_rows for b in parse_executor_log(sys.argv[1], 'x', "
             "native=True))\n"
-            "print(n, native_code.failed())\n")
+            "k = native_scan.kernel()\n"
+            "print(n, bool(k and k['failed']()))\n")
     out = subprocess.run([sys.executable, "-c", code, str(log)], capture_output=True, text=True,
                          check=False, env=dict(os.environ, PYTHONPATH=str(REPO), **env))
     assert out.returncode == 0, out.stderr
@@ -258,10 +259,42 @@ def test_saved_object_runs_without_numba(tmp_path):
     log = tmp_path / "bench.log"
     _bench_module().generate_bench(log, 1, "V3")
     rows = _native_rows_in_subprocess(
-        log, "assert native_scan.kernel() is not None and native_code._engine is not None",
+        log, "assert native_scan.kernel() is not None and native_code._engines",
         NUMBA_CACHE_DIR=str(tmp_path / "cache"))
     assert rows == [str(assert_same(log)["iterations"].num_rows), "False"]
     assert _fast_lines(log) > 1000
+
+
+def test_damaged_object_file_is_not_loaded(tmp_path):
+    """A damaged saved object (LLVM would crash on it) is refused by its digest; numba's
+    functions read the block instead, with the same rows."""
+    import llvmlite.binding as llvm
+
+    from forensics.ingest import _scan_kernel, native_code
+
+    objects, meta = native_code._objects(_scan_kernel.ENTRY_POINTS)
+    stem = tmp_path / f"scan-{native_code._key(llvm)}"
+    assert native_code._save(stem, objects, meta)
+    assert native_code._load(llvm, stem) is not None
+    obj = stem.parent / (stem.name + ".scan.o")
+    obj.write_bytes(obj.read_bytes()[:1000])
+    assert native_code._load(llvm, stem) is None
+    log = tmp_path / "bench.log"
+    _bench_module().generate_bench(log, 1, "V5")
+    code = ("import sys\n"
+            "from forensics.ingest import native_code, native_scan\n"
+            "from forensics.ingest.executor_log import parse_executor_log\n"
+            "native_code._cache_dirs = lambda: [__import__('pathlib').Path(sys.argv[2])]\n"
+            "n = sum(b.iterations.num_rows for b in parse_executor_log(sys.argv[1], 'x', "
+            "native=True))\n"
+            "print(n, not native_code._engines, 'numba' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(log), str(tmp_path)],
+                         capture_output=True, text=True, check=False,
+                         env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert out.returncode == 0, out.stderr
+    # numba's functions ran (no engine), and saved a good object again
+    assert out.stdout.split() == [str(assert_same(log)["iterations"].num_rows), "True", "True"]
+    assert native_code._load(llvm, stem) is not None
 
 
 def test_small_inputs_never_import_numba(tmp_path):
