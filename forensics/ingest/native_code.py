@@ -131,7 +131,10 @@ def _load(llvm: Any, stem: Path) -> dict[str, Any] | None:
     # LLVM does not survive a damaged object file: each one is checked against its digest
     if [hashlib.sha256(o).hexdigest() for o in objects] != meta.get("sha256"):
         return None
-    process = ctypes.CDLL(None)
+    try:
+        process = ctypes.CDLL(None)   # the symbols of the running process (POSIX)
+    except (OSError, TypeError):
+        return None
     for name in meta["undefined"]:
         if name in _STUBBED:
             continue
