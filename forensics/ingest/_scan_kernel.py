@@ -55,7 +55,6 @@ iso_widths = np.array([4, 2, 2, 2, 2, 2], np.int64)
 iso_seps = np.array([45, 45, 32, 58, 58, -1], np.int64)
 
 
-
 def _words(text: bytes) -> tuple[list[int], list[int]]:
     """``text`` as little-endian 8-byte words and the masks of their bytes (3 words)."""
     words, masks = [0, 0, 0], [0, 0, 0]

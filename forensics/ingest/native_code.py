@@ -11,9 +11,9 @@ object; when nothing can be saved or loaded, numba's compiled functions are used
 
 The object is keyed by the kernel's source, llvmlite's version and the host CPU (numba
 compiles for the host's features). The few symbols numba's wrappers name outside the object
-are resolved here: the Python C API from the process; ``numba_gil_ensure``/``release`` and
-``NRT_MemInfo_call_dtor`` (reached only on error paths the kernel does not have) by small
-definitions below.
+are resolved here: the Python C API from the process; numba's own helpers (GIL, exception
+and NRT calls, reached only on error paths the kernel does not have) by small definitions
+below. A saved object is checked against its digest first: LLVM crashes on a damaged one.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ _SOURCES = ("_scan_kernel.py", "native_scan.py")
 # Definitions of the symbols numba's cfunc wrappers take from numba's own libraries. The
 # wrapper calls them only when the kernel returned an error status (its code has none to
 # return): then ``numba_gil_ensure`` sets ``forensics_scan_failed``, which the caller checks
-# after every call (:func:`failed`), so such a bug stops the ingest instead of passing. The
+# after every call (``failed()`` of :func:`entry_points`), so such a bug stops the ingest. The
 # others do nothing (x86-64 and AArch64 calls tolerate a callee that ignores its arguments).
 _STUBS_IR = """
 @forensics_scan_failed = global i32 0
