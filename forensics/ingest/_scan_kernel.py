@@ -2,6 +2,9 @@
 when that path runs). Module-level functions and constant arrays, so numba's cache works."""
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
 from forensics.ingest.native_scan import (
     F_ELAPSED,
@@ -50,41 +53,85 @@ prefix_widths = np.array([2, 2, 4, 2, 2, 2], np.int64)
 prefix_seps = np.array([47, 47, 45, 58, 58, -1], np.int64)
 iso_widths = np.array([4, 2, 2, 2, 2, 2], np.int64)
 iso_seps = np.array([45, 45, 32, 58, 58, -1], np.int64)
+
+
+def _words(text: bytes) -> tuple[list[int], list[int]]:
+    """``text`` as little-endian 8-byte words and the masks of their bytes (3 words)."""
+    words, masks = [0, 0, 0], [0, 0, 0]
+    for j, b in enumerate(text):
+        words[j // 8] |= b << (8 * (j % 8))
+        masks[j // 8] |= 0xFF << (8 * (j % 8))
+    return words, masks
+
+
+name_word = np.array([_words(n.encode())[0] for n in NAMES], dtype=np.uint64)
+name_mask = np.array([_words(n.encode())[1] for n in NAMES], dtype=np.uint64)
+assert max(len(n) for n in NAMES) <= 24
 prefix_mid = np.frombuffer(b"] [TRT-LLM] [RANK ", dtype=np.uint8).copy()
 iter_head = np.frombuffer(b"iter = ", dtype=np.uint8).copy()
 na = np.frombuffer(b"N/A", dtype=np.uint8).copy()
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@intrinsic
+def load_u64(typingctx, arr, at):
+    """The 8 bytes of the uint8 array ``arr`` from ``at`` as a little-endian uint64 (one
+    unaligned load; the caller keeps ``at + 8 <= len(arr)``)."""
+    sig = types.uint64(arr, at)
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        ptr = builder.gep(ary.data, [args[1]])
+        return builder.load(builder.bitcast(ptr, ir.IntType(64).as_pointer()), align=1)
+
+    return sig, codegen
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def same_name(buf, q, c):
+    """Whether name ``c`` is at ``q`` (3 masked word compares: ``q + 24 <= len(buf)``)."""
+    d = (load_u64(buf, q) ^ name_word[c, 0]) & name_mask[c, 0]
+    d |= (load_u64(buf, q + 8) ^ name_word[c, 1]) & name_mask[c, 1]
+    d |= (load_u64(buf, q + 16) ^ name_word[c, 2]) & name_mask[c, 2]
+    return d == 0
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def at(buf, i):
+    """``buf[i]`` for an index known to be in range: unsigned, so numba emits no wrap-around
+    of negative indices (a third of the scan's instructions on the hot paths)."""
+    return buf[np.uint64(i)]
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def digits(buf, p, e, k):
     """(value, position after) of exactly ``k`` digits at ``p``; value -1 if not."""
     if p + k > e:
         return -1, p
     v = 0
     for j in range(k):
-        c = buf[p + j]
+        c = at(buf, p + j)
         if c < 48 or c > 57:
             return -1, p
         v = v * 10 + (c - 48)
     return v, p + k
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def digit_run(buf, p, e, most):
     """(value, position after) of a run of 1..most digits at ``p``; -1 when none or longer."""
     q = p
     v = 0
-    while q < e and 48 <= buf[q] <= 57:
+    while q < e and 48 <= at(buf, q) <= 57:
         if q - p >= most:
             return -1, p
-        v = v * 10 + (buf[q] - 48)
+        v = v * 10 + (at(buf, q) - 48)
         q += 1
     if q == p:
         return -1, p
     return v, q
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def time_fields(buf, p, n, widths, seps):
     """(ok, six numbers, position after) of a time of fixed-width fields ``widths`` joined by
     the bytes ``seps`` (-1: none after that field)."""
@@ -95,7 +142,7 @@ def time_fields(buf, p, n, widths, seps):
         if v < 0:
             return False, 0, 0, 0, 0, 0, 0, q
         if seps[j] >= 0:
-            if q >= n or buf[q] != seps[j]:
+            if q >= n or at(buf, q) != seps[j]:
                 return False, 0, 0, 0, 0, 0, 0, q
             q += 1
         if j == 0:
@@ -113,7 +160,7 @@ def time_fields(buf, p, n, widths, seps):
     return True, v0, v1, v2, v3, v4, v5, q
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def epoch_us(year, month, day, hour, minute, sec):
     """Microseconds since 1970 of a valid local time, -1 if it is not one."""
     if year < 1900 or year > 2999 or month < 1 or month > 12 or day < 1:
@@ -128,26 +175,26 @@ def epoch_us(year, month, day, hour, minute, sec):
     return ((days * 24 + hour) * 60 + minute) * 60000000 + sec * 1000000
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def eol(buf, q, n):
     """Whether ``q`` is the end of the line (a newline or the end of the block)."""
-    return q >= n or buf[q] == 10
+    return q >= n or at(buf, q) == 10
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def comma(buf, q, n):
     """Whether ``", "`` is at ``q``."""
-    return q + 1 < n and buf[q] == 44 and buf[q + 1] == 32
+    return q + 1 < n and at(buf, q) == 44 and at(buf, q + 1) == 32
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def ends_value(buf, q, n, in_states):
     """Whether a value may end at ``q``: ``", "``, the end of the line, or (in the
     ``states`` dict) its closing brace."""
-    return comma(buf, q, n) or eol(buf, q, n) or (in_states and q < n and buf[q] == 125)
+    return comma(buf, q, n) or eol(buf, q, n) or (in_states and q < n and at(buf, q) == 125)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
     """Read the line starting at ``p`` into row ``k``. Returns the offset of its end (its
     newline, or ``n``) when it is a fast line, else -1 (nothing of row ``k`` is used then).
@@ -159,7 +206,7 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
     part of the line; the value grammars are exact and each value must end at a separator.
     """
     # ---- prefix: [MM/DD/YYYY-HH:MM:SS] [TRT-LLM] [RANK n] [S]
-    if p + 53 > n or buf[p] != 91:
+    if p + 53 > n or at(buf, p) != 91:
         return -1
     ok, mo, dd, yy, hh, mi, ss, q = time_fields(buf, p + 1, n, prefix_widths, prefix_seps)
     if not ok:
@@ -168,24 +215,24 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
     if t < 0:
         return -1
     for j in range(len(prefix_mid)):
-        if buf[q + j] != prefix_mid[j]:
+        if at(buf, q + j) != prefix_mid[j]:
             return -1
     q += len(prefix_mid)
     r, q = digit_run(buf, q, n, 9)
-    if r < 0 or q + 6 + len(iter_head) > n or buf[q] != 93 or buf[q + 1] != 32 \
-            or buf[q + 2] != 91:
+    if r < 0 or q + 6 + len(iter_head) > n or at(buf, q) != 93 or at(buf, q + 1) != 32 \
+            or at(buf, q + 2) != 91:
         return -1
-    s = buf[q + 3]
+    s = at(buf, q + 3)
     sev = -1
     for j in range(len(sev_codes)):
         if sev_codes[j] == s:
             sev = j
-    if sev < 0 or buf[q + 4] != 93 or buf[q + 5] != 32:
+    if sev < 0 or at(buf, q + 4) != 93 or at(buf, q + 5) != 32:
         return -1
     q += 6
     # ---- iter = N
     for j in range(len(iter_head)):
-        if buf[q + j] != iter_head[j]:
+        if at(buf, q + j) != iter_head[j]:
             return -1
     it, q = digit_run(buf, q + len(iter_head), n, 18)
     if it < 0:
@@ -209,7 +256,7 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
             if in_states:
                 return -1
             break
-        if in_states and buf[q] == 125:
+        if in_states and at(buf, q) == 125:
             q += 1
             if not eol(buf, q, n):
                 return -1
@@ -217,14 +264,14 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
         if not comma(buf, q, n):
             return -1
         q += 2
-        if not in_states and q + 10 <= n and buf[q] == 115 and buf[q + 1] == 116 \
-                and buf[q + 2] == 97 and buf[q + 3] == 116 and buf[q + 4] == 101 \
-                and buf[q + 5] == 115 and buf[q + 6] == 32 and buf[q + 7] == 61 \
-                and buf[q + 8] == 32 and buf[q + 9] == 123:   # "states = {"
+        if not in_states and q + 10 <= n and at(buf, q) == 115 and at(buf, q + 1) == 116 \
+                and at(buf, q + 2) == 97 and at(buf, q + 3) == 116 and at(buf, q + 4) == 101 \
+                and at(buf, q + 5) == 115 and at(buf, q + 6) == 32 and at(buf, q + 7) == 61 \
+                and at(buf, q + 8) == 32 and at(buf, q + 9) == 123:   # "states = {"
             in_states = True
             q += 10
         if in_states:
-            if q >= n or buf[q] != 39:
+            if q >= n or at(buf, q) != 39:
                 return -1
             q += 1
         code = -1
@@ -232,19 +279,15 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
             c = pred[pair]
             o = name_off[c]
             ln = name_off[c + 1] - o
-            if q + ln < n:
-                code = c
-                for j in range(ln):
-                    if name_bytes[o + j] != buf[q + j]:
-                        code = -1
-                        break
-                if code >= 0 and (97 <= buf[q + ln] <= 122 or buf[q + ln] == 95):
+            if q + 24 <= n:   # (else the full look-up below)
+                code = c if same_name(buf, q, c) else -1
+                if code >= 0 and (97 <= at(buf, q + ln) <= 122 or at(buf, q + ln) == 95):
                     code = -1
                 if code >= 0:
                     q += ln
         if code < 0:
             a = q
-            while q < n and (97 <= buf[q] <= 122 or buf[q] == 95):
+            while q < n and (97 <= at(buf, q) <= 122 or at(buf, q) == 95):
                 q += 1
             ln = q - a
             for c in range(n_names):
@@ -253,7 +296,7 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
                     continue
                 same = True
                 for j in range(ln):
-                    if name_bytes[o + j] != buf[a + j]:
+                    if name_bytes[o + j] != at(buf, a + j):
                         same = False
                         break
                 if same:
@@ -266,21 +309,21 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
             pred[pair] = code
         pair += 1
         if in_states:
-            if q >= n or buf[q] != 39:
+            if q >= n or at(buf, q) != 39:
                 return -1
             q += 1
         # separator " = " or ": " (a states key takes ": " only)
-        if not in_states and q + 3 <= n and buf[q] == 32 and buf[q + 1] == 61 \
-                and buf[q + 2] == 32:
+        if not in_states and q + 3 <= n and at(buf, q) == 32 and at(buf, q + 1) == 61 \
+                and at(buf, q + 2) == 32:
             if code == 2:
                 nsr_eq = True
             q += 3
-        elif q + 2 <= n and buf[q] == 58 and buf[q + 1] == 32:
+        elif q + 2 <= n and at(buf, q) == 58 and at(buf, q + 1) == 32:
             q += 2
         else:
             return -1
         # ---- the value, by the field's grammar
-        is_na = q + 3 <= n and buf[q] == na[0] and buf[q + 1] == na[1] and buf[q + 2] == na[2] \
+        is_na = q + 3 <= n and at(buf, q) == na[0] and at(buf, q + 1) == na[1] and at(buf, q + 2) == na[2] \
             and ends_value(buf, q + 3, n, in_states)
         if code == 8:                  # timestamp = YYYY-MM-DD HH:MM:SS
             ok, y2, m2, d2, h2, n2, s2, w = time_fields(buf, q, n, iso_widths, iso_seps)
@@ -294,7 +337,7 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
             q = w
         elif code == 3:                # currank_total_requests = a/b
             av, w = digit_run(buf, q, n, 18)
-            if av < 0 or w >= n or buf[w] != 47:
+            if av < 0 or w >= n or at(buf, w) != 47:
                 return -1
             bv, w = digit_run(buf, w + 1, n, 18)
             if bv < 0:
@@ -319,19 +362,19 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
             nd = 0
             frac = 0
             w = q
-            while w < n and 48 <= buf[w] <= 57:
+            while w < n and 48 <= at(buf, w) <= 57:
                 if nd < 18:             # more digits: Arrow reads the text
-                    m = m * 10 + (buf[w] - 48)
+                    m = m * 10 + (at(buf, w) - 48)
                 nd += 1
                 w += 1
             if nd == 0:
                 return -1
-            if w < n and buf[w] == 46:
+            if w < n and at(buf, w) == 46:
                 w += 1
                 f0 = w
-                while w < n and 48 <= buf[w] <= 57:
+                while w < n and 48 <= at(buf, w) <= 57:
                     if nd < 18:
-                        m = m * 10 + (buf[w] - 48)
+                        m = m * 10 + (at(buf, w) - 48)
                     nd += 1
                     w += 1
                 frac = w - f0
@@ -339,11 +382,11 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
                     return -1
             u = w
             if unit[code] == 1:
-                if w + 2 > n or buf[w] != 109 or buf[w + 1] != 115:
+                if w + 2 > n or at(buf, w) != 109 or at(buf, w + 1) != 115:
                     return -1
                 w += 2
             elif unit[code] == 2:
-                if w >= n or buf[w] != 115:
+                if w >= n or at(buf, w) != 115:
                     return -1
                 w += 1
             if nd <= 18 and m < 9007199254740992 and frac <= 22:
@@ -369,15 +412,32 @@ def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
     return q
 
 
-@numba.njit(cache=True, nogil=True)
-def scan(buf, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev):
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def odd_bytes(buf, p, e):
+    """1 if ``at(buf, p:e)`` holds a ``\\r`` or NUL, | 2 if a byte >= 0x80 (a separate loop from
+    the newline search: it vectorises)."""
+    hi = 0
+    ctl = 0
+    for j in range(p, e):
+        b = at(buf, j)
+        hi |= b
+        ctl |= (b == 13) | (b == 0)
+    return (1 if ctl else 0) | (2 if hi >= 128 else 0)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def scan(buf, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev, pred):
     """Split ``buf`` into lines (starts/ends, newline excluded) and read the fast ones;
-    returns (lines, fast rows). Row ``k`` of the outputs is line ``fast_line[k]``."""
+    returns (lines, fast rows, odd). Row ``k`` of the outputs is line ``fast_line[k]``. A fast
+    line has only bytes its grammar names; the other lines' bytes set ``odd``: 1 for a ``\\r``
+    or NUL, 2 for a byte >= 0x80 (the caller checks the UTF-8). ``pred``
+    (int64, filled with -1) is scratch: no allocation here, so the compiled code needs no
+    runtime (see :mod:`forensics.ingest.native_code`)."""
     n = len(buf)
     i = 0
     p = 0
     k = 0
-    pred = np.full(32, -1, np.int64)
+    odd = 0
     while p < n:
         e = line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sev, pred)
         if e >= 0:
@@ -385,19 +445,54 @@ def scan(buf, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, s
             k += 1
         else:
             e = p
-            while e < n and buf[e] != 10:
+            while e < n and at(buf, e) != 10:
                 e += 1
+            odd |= odd_bytes(buf, p, e)
         starts[i] = p
         ends[i] = e
         i += 1
         p = e + 1
-    return i, k
+    return i, k, odd
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def count_newlines(buf):
     """Newlines in ``buf`` (a plain loop numba vectorises: 3x ``bytes.count`` here)."""
     c = 0
     for i in range(len(buf)):
-        c += buf[i] == 10
+        c += at(buf, i) == 10
     return c
+
+
+_P8, _P64 = types.CPointer(types.uint8), types.CPointer(types.int64)
+_PF, _PB = types.CPointer(types.float64), types.CPointer(types.boolean)
+#: C signatures of the entry points (``native_code`` calls them through ctypes).
+SCAN_SIG = types.int64(_P8, types.int64, types.int64, _P64, _P64, _P64, _P64, _PF, _PB, _P64,
+                       _PB, _P8, _P8, _P64, _P64)
+COUNT_SIG = types.int64(_P8, types.int64)
+
+
+@numba.cfunc(SCAN_SIG, cache=True, nogil=True, error_model="numpy")
+def scan_c(buf, n, cap, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev,
+           pred, out):
+    """:func:`scan` over raw pointers (arrays of ``cap`` rows); fast rows and odd to out."""
+    i, k, odd = scan(numba.carray(buf, (n,)), numba.carray(starts, (cap,)),
+                numba.carray(ends, (cap,)), numba.carray(fast_line, (cap,)),
+                numba.carray(ints, (N_INTS, cap)), numba.carray(floats, (N_FLOATS, cap)),
+                numba.carray(valid, (N_INTS + N_FLOATS, cap)),
+                numba.carray(fspan, (2 * N_FLOATS, cap)), numba.carray(fneed, (N_FLOATS, cap)),
+                numba.carray(fmt, (cap,)), numba.carray(sev, (cap,)), numba.carray(pred, (32,)))
+    o = numba.carray(out, (2,))
+    o[0] = k
+    o[1] = odd
+    return i
+
+
+@numba.cfunc(COUNT_SIG, cache=True, nogil=True, error_model="numpy")
+def count_c(buf, n):
+    """:func:`count_newlines` over a raw pointer."""
+    return count_newlines(numba.carray(buf, (n,)))
+
+
+#: The entry points, by the names :mod:`forensics.ingest.native_code` knows them.
+ENTRY_POINTS = {"scan": scan_c, "count": count_c}

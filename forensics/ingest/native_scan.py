@@ -3,8 +3,9 @@
 Why: the Arrow/RE2 path (:mod:`executor_log`, :mod:`line_prefix`, :mod:`iteration_line`) makes
 many passes per field per block. Almost every line of a big log is the TRT-LLM Python logger's
 prefix followed by an iteration line of one of the variants V1..V5, so this module reads exactly
-those, in one numba loop per block (``nogil``: the two worker threads run at once; ``cache``:
-the compile is paid once per install), and leaves every other line to the reference path.
+those, in one numba-compiled loop per block (run without the GIL: the two worker threads run at
+once; the compile is paid once per install and its object file is linked with llvmlite alone
+afterwards, :mod:`native_code`), and leaves every other line to the reference path.
 
 The rule that keeps results identical: a line is taken here ("fast") only when it has a shape
 whose reading is certain, and then its row equals the reference row value for value. A fast
@@ -43,10 +44,10 @@ import pyarrow.compute as pc
 #: ``native`` this one for every input whatever its size (when numba is importable).
 PATH_ENV = "FORENSICS_INGEST_PATH"
 #: Inputs smaller than this (bytes on disk) use the reference path. Measured (whole process,
-#: CPU): numba's import and cache load cost ~0.73 s and ~110 MiB once; past that this path
-#: costs ~6.5 ms/MB against the reference's ~18.5 ms/MB, so it pays from about 60 MB. A small
-#: post-mortem never imports numba.
-MIN_BYTES = 64 << 20
+#: CPU, the object file loaded by llvmlite, :mod:`native_code`): ~0.05 s and ~45 MiB more than
+#: the reference path on a 2 MB log, even at 8 MB, 0.1 s less at 16 MB (0.91-0.97 s against
+#: 1.08-1.13 s). A small post-mortem never imports numba or llvmlite.
+MIN_BYTES = 16 << 20
 #: Block size on this path: per block, the reference path's regexes are compiled again for
 #: the few lines left to it, so bigger blocks than the reference's pay (measured on the bench
 #: log: 8 MB ~8 % less CPU than 4 MB at 390 MiB peak RSS; 16 MB reached 490 MiB).
@@ -81,16 +82,14 @@ def enabled(size: int) -> bool:
 
 
 def kernel():
-    """The compiled scanner, or None when numba is not importable."""
+    """The compiled scanner's entry points (:func:`native_code.entry_points`), or None when
+    numba is not importable."""
     global _kernel
     if _kernel is None:
-        try:
-            from forensics.ingest._scan_kernel import scan
-            _kernel = scan
-        except ImportError:
-            _kernel = False
-    return _kernel or None
+        from forensics.ingest import native_code
 
+        _kernel = native_code.entry_points() or False
+    return _kernel or None
 
 
 
@@ -120,30 +119,38 @@ class Scan:
 
 def scan_block(block: bytes | bytearray) -> Scan | None:
     """The compiled pass over ``block`` (whole lines), or None when the block must go to the
-    reference path as a whole (``\\r`` or NUL bytes, invalid UTF-8, a Docker record first)."""
-    if b"\r" in block or b"\0" in block or block[:64].lstrip().startswith(b'{"log":'):
+    reference path as a whole (``\\r`` or NUL bytes, invalid UTF-8, a Docker record first:
+    the scan itself reports the odd bytes, so a plain block is read once)."""
+    if block[:64].lstrip().startswith(b'{"log":'):
         return None
-    if not block.isascii():
-        try:
-            block.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    scan = kernel()
-    from forensics.ingest._scan_kernel import count_newlines
-
+    entry = kernel()
     buf = np.frombuffer(block, dtype=np.uint8)
-    cap = count_newlines(buf) + 1
+    at = buf.ctypes.data
+    cap = entry["count"](at, len(buf)) + 1
     starts = np.empty(cap, np.int64)
     ends = np.empty(cap, np.int64)
     fast_line = np.empty(cap, np.int64)
     ints = np.empty((N_INTS, cap), np.int64)
     floats = np.empty((N_FLOATS, cap), np.float64)
     valid = np.empty((N_INTS + N_FLOATS, cap), np.bool_)
-    fspan = np.zeros((2 * N_FLOATS, cap), np.int64)
+    fspan = np.empty((2 * N_FLOATS, cap), np.int64)   # read only where fneed
     fneed = np.empty((N_FLOATS, cap), np.bool_)
     fmt = np.empty(cap, np.uint8)
     sev = np.empty(cap, np.uint8)
-    n, k = scan(buf, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev)
+    pred = np.full(32, -1, np.int64)
+    out = np.zeros(2, np.int64)
+    n = entry["scan"](at, len(buf), cap, *(a.ctypes.data for a in (
+        starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev, pred, out)))
+    k, odd = int(out[0]), int(out[1])
+    if entry["failed"]():
+        raise RuntimeError("the native scanner returned an error (a bug: please report it)")
+    if odd & 1:   # \r or NUL bytes: the reference path's line ends and NUL accounting
+        return None
+    if odd & 2:   # bytes >= 0x80 (only outside fast lines): the block must be UTF-8
+        try:
+            block.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
     return Scan(n, starts[:n], ends[:n], fast_line[:k], ints[:, :k], floats[:, :k],
                 valid[:, :k], fspan[:, :k], fneed[:, :k], fmt[:k], sev[:k])
 
@@ -162,15 +169,20 @@ def prefix_ranks(scan: Scan) -> pa.Array:
     return pa.array(scan.ints[I_PRANK].astype(np.int32))
 
 
+#: numpy dtype of each Arrow type used (``DataType.to_pandas_dtype`` would import pandas)
+_NUMPY = {pa.int32(): np.int32, pa.int64(): np.int64, pa.float64(): np.float64}
+
+
 def _column(values: np.ndarray, valid: np.ndarray, typ: pa.DataType) -> pa.Array:
-    if valid.all():
-        return pa.array(values.astype(typ.to_pandas_dtype(), copy=False), typ)
-    return pa.array(values.astype(typ.to_pandas_dtype(), copy=False), typ, mask=~valid)
+    values = values.astype(_NUMPY[typ], copy=False)
+    return pa.array(values, typ, mask=None if valid.all() else ~valid)
 
 
 def _times(values: np.ndarray, valid: np.ndarray) -> pa.Array:
-    typ = pa.timestamp("us")
-    return pa.array(values.view("datetime64[us]"), typ, mask=None if valid.all() else ~valid)
+    # int64 microseconds viewed as timestamps (``pa.array`` of datetime64 goes through pyarrow's
+    # pandas layer)
+    return pa.array(values, pa.int64(), mask=None if valid.all() else ~valid).view(
+        pa.timestamp("us"))
 
 
 def iterations(scan: Scan, block: bytes | bytearray, source: str) -> pa.Table:

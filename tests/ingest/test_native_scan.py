@@ -198,30 +198,110 @@ def test_good_lines_are_all_fast(tmp_path):
     assert str(rows[1]["log_time"]) == "2024-02-29 23:59:59"
 
 
+@pytest.mark.parametrize("odd, scanned", [
+    (b"[W] caf\xc3\xa9 \xe2\x80\xa8 done", True),         # UTF-8 outside fast lines: scanned
+    (b"[W] bad \xff\xfe byte", False),                    # invalid UTF-8: reference path
+    (b"[W] line with \r inside", False),                   # \r: reference path
+    (b"\0\0\0[W] after a NUL run", False),                   # NUL: reference path
+])
+def test_odd_bytes_between_fast_lines(tmp_path, odd, scanned):
+    """The scan itself notices odd bytes in the lines it does not take (no pre-pass)."""
+    good = [g.encode() for g in _GOOD]
+    path = tmp_path / "odd.log"
+    path.write_bytes(b"\n".join(good + [odd] + good) + b"\n")
+    scan = native_scan.scan_block(path.read_bytes())
+    assert (scan is not None) == scanned
+    if scanned:
+        assert list(scan.fast_line) == [0, 1, 2, 4, 5, 6]
+    assert assert_same(path)["iterations"].num_rows == 6
+    assert assert_same(path, block_bytes=997)["iterations"].num_rows == 6
+
+
 # ----------------------------------------------------------------- switching paths
+
+def _native_rows_in_subprocess(log: Path, check: str, **env: str) -> list[str]:
+    """Iteration rows of a native-path parse of ``log`` in a fresh process where numba cannot
+    be imported (``check`` runs first), and whether the scanner reported an error."""
+    code = ("import sys; sys.modules['numba'] = None\n"
+            "from forensics.ingest import native_code, native_scan\n"
+            "from forensics.ingest.executor_log import parse_executor_log\n"
+            f"{check}\n"
+            "n = sum(b.iterations.num_rows for b in parse_executor_log(sys.argv[1], 'x', "
+            "native=True))\n"
+            "k = native_scan.kernel()\n"
+            "print(n, bool(k and k['failed']()))\n")
+    out = subprocess.run([sys.executable, "-c", code, str(log)], capture_output=True, text=True,
+                         check=False, env=dict(os.environ, PYTHONPATH=str(REPO), **env))
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
 
 def test_without_numba_the_reference_path_reads(tmp_path):
     log = tmp_path / "bench.log"
     _bench_module().generate_bench(log, 1, "V4")
-    code = ("import sys; sys.modules['numba'] = None\n"
-            "from forensics.ingest import native_scan\n"
+    rows = _native_rows_in_subprocess(
+        log, "sys.modules['llvmlite'] = None\n"
+        "assert native_scan.kernel() is None and not native_scan.enabled(1 << 40)",
+        FORENSICS_INGEST_PATH="native")
+    assert rows == [str(assert_same(log)["iterations"].num_rows), "False"]
+
+
+def test_saved_object_runs_without_numba(tmp_path):
+    """The object file saved from numba's functions, loaded by llvmlite alone in a process
+    where numba cannot be imported, reads the same rows as the reference path."""
+    import llvmlite.binding as llvm
+
+    from forensics.ingest import _scan_kernel, native_code
+
+    objects, meta = native_code._objects(_scan_kernel.ENTRY_POINTS)
+    assert native_code._save(tmp_path / "cache" / f"scan-{native_code._key(llvm)}", objects,
+                             meta)
+    log = tmp_path / "bench.log"
+    _bench_module().generate_bench(log, 1, "V3")
+    rows = _native_rows_in_subprocess(
+        log, "assert native_scan.kernel() is not None and native_code._engines",
+        NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    assert rows == [str(assert_same(log)["iterations"].num_rows), "False"]
+    assert _fast_lines(log) > 1000
+
+
+def test_damaged_object_file_is_not_loaded(tmp_path):
+    """A damaged saved object (LLVM would crash on it) is refused by its digest; numba's
+    functions read the block instead, with the same rows."""
+    import llvmlite.binding as llvm
+
+    from forensics.ingest import _scan_kernel, native_code
+
+    objects, meta = native_code._objects(_scan_kernel.ENTRY_POINTS)
+    stem = tmp_path / f"scan-{native_code._key(llvm)}"
+    assert native_code._save(stem, objects, meta)
+    assert native_code._load(llvm, stem) is not None
+    obj = stem.parent / (stem.name + ".scan.o")
+    obj.write_bytes(obj.read_bytes()[:1000])
+    assert native_code._load(llvm, stem) is None
+    log = tmp_path / "bench.log"
+    _bench_module().generate_bench(log, 1, "V5")
+    code = ("import sys\n"
+            "from forensics.ingest import native_code, native_scan\n"
             "from forensics.ingest.executor_log import parse_executor_log\n"
-            "assert native_scan.kernel() is None and not native_scan.enabled(1 << 40)\n"
+            "native_code._cache_dirs = lambda: [__import__('pathlib').Path(sys.argv[2])]\n"
             "n = sum(b.iterations.num_rows for b in parse_executor_log(sys.argv[1], 'x', "
             "native=True))\n"
-            "print(n)\n")
-    out = subprocess.run([sys.executable, "-c", code, str(log)], capture_output=True, text=True,
-                         check=False,
-                         env=dict(os.environ, PYTHONPATH=str(REPO), FORENSICS_INGEST_PATH="native"))
+            "print(n, not native_code._engines, 'numba' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(log), str(tmp_path)],
+                         capture_output=True, text=True, check=False,
+                         env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert out.returncode == 0, out.stderr
-    assert int(out.stdout) == assert_same(log)["iterations"].num_rows
+    # numba's functions ran (no engine), and saved a good object again
+    assert out.stdout.split() == [str(assert_same(log)["iterations"].num_rows), "True", "True"]
+    assert native_code._load(llvm, stem) is not None
 
 
 def test_small_inputs_never_import_numba(tmp_path):
     log = _simulated(tmp_path, "V4")
     code = ("import sys, forensics\n"
             "forensics.ingest([sys.argv[1]], sys.argv[2], kind='log')\n"
-            "print('numba' in sys.modules)\n")
+            "print('numba' in sys.modules or 'llvmlite' in sys.modules)\n")
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("FORENSICS_INGEST_PATH", None)
     out = subprocess.run([sys.executable, "-c", code, str(log), str(tmp_path / "ds")],
