@@ -466,7 +466,8 @@ def stats(buf, words, names, offs, nw, nwo, nwl, parent, is_obj, next_sib, first
     template has one (null there too); no lists. ``UNKNOWN_KEY`` names a line with a key the
     template lacks, ``NEW_OBJECT`` one with an object where the template has a leaf (the caller
 learns them and runs again); other codes decline the block.
-    Per line and slot: ``kind`` (``K_*``), ``ival`` (ints), ``fval`` (floats, 1/0 for bools),
+    Per slot and line (slot-major, so a slot's column is contiguous): ``kind`` (``K_*``; the
+    caller zeroes it: ``K_ABSENT``), ``ival`` (ints), ``fval`` (floats, 1/0 for bools),
     ``sa``/``sb`` (the text span of strings and ``K_FTEXT`` numbers).
     """
     n = len(buf)
@@ -475,13 +476,11 @@ learns them and runs again); other codes decline the block.
     stack_last = where[17:33]
     p = 0
     row = 0
-    cap = kind.shape[0]
+    cap = kind.shape[1]
     while p < n:
         if row >= cap:
             where[0] = row
             return FULL, row
-        for s in range(n_slots):
-            kind[row, s] = K_ABSENT
         q = skip_ws(buf, p, n)
         if q >= n or buf[q] != 123:
             where[0] = row
@@ -539,12 +538,12 @@ learns them and runs again); other codes decline the block.
                 if not ok:
                     where[0] = row
                     return BAD_VALUE, row
-                kind[row, slot] = k
-                ival[row, slot] = iv
-                fval[row, slot] = fv
+                kind[slot, row] = k
+                ival[slot, row] = iv
+                fval[slot, row] = fv
                 if k == K_FTEXT:
-                    sa[row, slot] = q
-                    sb[row, slot] = w
+                    sa[slot, row] = q
+                    sb[slot, row] = w
                 q = w
             elif c0 == 123:
                 if depth + 1 >= 16:
@@ -553,7 +552,7 @@ learns them and runs again); other codes decline the block.
                 if not is_obj[slot]:
                     where[0] = row
                     return NEW_OBJECT, row     # an object where the shape has a leaf
-                kind[row, slot] = K_OBJ
+                kind[slot, row] = K_OBJ
                 depth += 1
                 stack_parent[depth] = slot
                 stack_last[depth] = -1
@@ -564,7 +563,7 @@ learns them and runs again); other codes decline the block.
                 else:
                     continue
             elif literal(buf, q, n, null_b):
-                kind[row, slot] = K_NULL
+                kind[slot, row] = K_NULL
                 q += 4
             elif is_obj[slot]:
                 where[0] = row
@@ -574,17 +573,17 @@ learns them and runs again); other codes decline the block.
                 if e < 0:
                     where[0] = row
                     return BAD_VALUE, row
-                kind[row, slot] = K_STR
-                sa[row, slot] = q + 1
-                sb[row, slot] = e
+                kind[slot, row] = K_STR
+                sa[slot, row] = q + 1
+                sb[slot, row] = e
                 q = e + 1
             elif literal(buf, q, n, true_b):
-                kind[row, slot] = K_TRUE
-                fval[row, slot] = 1.0
+                kind[slot, row] = K_TRUE
+                fval[slot, row] = 1.0
                 q += 4
             elif literal(buf, q, n, false_b):
-                kind[row, slot] = K_FALSE
-                fval[row, slot] = 0.0
+                kind[slot, row] = K_FALSE
+                fval[slot, row] = 0.0
                 q += 5
             else:
                 where[0] = row

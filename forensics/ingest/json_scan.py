@@ -71,6 +71,16 @@ def kernel():
     return _kernel or None
 
 
+_LAST_COUNT: list = [None, 0]
+
+
+def newlines(block: bytes) -> int:
+    """The newlines in ``block`` (the last block's count is kept: its reader asks again)."""
+    if _LAST_COUNT[0] is not block:
+        _LAST_COUNT[:] = [block, int(kernel().count_byte(np.frombuffer(block, np.uint8), 10))]
+    return _LAST_COUNT[1]
+
+
 # ------------------------------------------------------------------------------------- trace
 class _TraceTables:
     """The constant arrays the frame scanner matches against (built once)."""
@@ -127,8 +137,10 @@ def frames(block: bytes, line: int, tp_size: int):
         _TRACE = _TraceTables()
     t = _TRACE
     buf = np.frombuffer(block, np.uint8)
-    cap = k.count_byte(buf, 10) + 1
-    r_cap = len(block) // 20 + 2       # a request takes 26 bytes or more ({"id":0,"state":"X"})
+    # bounds, not counts (np.empty pages are committed only where written): a frame line
+    # takes 48 bytes or more, a request 26 ({"id":0,"state":"UNKNOWN"}); FULL declines anyway
+    cap = len(block) // 40 + 2
+    r_cap = len(block) // 20 + 2
     f_iter = np.empty(cap, np.int64)
     f_rank = np.empty(cap, np.int64)
     f_nreq = np.empty(cap, np.int32)
@@ -242,7 +254,7 @@ def stats(block: bytes, line: int, source: str):
         except UnicodeDecodeError:
             return None
     buf = np.frombuffer(block, np.uint8)
-    cap = k.count_byte(buf, 10)
+    cap = newlines(block)
     where = np.zeros(33, np.int64)
     words = _words(buf)
     starts = None
@@ -251,11 +263,11 @@ def stats(block: bytes, line: int, source: str):
             _TEMPLATE = _Template(_shape_of(block[:block.find(b"\n") + 1]))
         for attempt in range(MAX_LEARN + 2):
             t = _TEMPLATE
-            kind = np.empty((cap, t.n), np.uint8)
-            ival = np.empty((cap, t.n), np.int64)
-            fval = np.empty((cap, t.n), np.float64)
-            sa = np.empty((cap, t.n), np.int64)
-            sb = np.empty((cap, t.n), np.int64)
+            kind = np.zeros((t.n, cap), np.uint8)
+            ival = np.empty((t.n, cap), np.int64)
+            fval = np.empty((t.n, cap), np.float64)
+            sa = np.empty((t.n, cap), np.int64)
+            sb = np.empty((t.n, cap), np.int64)
             status, rows = k.stats(buf, words, t.names, t.offs, *t.words, t.parent, t.is_obj, t.next_sib,
                                    t.first_child, kind, ival, fval, sa, sb, where)
             if status == 0:
@@ -289,61 +301,78 @@ def _stats_batch(block: bytes, line: int, source: str, t: _Template, n: int, kin
     """The ``stats`` rows from the scanner's per-slot values (the rules of ``stats_row``)."""
     from forensics.dataset.schema import EVENTS, STATS_READ, UNPARSED
     from forensics.ingest._json_kernel import K_FALSE, K_FLOAT, K_FTEXT, K_INT, K_STR, K_TRUE
-    from forensics.ingest.stats_fast import _fields_map
     from forensics.ingest.stats_json import _FLOAT_COLUMNS, _INT_BOUNDS, TYPED_COLUMNS, StatsBatch
 
+    leaves = np.array(t.leaves, np.int64)
+    kd = kind[leaves, :n]                       # (leaves, rows)
+    is_int = kd == K_INT
+    is_float = kd == K_FLOAT
+    # the int64 values become float64 correctly rounded, as float(int) does
+    vals = np.where(is_int, ival[leaves, :n], fval[leaves, :n])
+    text = kd == K_FTEXT
+    if text.any():
+        for li, r in zip(*np.nonzero(text)):
+            s = leaves[li]
+            vals[li, r] = float(block[int(sa[s, r]):int(sb[s, r])])
+        is_float |= text
+    num = is_int | is_float | (kd == K_TRUE) | (kd == K_FALSE)
+    in_fields = num.copy()
     cols: dict[str, pa.Array] = {}
-    field_names: list[str] = []
-    field_vals: list[np.ndarray] = []
-    field_mask: list[np.ndarray] = []
-    for s in t.leaves:
-        kd = kind[:n, s]
-        is_int = kd == K_INT
-        is_float = kd == K_FLOAT
-        text = kd == K_FTEXT
-        num = is_int | is_float | text | (kd == K_TRUE) | (kd == K_FALSE)
-        if not num.any():
-            continue
-        vals = fval[:n, s].copy()
-        if is_int.any():
-            vals[is_int] = ival[:n, s][is_int].astype(np.float64)
-        if text.any():
-            at = np.flatnonzero(text)
-            vals[at] = [float(block[int(a):int(b)]) for a, b in zip(sa[at, s], sb[at, s])]
-            is_float = is_float | text
-        in_fields = num
+    for li, s in enumerate(t.leaves):
         column = TYPED_COLUMNS.get(t.dotted[s])
-        if column is not None:
-            if column in _FLOAT_COLUMNS:
-                typed_ok = is_int | is_float
-                cols[column] = pa.array(vals, pa.float64(), mask=~typed_ok)
-            else:
-                limit = float(_INT_BOUNDS.get(column, 2 ** 63 - 1) + 1)    # 2**31 or 2**63
+        if column is None or not num[li].any():
+            continue
+        v, ii, ff = vals[li], is_int[li], is_float[li]
+        if column in _FLOAT_COLUMNS:
+            typed_ok = ii | ff
+            cols[column] = pa.array(v, pa.float64(), mask=None if typed_ok.all() else ~typed_ok)
+        else:
+            limit = float(_INT_BOUNDS.get(column, 2 ** 63 - 1) + 1)    # 2**31 or 2**63
+            ints = ival[s, :n]
+            typed_ok = ii & (ints >= -limit) & (ints < limit)
+            if ff.any():
                 with np.errstate(invalid="ignore"):
-                    whole = is_float & np.isfinite(vals) & (vals == np.floor(vals)) \
-                        & (vals >= -limit) & (vals < limit)
-                ints = np.where(is_int, ival[:n, s], 0)
-                if whole.any():
-                    ints[whole] = vals[whole].astype(np.int64)
-                typed_ok = (is_int & (ints >= -limit) & (ints < limit)) | whole
-                target = STATS_READ.field(column).type
-                cols[column] = pa.array(np.where(typed_ok, ints, 0).astype(target.to_pandas_dtype()),
-                                        target, mask=~typed_ok)
-            in_fields = num & ~typed_ok
-        if in_fields.any():
-            field_names.append(t.dotted[s])
-            field_vals.append(vals)
-            field_mask.append(in_fields)
-    cols["timestamp"] = _strings(block, kind[:n, t.timestamp] == K_STR, sa[:n, t.timestamp],
-                                 sb[:n, t.timestamp]) if t.timestamp >= 0 \
+                    whole = ff & np.isfinite(v) & (v == np.floor(v)) & (v >= -limit) & (v < limit)
+                ints = np.where(ii, ints, 0)
+                ints[whole] = v[whole].astype(np.int64)
+                typed_ok = typed_ok | whole
+            target = STATS_READ.field(column).type
+            data = np.where(typed_ok, ints, 0).astype(target.to_pandas_dtype(), copy=False)
+            cols[column] = pa.array(data, target, mask=None if typed_ok.all() else ~typed_ok)
+        in_fields[li] &= ~typed_ok
+    cols["timestamp"] = _strings(block, kind[t.timestamp, :n] == K_STR, sa[t.timestamp, :n],
+                                 sb[t.timestamp, :n]) if t.timestamp >= 0 \
         else pa.nulls(n, pa.string())
-    cols["fields"] = _fields_map(n, field_names, field_vals, field_mask)
+    keep = np.flatnonzero(in_fields.any(axis=1))
+    cols["fields"] = _fields_map(n, [t.dotted[t.leaves[i]] for i in keep], vals[keep],
+                                 in_fields[keep])
     ln = pa.array(np.arange(line, line + n, dtype=np.int64))
     cols["line"] = cols["line_end"] = ln
-    cols["source"] = pa.array([source], pa.string()).take(pa.array(np.zeros(n, np.int32)))
+    cols["source"] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)),
+                                                    pa.array([source])).cast(pa.string())
     table = pa.table([cols[f.name] if f.name in cols else pa.nulls(n, f.type)
                       for f in STATS_READ], schema=STATS_READ)
     return StatsBatch(stats=table, events=EVENTS.empty_table(), unparsed=UNPARSED.empty_table())
+
+
+def _fields_map(n: int, names: list[str], vals: np.ndarray, mask: np.ndarray) -> pa.MapArray:
+    """The ``fields`` map: per row, the leaves whose ``mask`` is set, in ``names`` order
+    (``vals`` and ``mask`` are (leaves, rows))."""
+    from forensics.dataset.schema import STATS_READ
+
+    typ = STATS_READ.field("fields").type
+    if not names:
+        return pa.MapArray.from_arrays(np.zeros(n + 1, np.int32), pa.array([], pa.string()),
+                                       pa.array([], pa.float64()), type=typ)
+    m = np.ascontiguousarray(mask.T)              # (rows, leaves): row-major = per-row order
+    idx = np.flatnonzero(m)
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(m.sum(axis=1), out=offsets[1:])
+    keys = pa.DictionaryArray.from_arrays(pa.array((idx % len(names)).astype(np.int32)),
+                                          pa.array(names, pa.string())).cast(pa.string())
+    values = np.ascontiguousarray(vals.T).ravel()[idx]
+    return pa.MapArray.from_arrays(pa.array(offsets), keys, pa.array(values, pa.float64()),
+                                   type=typ)
 
 
 def _strings(block: bytes, present: np.ndarray, a: np.ndarray, b: np.ndarray) -> pa.Array:
@@ -358,4 +387,4 @@ def _strings(block: bytes, present: np.ndarray, a: np.ndarray, b: np.ndarray) ->
     return pa.StringArray.from_buffers(n, pa.py_buffer(offs), pa.py_buffer(out), valid)
 
 
-__all__ = ["BLOCK_BYTES", "MIN_BYTES", "enabled", "frames", "kernel", "stats"]
+__all__ = ["BLOCK_BYTES", "MIN_BYTES", "enabled", "frames", "kernel", "newlines", "stats"]

@@ -331,7 +331,7 @@ def _read(chunks: Iterator[tuple[bytes, int, str | None]], source: str,
             if batches is None:
                 break              # an object runs past the block: per-object from here on
             start = cut
-            line += block.count(b"\n")
+            line += json_scan.newlines(block) if native else block.count(b"\n")
             yield from batches
             continue
         if not eof and pending_bytes < block_bytes - (len(buf) - start):
