@@ -37,13 +37,14 @@ import pyarrow as pa
 
 from forensics.ingest.native_scan import PATH_ENV
 
-#: Inputs smaller than this (bytes on disk) are read without numba: loading it costs ~1 s CPU
-#: once per process, more than this path saves on a small file (measured: see MIN_BYTES note
-#: in docs of benchmarks/trace_ingest.py).
+#: Inputs smaller than this (bytes on disk) are read without numba. Measured (whole
+#: ``forensics ingest`` process, CPU, paired): loading numba and the cached kernels costs
+#: ~0.8-1.0 s and ~130 MiB once; a 32 MB stats or trace file costs ~0.8 s more this way,
+#: a 67 MB stats file about the same, a 118 MB trace ~0.5 s less, 335 MB ~1.7x less.
 MIN_BYTES = 64 << 20
-#: Block size on this path (whole lines): the per-block Python work is a few array calls,
-#: so bigger blocks than the ``msgspec`` path's 2 MB cost less; the outputs are typed arrays.
-BLOCK_BYTES = 8 << 20
+#: Block size on this path (whole lines): 2, 4 and 8 MB cost the same CPU (32x20000, in
+#: process); 4 MB peaked ~30 MiB lower than 8 MB.
+BLOCK_BYTES = 4 << 20
 #: Most slots (keys and nested objects) a learnt stats shape may grow to before it is reset.
 MAX_SLOTS = 256
 
