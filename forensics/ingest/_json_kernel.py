@@ -467,7 +467,8 @@ def stats(buf, words, names, offs, nw, nwo, nwl, parent, is_obj, next_sib, first
     template lacks, ``NEW_OBJECT`` one with an object where the template has a leaf (the caller
 learns them and runs again); other codes decline the block.
     Per slot and line (slot-major, so a slot's column is contiguous): ``kind`` (``K_*``; the
-    caller zeroes it: ``K_ABSENT``), ``ival`` (ints), ``fval`` (floats, 1/0 for bools),
+    caller zeroes it: ``K_ABSENT``), ``ival`` (ints), ``fval`` (every number as a double,
+    1/0 for bools),
     ``sa``/``sb`` (the text span of strings and ``K_FTEXT`` numbers).
     """
     n = len(buf)
@@ -540,7 +541,8 @@ learns them and runs again); other codes decline the block.
                     return BAD_VALUE, row
                 kind[slot, row] = k
                 ival[slot, row] = iv
-                fval[slot, row] = fv
+                # an int also as its double (correctly rounded, as Python's float(int))
+                fval[slot, row] = float(iv) if k == K_INT else fv
                 if k == K_FTEXT:
                     sa[slot, row] = q
                     sb[slot, row] = w

@@ -304,26 +304,23 @@ def _stats_batch(block: bytes, line: int, source: str, t: _Template, n: int, kin
     from forensics.ingest._json_kernel import K_FALSE, K_FLOAT, K_FTEXT, K_INT, K_STR, K_TRUE
     from forensics.ingest.stats_json import _FLOAT_COLUMNS, _INT_BOUNDS, TYPED_COLUMNS, StatsBatch
 
-    leaves = np.array(t.leaves, np.int64)
-    kd = kind[leaves, :n]                       # (leaves, rows)
+    kd = kind[:, :n]                            # (slots, rows); object slots are K_OBJ
     is_int = kd == K_INT
     is_float = kd == K_FLOAT
-    # the int64 values become float64 correctly rounded, as float(int) does
-    vals = np.where(is_int, ival[leaves, :n], fval[leaves, :n])
+    vals = fval[:, :n]
     text = kd == K_FTEXT
     if text.any():
-        for li, r in zip(*np.nonzero(text)):
-            s = leaves[li]
-            vals[li, r] = float(block[int(sa[s, r]):int(sb[s, r])])
+        for s, r in zip(*np.nonzero(text)):
+            vals[s, r] = float(block[int(sa[s, r]):int(sb[s, r])])
         is_float |= text
     num = is_int | is_float | (kd == K_TRUE) | (kd == K_FALSE)
-    in_fields = num.copy()
+    in_fields = num
     cols: dict[str, pa.Array] = {}
-    for li, s in enumerate(t.leaves):
+    for s in t.leaves:
         column = TYPED_COLUMNS.get(t.dotted[s])
-        if column is None or not num[li].any():
+        if column is None or not num[s].any():
             continue
-        v, ii, ff = vals[li], is_int[li], is_float[li]
+        v, ii, ff = vals[s], is_int[s], is_float[s]
         if column in _FLOAT_COLUMNS:
             typed_ok = ii | ff
             cols[column] = pa.array(v, pa.float64(), mask=None if typed_ok.all() else ~typed_ok)
@@ -340,13 +337,12 @@ def _stats_batch(block: bytes, line: int, source: str, t: _Template, n: int, kin
             target = STATS_READ.field(column).type
             data = np.where(typed_ok, ints, 0).astype(target.to_pandas_dtype(), copy=False)
             cols[column] = pa.array(data, target, mask=None if typed_ok.all() else ~typed_ok)
-        in_fields[li] &= ~typed_ok
+        in_fields[s] &= ~typed_ok
     cols["timestamp"] = _strings(block, kind[t.timestamp, :n] == K_STR, sa[t.timestamp, :n],
                                  sb[t.timestamp, :n]) if t.timestamp >= 0 \
         else pa.nulls(n, pa.string())
     keep = np.flatnonzero(in_fields.any(axis=1))
-    cols["fields"] = _fields_map(n, [t.dotted[t.leaves[i]] for i in keep], vals[keep],
-                                 in_fields[keep])
+    cols["fields"] = _fields_map(n, [t.dotted[i] for i in keep], vals[keep], in_fields[keep])
     ln = pa.array(np.arange(line, line + n, dtype=np.int64))
     cols["line"] = cols["line_end"] = ln
     cols["source"] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)),
