@@ -156,6 +156,20 @@ def find_name(buf, a, m, names, offs, guess):
     return -1
 
 
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def key_at(buf, words, a, n, names, offs, w, wo, wl, guess):
+    """(index of the name whose string body starts at ``a``, position of its closing quote):
+    ``guess`` compared a word at a time first, else the string's end found and every name
+    looked up. (-1, -1) when the string holds an escape or a control character; (-1, end)
+    when it is no known name."""
+    if name_here(words, a, w, wo, wl, guess):
+        return guess, a + wl[guess] - 1
+    e = plain_string_end(buf, a, n)
+    if e < 0:
+        return -1, -1
+    return find_name(buf, a, e - a, names, offs, -1), e
+
+
 true_b = np.frombuffer(b"true", dtype=np.uint8).copy()
 false_b = np.frombuffer(b"false", dtype=np.uint8).copy()
 null_b = np.frombuffer(b"null", dtype=np.uint8).copy()
@@ -208,17 +222,11 @@ def frames(buf, words, tp_size, keys, key_offs, kw, kwo, kwl, opt_is_int, state_
             # "key"
             if q >= n or buf[q] != 34:
                 return BAD_LINE, f, r
-            a = q + 1
-            if name_here(words, a, kw, kwo, kwl, guess_key):
-                key = guess_key
-                e = a + kwl[key] - 1
-            else:
-                e = plain_string_end(buf, a, n)
-                if e < 0:
-                    return BAD_LINE, f, r
-                key = find_name(buf, a, e - a, keys, key_offs, -1)
-                if key < 0:
-                    return UNKNOWN_KEY, f, r
+            key, e = key_at(buf, words, q + 1, n, keys, key_offs, kw, kwo, kwl, guess_key)
+            if e < 0:
+                return BAD_LINE, f, r
+            if key < 0:
+                return UNKNOWN_KEY, f, r
             if (seen >> key) & 1:
                 return BAD_LINE, f, r     # a key given twice
             seen |= 1 << key
@@ -261,15 +269,8 @@ def frames(buf, words, tp_size, keys, key_offs, kw, kwo, kwl, opt_is_int, state_
                         while True:
                             if q >= n or buf[q] != 34:
                                 return BAD_VALUE, f, r
-                            a = q + 1
-                            if name_here(words, a, REQ_W, REQ_WO, REQ_WL, guess_rk):
-                                rk = guess_rk
-                                e = a + REQ_WL[rk] - 1
-                            else:
-                                e = plain_string_end(buf, a, n)
-                                if e < 0:
-                                    return BAD_VALUE, f, r
-                                rk = find_name(buf, a, e - a, REQ_KEYS, REQ_OFFS, -1)
+                            rk, e = key_at(buf, words, q + 1, n, REQ_KEYS, REQ_OFFS, REQ_W,
+                                           REQ_WO, REQ_WL, guess_rk)
                             if rk < 0 or (rseen >> rk) & 1:
                                 return BAD_VALUE, f, r
                             rseen |= 1 << rk
@@ -286,17 +287,10 @@ def frames(buf, words, tp_size, keys, key_offs, kw, kwo, kwl, opt_is_int, state_
                             elif rk == 1:
                                 if q >= n or buf[q] != 34:
                                     return BAD_VALUE, f, r
-                                if name_here(words, q + 1, sw, swo, swl, guess_state):
-                                    s = guess_state
-                                    e = q + swl[s]
-                                else:
-                                    e = plain_string_end(buf, q + 1, n)
-                                    if e < 0:
-                                        return BAD_VALUE, f, r
-                                    s = find_name(buf, q + 1, e - q - 1, state_names,
-                                                  state_offs, -1)
-                                    if s < 0:
-                                        return BAD_VALUE, f, r
+                                s, e = key_at(buf, words, q + 1, n, state_names, state_offs,
+                                              sw, swo, swl, guess_state)
+                                if s < 0:
+                                    return BAD_VALUE, f, r
                                 guess_state = s
                                 r_state[r] = state_codes[s]
                                 q = e + 1
