@@ -175,6 +175,28 @@ false_b = np.frombuffer(b"false", dtype=np.uint8).copy()
 null_b = np.frombuffer(b"null", dtype=np.uint8).copy()
 frame_b = np.frombuffer(b'"frame"', dtype=np.uint8).copy()
 
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def next_member(buf, q, n, closer):
+    """After a value at ``q``: (1, start of the next member) after a comma, (0, position
+    after ``closer``) when it closes the object or list, (-1, q) for anything else."""
+    q = skip_ws(buf, q, n)
+    if q < n and buf[q] == 44:
+        return 1, skip_ws(buf, q + 1, n)
+    if q < n and buf[q] == closer:
+        return 0, q + 1
+    return -1, q
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def json_bool(buf, q, n):
+    """(ok, value, position after) of ``true`` or ``false`` at ``q``."""
+    if literal(buf, q, n, true_b):
+        return True, True, q + 4
+    if literal(buf, q, n, false_b):
+        return True, False, q + 5
+    return False, False, q
+
+
 # ---------------------------------------------------------------------------------- trace
 # frame keys: 0 kind, 1 iter, 2 rank, 3 requests, then the optional decisions (json_scan
 # passes their names and whether each is an int column)
@@ -295,35 +317,25 @@ def frames(buf, words, tp_size, keys, key_offs, kw, kwo, kwl, opt_is_int, state_
                                 r_state[r] = state_codes[s]
                                 q = e + 1
                             else:
-                                if literal(buf, q, n, true_b):
-                                    dummy = True
-                                    q += 4
-                                elif literal(buf, q, n, false_b):
-                                    q += 5
-                                else:
+                                ok, dummy, q = json_bool(buf, q, n)
+                                if not ok:
                                     return BAD_VALUE, f, r
-                            q = skip_ws(buf, q, n)
-                            if q < n and buf[q] == 44:
-                                q = skip_ws(buf, q + 1, n)
-                                continue
-                            if q < n and buf[q] == 125:
-                                q += 1
+                            more, q = next_member(buf, q, n, 125)
+                            if more < 0:
+                                return BAD_LINE, f, r
+                            if more == 0:
                                 break
-                            return BAD_LINE, f, r
                         if (rseen & 3) != 3:
                             return BAD_VALUE, f, r     # id or state missing
                         r_dummy[r] = dummy
                         ndummy += dummy
                         r += 1
                         nreq += 1
-                        q = skip_ws(buf, q, n)
-                        if q < n and buf[q] == 44:
-                            q = skip_ws(buf, q + 1, n)
-                            continue
-                        if q < n and buf[q] == 93:
-                            q += 1
+                        more, q = next_member(buf, q, n, 93)
+                        if more < 0:
+                            return BAD_LINE, f, r
+                        if more == 0:
                             break
-                        return BAD_LINE, f, r
             else:
                 j = key - 4
                 if literal(buf, q, n, null_b):
@@ -334,24 +346,17 @@ def frames(buf, words, tp_size, keys, key_offs, kw, kwo, kwl, opt_is_int, state_
                         return BAD_VALUE, f, r
                     opt_val[j, f] = v
                     opt_valid[j, f] = True
-                elif literal(buf, q, n, true_b):
-                    opt_val[j, f] = 1
-                    opt_valid[j, f] = True
-                    q += 4
-                elif literal(buf, q, n, false_b):
-                    opt_val[j, f] = 0
-                    opt_valid[j, f] = True
-                    q += 5
                 else:
-                    return BAD_VALUE, f, r
-            q = skip_ws(buf, q, n)
-            if q < n and buf[q] == 44:
-                q = skip_ws(buf, q + 1, n)
-                continue
-            if q < n and buf[q] == 125:
-                q += 1
+                    ok, v, q = json_bool(buf, q, n)
+                    if not ok:
+                        return BAD_VALUE, f, r
+                    opt_val[j, f] = v
+                    opt_valid[j, f] = True
+            more, q = next_member(buf, q, n, 125)
+            if more < 0:
+                return BAD_LINE, f, r
+            if more == 0:
                 break
-            return BAD_LINE, f, r
         if (seen & 15) != 15:
             return BAD_VALUE, f, r            # kind, iter, rank or requests missing
         q = skip_ws(buf, q, n)
@@ -587,19 +592,16 @@ learns them and runs again); other codes decline the block.
                 return BAD_VALUE, row
             # after a value: "," and the next key, or "}" closing objects
             while True:
-                q = skip_ws(buf, q, n)
-                if q < n and buf[q] == 44:
-                    q = skip_ws(buf, q + 1, n)
+                more, q = next_member(buf, q, n, 125)
+                if more < 0:
+                    where[0] = row
+                    return BAD_LINE, row
+                if more == 1:
                     break
-                if q < n and buf[q] == 125:
-                    q += 1
-                    if depth == 0:
-                        closed = True
-                        break
-                    depth -= 1
-                    continue
-                where[0] = row
-                return BAD_LINE, row
+                if depth == 0:
+                    closed = True
+                    break
+                depth -= 1
         q = skip_ws(buf, q, n)
         if q < n and buf[q] != 10:
             where[0] = row
