@@ -25,7 +25,6 @@ from hypothesis import strategies as st
 
 from forensics.errors import TraceFormatError
 from forensics.ingest import json_scan, stats_json, trace_fast, trace_v1
-from replay.states import RequestState
 
 from .test_line_accounting import SHARED
 from .test_trace_fast import _BAD, _ODD_OK
@@ -291,25 +290,24 @@ def test_trace_duplicate_frame_named_at_its_line(tmp_path, native):
 
 
 def test_frames_hand_checked():
-    block = (b'{"kind": "frame", "iter": 3, "rank": 1, "requests": [{"id": 7, "state": "CONTEXT_INIT"}, '
-             b'{"id": 0, "state": "LlmRequestState.GENERATION_IN_PROGRESS", "dummy": true}], '
-             b'"expected": 2, "padded": false}\n'
-             b'{"kind": "frame", "iter": 4, "rank": 0, "requests": [], "alloc_ok": false}\r\n')
+    """The columns of a block, against hand-worked values and the msgspec path's columns."""
+    block = (b'{"kind": "frame", "iter": 3, "rank": 1, "requests": [{"id": 7, "state": "CONTEXT_INIT"},'
+             b' {"id": -2, "state": "LlmRequestState.GENERATION_IN_PROGRESS", "dummy": true}],'
+             b' "padded": false, "scheduled": null}\n'
+             b'{"kind":"frame","iter":4,"rank":0,"requests":[],"alloc_ok":true,"expected":0}\r\n')
     c = json_scan.frames(block, 10, 2)
-    assert c is not None
-    assert c.line.tolist() == [10, 11] and c.iter.tolist() == [3, 4] and c.rank.tolist() == [1, 0]
-    assert c.num_requests.tolist() == [2, 0] and c.num_dummies.tolist() == [1, 0]
-    assert c.req_id.tolist() == [7, 0] and c.req_dummy.tolist() == [False, True]
-    assert c.req_state.tolist() == [int(RequestState.CONTEXT_INIT),
-                                    int(RequestState.GENERATION_IN_PROGRESS)]
-    assert c.optional["expected"].to_pylist() == [2, None]
-    assert c.optional["padded"].to_pylist() == [False, None]
-    assert c.optional["alloc_ok"].to_pylist() == [None, False]
+    assert (c.line.tolist(), c.iter.tolist(), c.rank.tolist()) == ([10, 11], [3, 4], [1, 0])
+    assert (c.num_requests.tolist(), c.num_dummies.tolist()) == ([2, 0], [1, 0])
+    assert (c.req_id.tolist(), c.req_dummy.tolist()) == ([7, -2], [False, True])
+    assert c.req_state.tolist() == [10, 13]      # CONTEXT_INIT, GENERATION_IN_PROGRESS
+    assert {k: v.to_pylist() for k, v in c.optional.items()} == {
+        "expected": [None, 0], "padded": [False, None], "scheduled": [None, None],
+        "can_queue": [None, None], "alloc_ok": [None, True], "postpadded": [None, None]}
     ref = trace_fast.fast_frames(block, 10, 2)
     for f in dataclasses.fields(c):
         a, b = getattr(c, f.name), getattr(ref, f.name)
         if f.name == "optional":
-            assert all(a[k].equals(b[k]) for k in a)
+            assert all(a[k].equals(b[k]) and a[k].type == b[k].type for k in a)
         else:
             assert a.tolist() == b.tolist() and a.dtype == b.dtype, f.name
 
