@@ -2,10 +2,10 @@
 imported only when that path runs). Module-level functions and constant arrays, so numba's
 cache works; the conventions of :mod:`forensics.ingest._scan_kernel` (``cache``, ``nogil``).
 
-``_nrt=False``: these functions allocate nothing (the caller passes every array), and
-without numba's reference counting a call to a helper taking arrays is not paid an atomic
-increment and decrement per array: measured 2.9x faster on a stats block (4.05 -> 1.42 ns
-per byte, same process, best of 15). Helpers are inlined by numba (``inline="always"``):
+``_nrt=False`` (a private numba option): these functions allocate nothing (the caller passes
+every array), and without numba's reference counting they ran 2.9x faster on a stats block
+(4.05 -> 1.42 ns per byte, same process, best of 15), presumably the reference-count
+updates of the arrays passed to each helper call. Helpers are inlined by numba (``inline="always"``):
 another ~9 % (1.39 -> 1.27 ns per byte on a trace block, 1.37 -> 1.25 on a stats block).
 
 Every function returns a status: 0 when every line of the block was read with certainty,

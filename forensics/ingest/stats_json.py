@@ -23,9 +23,10 @@ Bad input, decided so that nothing is lost and a corrupt file is never half-beli
   and one ``input_truncated`` error event (``line`` one past the last line read, a line that
   does not exist, as the log parser does) records it.
 
-Speed: JSON Lines are read in blocks of whole lines by typed ``msgspec`` decoding
-(:mod:`forensics.ingest.stats_fast`; ``benchmarks/trace_ingest.py`` measures it); a
-block it cannot reproduce exactly (a bad line, a key order that differs, escapes, ...) goes
+Speed: JSON Lines are read in blocks of whole lines, for big files by a compiled byte scanner
+(:mod:`forensics.ingest.json_scan`), else (or when it declines a block) by typed ``msgspec``
+decoding (:mod:`forensics.ingest.stats_fast`; ``benchmarks/trace_ingest.py`` measures both); a
+block neither can reproduce exactly (a bad line, a key order that differs, escapes, ...) goes
 through the per-object parser below, so rows, line numbers and ``unparsed`` are the same either
 way.
 

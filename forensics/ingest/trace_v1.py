@@ -11,8 +11,9 @@ same reader concatenated. Batch boundaries do not change the rows: duplicate ``(
 frames are checked against every earlier batch (a byte per frame key kept, see
 :mod:`forensics.ingest.frame_keys`), and every error names
 the same file and line as an unbatched read would. Blocks of plain frame lines are read
-vectorised (:mod:`forensics.ingest.trace_fast`, ~2x on a fleet trace); any block that path
-declines is read line by line here, so the rows and errors are the same either way.
+vectorised: for big files by a compiled byte scanner (:mod:`forensics.ingest.json_scan`), else
+(or when it declines) by :mod:`forensics.ingest.trace_fast`; any block both decline is read
+line by line here, so the rows and errors are the same whichever path reads a block.
 
 Example:
     >>> t = read_trace("run.jsonl", "run.jsonl")          # doctest: +SKIP
