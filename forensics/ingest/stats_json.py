@@ -23,9 +23,10 @@ Bad input, decided so that nothing is lost and a corrupt file is never half-beli
   and one ``input_truncated`` error event (``line`` one past the last line read, a line that
   does not exist, as the log parser does) records it.
 
-Speed: JSON Lines are read in blocks of whole lines by typed ``msgspec`` decoding
-(:mod:`forensics.ingest.stats_fast`; ``benchmarks/trace_ingest.py`` measures it); a
-block it cannot reproduce exactly (a bad line, a key order that differs, escapes, ...) goes
+Speed: JSON Lines are read in blocks of whole lines, for big files by a compiled byte scanner
+(:mod:`forensics.ingest.json_scan`), else (or when it declines a block) by typed ``msgspec``
+decoding (:mod:`forensics.ingest.stats_fast`; ``benchmarks/trace_ingest.py`` measures both); a
+block neither can reproduce exactly (a bad line, a key order that differs, escapes, ...) goes
 through the per-object parser below, so rows, line numbers and ``unparsed`` are the same either
 way.
 
@@ -50,6 +51,7 @@ import pyarrow as pa
 
 from forensics.dataset.schema import EVENTS, STATS_READ, UNPARSED
 from forensics.errors import InputError, StatsFormatError
+from forensics.ingest import json_scan
 from forensics.ingest.event_kinds import INPUT_TRUNCATED
 from forensics.ingest.sources import compression_of, decompressed_chunks, open_raw
 
@@ -294,15 +296,18 @@ def read_stats(path: str | os.PathLike, source: str, *,
         raise InputError(f"cannot read: {e.strerror}", path=source) from None
     with raw:
         chunks = decompressed_chunks(raw, comp, READ_BYTES)
-        yield from _read(chunks, source, progress)
+        yield from _read(chunks, source, progress, json_scan.enabled(os.path.getsize(path)))
 
 
 def _read(chunks: Iterator[tuple[bytes, int, str | None]], source: str,
-          progress: Callable[[int], None] | None) -> Iterator[StatsBatch]:
-    """JSON Lines in blocks of whole lines (vectorised, :mod:`stats_fast`); anything else, and
-    the tail after the last newline, through the per-object parser (:func:`_parse`)."""
+          progress: Callable[[int], None] | None, native: bool = False) -> Iterator[StatsBatch]:
+    """JSON Lines in blocks of whole lines (vectorised: :mod:`json_scan` when ``native``, then
+    :mod:`stats_fast`); anything else, and the tail after the last newline, through the
+    per-object parser (:func:`_parse`)."""
     from forensics.ingest.stats_fast import BLOCK_BYTES, fast_block
 
+    block_bytes, fast = (json_scan.BLOCK_BYTES, _native_first) if native \
+        else (BLOCK_BYTES, fast_block)
     buf = b""
     start = 0             # buf[start:] is not read yet; buf[start] is on line `line`
     line = 1
@@ -317,26 +322,26 @@ def _read(chunks: Iterator[tuple[bytes, int, str | None]], source: str,
             if head:
                 layout = "lines" if head[:1] == b"{" else "other"
                 continue
-        if layout == "lines" and (len(buf) - start >= BLOCK_BYTES or (eof and not pending)):
-            limit = start + BLOCK_BYTES
+        if layout == "lines" and (len(buf) - start >= block_bytes or (eof and not pending)):
+            limit = start + block_bytes
             cut = buf.rfind(b"\n", start, limit) + 1 or buf.find(b"\n", limit) + 1
             if not cut:
                 break              # no newline in a whole block: per-object from here on
             block = buf[start:cut]
-            batches = _block(block, line, source, fast_block)
+            batches = _block(block, line, source, fast)
             if batches is None:
                 break              # an object runs past the block: per-object from here on
             start = cut
-            line += block.count(b"\n")
+            line += json_scan.newlines(block) if native else block.count(b"\n")
             yield from batches
             continue
-        if not eof and pending_bytes < BLOCK_BYTES - (len(buf) - start):
+        if not eof and pending_bytes < block_bytes - (len(buf) - start):
             data, consumed, err = next(chunks, (b"", 0, None))
             if progress is not None and consumed:
                 progress(consumed)
             # A decompressed chunk can be ~100 MB (1 MB of zstd): joined a block at a time.
             view = memoryview(data)
-            pending.extend(view[i:i + BLOCK_BYTES] for i in range(0, len(view), BLOCK_BYTES))
+            pending.extend(view[i:i + block_bytes] for i in range(0, len(view), block_bytes))
             pending_bytes += len(view)
             if err is not None:
                 error, eof = err, True
@@ -346,7 +351,7 @@ def _read(chunks: Iterator[tuple[bytes, int, str | None]], source: str,
         if not pending:
             break                      # end of input
         # One join per block (appending piece by piece copied the block several times over).
-        want = BLOCK_BYTES - (len(buf) - start)
+        want = block_bytes - (len(buf) - start)
         take = [memoryview(buf)[start:]]
         while pending and want > 0:
             want -= len(pending[0])
@@ -359,6 +364,14 @@ def _read(chunks: Iterator[tuple[bytes, int, str | None]], source: str,
         rest.append((b"", 0, error))
     text = _Text(itertools.chain(rest, () if eof else chunks), progress, start_line=line)
     yield from _parse(text, _Rows(source), source, array_allowed=layout != "lines")
+
+
+def _native_first(block: bytes, line: int, source: str) -> StatsBatch | None:
+    """The block read by :mod:`json_scan`, else by :mod:`stats_fast` (None: neither)."""
+    from forensics.ingest.stats_fast import fast_block
+
+    got = json_scan.stats(block, line, source)
+    return got if got is not None else fast_block(block, line, source)
 
 
 class _Straddle(Exception):

@@ -11,8 +11,9 @@ same reader concatenated. Batch boundaries do not change the rows: duplicate ``(
 frames are checked against every earlier batch (a byte per frame key kept, see
 :mod:`forensics.ingest.frame_keys`), and every error names
 the same file and line as an unbatched read would. Blocks of plain frame lines are read
-vectorised (:mod:`forensics.ingest.trace_fast`, ~2x on a fleet trace); any block that path
-declines is read line by line here, so the rows and errors are the same either way.
+vectorised: for big files by a compiled byte scanner (:mod:`forensics.ingest.json_scan`), else
+(or when it declines) by :mod:`forensics.ingest.trace_fast`; any block both decline is read
+line by line here, so the rows and errors are the same whichever path reads a block.
 
 Example:
     >>> t = read_trace("run.jsonl", "run.jsonl")          # doctest: +SKIP
@@ -35,6 +36,7 @@ import pyarrow as pa
 
 from forensics.dataset.schema import EVENTS, FRAMES, REQUESTS, RUNS, UNPARSED
 from forensics.errors import TraceFormatError
+from forensics.ingest import json_scan
 from forensics.ingest.frame_keys import FrameKeys
 from forensics.ingest.sources import compression_of, decompressed_chunks, open_raw
 from forensics.ingest.trace_fast import BLOCK_BYTES, FrameColumns, fast_frames
@@ -160,7 +162,8 @@ def iter_trace(path: str | os.PathLike, source: str | None = None, *,
     max_requests = batch_frames * _REQUESTS_PER_FRAME_CAP
     lineno = 1
     stop: dict[str, Any] = {}
-    for block in _blocks(path, progress, stop):
+    native = json_scan.enabled(os.path.getsize(path))
+    for block in _blocks(path, progress, stop, json_scan.BLOCK_BYTES if native else BLOCK_BYTES):
         # Lines up to the run record one by one; then the block vectorised when it is plain
         # frame lines (trace_fast), else line by line (exact errors naming file and line).
         while block and not builder.first_record_seen:
@@ -170,7 +173,12 @@ def iter_trace(path: str | os.PathLike, source: str | None = None, *,
             block = block[cut:]
         if not block:
             continue
-        fast = fast_frames(block, lineno, builder.tp_size) if builder.run is not None else None
+        fast = None
+        if builder.run is not None:
+            if native:
+                fast = json_scan.frames(block, lineno, builder.tp_size)
+            if fast is None:
+                fast = fast_frames(block, lineno, builder.tp_size)
         if fast is not None:
             lineno += fast.n_frames
             while fast.n_frames:
@@ -219,8 +227,8 @@ def _decode(line: bytes) -> str:
 
 
 def _blocks(path: str | os.PathLike, progress: Callable[[int], None] | None,
-            stop: dict[str, Any] | None = None) -> Iterator[bytes]:
-    """The decompressed bytes of ``path`` in blocks of whole lines (about ``BLOCK_BYTES``, each
+            stop: dict[str, Any] | None = None, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
+    """The decompressed bytes of ``path`` in blocks of whole lines (about ``block_bytes``, each
     ending in a newline), the last block being the tail after the last newline, if any.
 
     When decompression stops early, ``stop["error"]`` is the
@@ -234,7 +242,7 @@ def _blocks(path: str | os.PathLike, progress: Callable[[int], None] | None,
     for chunk in _chunks(path, progress, stop):
         parts.append(chunk)
         size += len(chunk)
-        if size < BLOCK_BYTES:
+        if size < block_bytes:
             continue
         buf = b"".join([buf, *parts])
         parts.clear()
@@ -243,8 +251,8 @@ def _blocks(path: str | os.PathLike, progress: Callable[[int], None] | None,
         # 13 MB from 1 MB of zstd) once per block, ~2 M page faults and 3 s of system time
         # for a 589 MB trace.
         start = 0
-        while len(buf) - start >= BLOCK_BYTES:
-            end = start + BLOCK_BYTES
+        while len(buf) - start >= block_bytes:
+            end = start + block_bytes
             cut = buf.rfind(b"\n", start, end) + 1 or buf.find(b"\n", end) + 1
             if not cut:
                 break

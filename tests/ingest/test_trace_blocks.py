@@ -17,10 +17,9 @@ def test_blocks_cover_the_input_in_whole_lines(tmp_path, monkeypatch, compressed
     data = b"\n".join(lines) + b"\ntail without newline"
     path = tmp_path / ("t.jsonl.zst" if compressed else "t.jsonl")
     path.write_bytes(zstandard.ZstdCompressor().compress(data) if compressed else data)
-    monkeypatch.setattr(trace_v1, "BLOCK_BYTES", block)
     # a decompressed chunk is many blocks long: a block is cut from where the last one ended
     monkeypatch.setattr(trace_v1, "_READ_BYTES", 1 << 16)
-    blocks = list(trace_v1._blocks(path, None))
+    blocks = list(trace_v1._blocks(path, None, block_bytes=block))
     assert b"".join(blocks) == data
     assert blocks[-1] == b"tail without newline"
     for b in blocks[:-1]:

@@ -1,0 +1,387 @@
+"""One compiled pass over a block of JSON Lines that writes typed columns: IterationStats lines
+(the ``stats`` table) and request-state trace frame lines (``frames``/``requests``).
+
+Why: the ``msgspec`` paths (:mod:`stats_fast`, :mod:`trace_fast`) decode each line into Python
+structs and gather every column back out of them with Python calls (``attrgetter``, lists,
+``pa.array``): that gathering, not the parse, is most of their time. This module reads the
+bytes once in a numba loop (``nogil``; ``cache``: compiled once per install) straight into
+numpy columns, for the line shapes the simulator and TensorRT-LLM write, and declines any
+block holding a line it does not take with certainty; a declined block goes to the
+``msgspec`` path and from there, if need be, to the per-line reader, so rows, line numbers,
+``unparsed`` rows and errors are the same whichever path reads a block.
+
+A stats line is taken when it is one object (whitespace between tokens allowed) whose keys
+are those of the file's shape in the shape's order (a subset; the shape is learnt from the
+first line and grown by lines with more keys, as :mod:`stats_fast` does) and whose values are
+strict JSON numbers (integers of at most 18 digits), true/false/null, strings without
+escapes or control characters, or objects where the shape has one; no lists, no key twice.
+A frame line is taken when it has exactly ``kind: "frame"``, ``iter``, ``rank`` and
+``requests`` (``{"id", "state", "dummy"?}`` with an exact state name) and any optional
+decisions, each once, nothing else.
+
+Numbers are exact: a decimal ``m * 10**e`` with ``m < 2**53`` and ``|e| <= 22`` is one
+correctly rounded IEEE operation (Clinger's fast path, as in :mod:`_scan_kernel`); any other
+decimal's text is read by Python's ``float``, as ``json`` does.
+
+``FORENSICS_INGEST_PATH`` (:data:`native_scan.PATH_ENV`) switches it as for logs:
+``reference`` off, ``native`` on whatever the size. Without numba the ``msgspec`` path reads
+everything.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pyarrow as pa
+
+from forensics.ingest.native_scan import PATH_ENV
+
+#: Inputs smaller than this (bytes on disk) are read without numba. Measured (whole
+#: ``forensics ingest`` process, CPU, paired): loading numba and the cached kernels costs
+#: ~0.8-1.0 s and ~130 MiB once; a 32 MB stats or trace file costs ~0.8 s more this way,
+#: a 67 MB stats file about the same, a 118 MB trace ~0.5 s less, 335 MB ~1.7x less.
+MIN_BYTES = 64 << 20
+#: Block size on this path (whole lines): 2, 4 and 8 MB cost the same CPU (32x20000, in
+#: process); 4 MB peaked ~30 MiB lower than 8 MB.
+BLOCK_BYTES = 4 << 20
+#: Most slots (keys and nested objects) a learnt stats shape may grow to before it is reset.
+MAX_SLOTS = 256
+
+_kernel = None
+
+
+def enabled(size: int) -> bool:
+    """Whether an input of ``size`` bytes is read with this module (numba importable, big
+    enough, not switched off)."""
+    how = os.environ.get(PATH_ENV, "")
+    if how == "reference" or (how != "native" and size < MIN_BYTES):
+        return False
+    return kernel() is not None
+
+
+def kernel():
+    """The compiled kernels module, or None when numba is not importable."""
+    global _kernel
+    if _kernel is None:
+        try:
+            from forensics.ingest import _json_kernel
+            _kernel = _json_kernel
+        except ImportError:
+            _kernel = False
+    return _kernel or None
+
+
+_LAST_COUNT: list = [None, 0]
+
+
+def newlines(block: bytes) -> int:
+    """The newlines in ``block`` (the last block's count is kept: its reader asks again)."""
+    if _LAST_COUNT[0] is not block:
+        _LAST_COUNT[:] = [block, int(kernel().count_byte(np.frombuffer(block, np.uint8), 10))]
+    return _LAST_COUNT[1]
+
+
+# ------------------------------------------------------------------------------------- trace
+class _TraceTables:
+    """The constant arrays the frame scanner matches against (built once)."""
+
+    def __init__(self):
+        from forensics.dataset.schema import FRAMES
+        from forensics.ingest.trace_fast import OPTIONAL
+        from replay.states import RequestState
+
+        from forensics.ingest._json_kernel import word_table
+
+        keys = ("kind", "iter", "rank", "requests", *OPTIONAL)
+        self.keys, self.key_offs = _name_table(keys)
+        self.key_words = word_table(keys)
+        self.opt_is_int = np.array([pa.types.is_integer(FRAMES.field(k).type) for k in OPTIONAL])
+        self.opt_types = [FRAMES.field(k).type for k in OPTIONAL]
+        self.optional = OPTIONAL
+        names, codes = [], []
+        for s in RequestState:
+            names += [s.name, f"LlmRequestState.{s.name}"]
+            codes += [int(s), int(s)]
+        self.states, self.state_offs = _name_table(names)
+        self.state_words = word_table(names)
+        self.state_codes = np.array(codes, np.int16)
+
+
+_TRACE: _TraceTables | None = None
+
+
+def _name_table(names) -> tuple[np.ndarray, np.ndarray]:
+    """Names as one byte array and their offsets (``names[i]`` is ``[offs[i], offs[i+1])``)."""
+    raw = [n.encode() for n in names]
+    data = np.frombuffer(b"".join(raw), np.uint8).copy()
+    return data, np.cumsum([0] + [len(b) for b in raw]).astype(np.int64)
+
+
+def _words(buf: np.ndarray) -> np.ndarray:
+    """The block's whole 8-byte words (a ``bytes`` object's data is 8-byte aligned)."""
+    if buf.ctypes.data % 8:
+        buf = buf.copy()
+    return buf[:buf.size // 8 * 8].view(np.uint64)
+
+
+def frames(block: bytes, line: int, tp_size: int):
+    """The :class:`~forensics.ingest.trace_fast.FrameColumns` of ``block`` (whole lines, the
+    first being line ``line``), or None when a line is not a frame this scanner takes."""
+    from forensics.ingest.trace_fast import FrameColumns
+
+    global _TRACE
+    k = kernel()
+    if k is None:
+        return None
+    if _TRACE is None:
+        _TRACE = _TraceTables()
+    t = _TRACE
+    buf = np.frombuffer(block, np.uint8)
+    # bounds, not counts (np.empty pages are committed only where written): a frame line
+    # takes 48 bytes or more, a request 26 ({"id":0,"state":"UNKNOWN"}); FULL declines anyway
+    cap = len(block) // 40 + 2
+    r_cap = len(block) // 20 + 2
+    f_iter = np.empty(cap, np.int64)
+    f_rank = np.empty(cap, np.int64)
+    f_nreq = np.empty(cap, np.int32)
+    f_nd = np.empty(cap, np.int32)
+    opt_val = np.empty((len(t.optional), cap), np.int64)
+    opt_valid = np.empty((len(t.optional), cap), np.bool_)
+    r_id = np.empty(r_cap, np.int64)
+    r_state = np.empty(r_cap, np.int16)
+    r_dummy = np.empty(r_cap, np.bool_)
+    status, nf, nr = k.frames(buf, _words(buf), tp_size, t.keys, t.key_offs, *t.key_words,
+                              t.opt_is_int, t.states, t.state_offs, *t.state_words,
+                              t.state_codes, f_iter, f_rank, f_nreq, f_nd,
+                              opt_val, opt_valid, r_id, r_state, r_dummy)
+    if status != 0:
+        return None
+    it = f_iter[:nf]
+    if nf and int(it.max()) > ((1 << 63) - 1 - tp_size) // tp_size:
+        return None    # the frame key would overflow: the builder words that error
+    optional = {}
+    for j, (name, typ) in enumerate(zip(t.optional, t.opt_types)):
+        valid = opt_valid[j, :nf]
+        vals = opt_val[j, :nf]
+        vals = vals.astype(bool) if pa.types.is_boolean(typ) else vals
+        optional[name] = pa.array(vals, typ, mask=None if valid.all() else ~valid) \
+            if valid.any() else pa.nulls(nf, typ)
+    return FrameColumns(
+        line=np.arange(line, line + nf, dtype=np.int64), iter=it.copy(),
+        rank=f_rank[:nf].astype(np.int32), num_requests=f_nreq[:nf].copy(),
+        num_dummies=f_nd[:nf].copy(), optional=optional, req_id=r_id[:nr].copy(),
+        req_state=r_state[:nr].copy(), req_dummy=r_dummy[:nr].copy())
+
+
+# ------------------------------------------------------------------------------------- stats
+class _Template:
+    """A stats shape as the scanner's slot arrays (depth-first key order)."""
+
+    def __init__(self, shape: tuple):
+        self.shape = shape
+        names, parent, is_obj, dotted = [], [], [], []
+
+        def walk(sh: tuple, par: int, prefix: str) -> None:
+            for key, sub in sh:
+                slot = len(names)
+                names.append(key)
+                parent.append(par)
+                is_obj.append(type(sub) is tuple)
+                dotted.append(prefix + key)
+                if type(sub) is tuple:
+                    walk(sub, slot, prefix + key + ".")
+        walk(shape, -1, "")
+        if len(set(dotted)) != len(dotted):
+            raise ValueError("two keys flatten to one dotted name")
+        self.n = len(names)
+        self.names, self.offs = _name_table(names)
+        from forensics.ingest._json_kernel import word_table
+        self.words = word_table(names)
+        self.parent = np.array(parent, np.int64)
+        self.is_obj = np.array(is_obj, np.bool_)
+        self.dotted = dotted
+        self.next_sib = np.full(self.n, -1, np.int64)
+        self.first_child = np.full(self.n + 1, -1, np.int64)
+        last: dict[int, int] = {}
+        for s, par in enumerate(parent):
+            if par in last:
+                self.next_sib[last[par]] = s
+            else:
+                self.first_child[par + 1] = s
+            last[par] = s
+        self.leaves = [s for s in range(self.n) if not is_obj[s]]
+        self.timestamp = next((s for s in range(self.n)
+                               if names[s] == "timestamp" and parent[s] == -1), -1)
+
+
+_TEMPLATE: _Template | None = None
+#: How many lines with keys the shape lacks one block may teach before it is declined.
+MAX_LEARN = 8
+
+
+def _shape_of(text: bytes) -> tuple:
+    from forensics.ingest.stats_fast import _shape
+
+    return _shape(json.loads(text))
+
+
+def _objects_of(shape: tuple, other: tuple) -> tuple:
+    """``shape`` with a leaf turned into an (empty) object where ``other`` has an object (a
+    key null in the first line, an object later), so that ``_merge`` can grow it."""
+    sub_of = dict(other)
+    out = []
+    for key, sub in shape:
+        o = sub_of.get(key)
+        if type(o) is tuple:
+            sub = _objects_of(sub, o) if type(sub) is tuple else ()
+        out.append((key, sub))
+    return tuple(out)
+
+
+def stats(block: bytes, line: int, source: str):
+    """The :class:`~forensics.ingest.stats_json.StatsBatch` of ``block`` (whole lines, the
+    first being line ``line``), or None when a line is not one this scanner takes."""
+    global _TEMPLATE
+    from forensics.ingest.json_object_lines import DeclineBlock
+    from forensics.ingest.stats_fast import _merge
+
+    k = kernel()
+    if k is None or not block.endswith(b"\n") or b"\\" in block:
+        return None
+    if not block.isascii():
+        try:
+            block.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    buf = np.frombuffer(block, np.uint8)
+    cap = newlines(block)
+    where = np.zeros(33, np.int64)
+    words = _words(buf)
+    starts = None
+    try:
+        if _TEMPLATE is None:
+            _TEMPLATE = _Template(_shape_of(block[:block.find(b"\n") + 1]))
+        for attempt in range(MAX_LEARN + 2):
+            t = _TEMPLATE
+            kind = np.zeros((t.n, cap), np.uint8)
+            ival = np.empty((t.n, cap), np.int64)
+            fval = np.empty((t.n, cap), np.float64)
+            sa = np.empty((t.n, cap), np.int64)
+            sb = np.empty((t.n, cap), np.int64)
+            status, rows = k.stats(buf, words, t.names, t.offs, *t.words, t.parent, t.is_obj, t.next_sib,
+                                   t.first_child, kind, ival, fval, sa, sb, where)
+            if status == 0:
+                break
+            if status not in (k.UNKNOWN_KEY, k.NEW_OBJECT, k.BAD_LINE) or attempt > MAX_LEARN:
+                return None
+            if starts is None:
+                nl = np.flatnonzero(buf == 10)
+                starts = np.concatenate([[0], nl[:-1] + 1])
+            i = int(where[0])
+            text = block[int(starts[i]):int(starts[i + 1]) if i + 1 < starts.size else None]
+            try:
+                other = _shape_of(text)
+            except (ValueError, RecursionError):
+                return None
+            if status == k.BAD_LINE:
+                if attempt:            # another key order: start again from this block
+                    return None
+                _TEMPLATE = _Template(_shape_of(block[:block.find(b"\n") + 1]))
+                continue
+            shape = _merge(_objects_of(t.shape, other), other)
+            _TEMPLATE = _Template(shape if len(shape) <= MAX_SLOTS else other)
+    except (DeclineBlock, ValueError, RecursionError):
+        _TEMPLATE = None
+        return None
+    return _stats_batch(block, line, source, t, rows, kind, ival, fval, sa, sb)
+
+
+def _stats_batch(block: bytes, line: int, source: str, t: _Template, n: int, kind, ival, fval,
+                 sa, sb):
+    """The ``stats`` rows from the scanner's per-slot values (the rules of ``stats_row``)."""
+    from forensics.dataset.schema import EVENTS, STATS_READ, UNPARSED
+    from forensics.ingest._json_kernel import K_FALSE, K_FLOAT, K_FTEXT, K_INT, K_STR, K_TRUE
+    from forensics.ingest.stats_json import _FLOAT_COLUMNS, _INT_BOUNDS, TYPED_COLUMNS, StatsBatch
+
+    kd = kind[:, :n]                            # (slots, rows); object slots are K_OBJ
+    is_int = kd == K_INT
+    is_float = kd == K_FLOAT
+    vals = fval[:, :n]
+    text = kd == K_FTEXT
+    if text.any():
+        for s, r in zip(*np.nonzero(text)):
+            vals[s, r] = float(block[int(sa[s, r]):int(sb[s, r])])
+        is_float |= text
+    num = is_int | is_float | (kd == K_TRUE) | (kd == K_FALSE)
+    in_fields = num
+    cols: dict[str, pa.Array] = {}
+    for s in t.leaves:
+        column = TYPED_COLUMNS.get(t.dotted[s])
+        if column is None or not num[s].any():
+            continue
+        v, ii, ff = vals[s], is_int[s], is_float[s]
+        if column in _FLOAT_COLUMNS:
+            typed_ok = ii | ff
+            cols[column] = pa.array(v, pa.float64(), mask=None if typed_ok.all() else ~typed_ok)
+        else:
+            limit = float(_INT_BOUNDS.get(column, 2 ** 63 - 1) + 1)    # 2**31 or 2**63
+            ints = ival[s, :n]
+            typed_ok = ii & (ints >= -limit) & (ints < limit)
+            if ff.any():
+                with np.errstate(invalid="ignore"):
+                    whole = ff & np.isfinite(v) & (v == np.floor(v)) & (v >= -limit) & (v < limit)
+                ints = np.where(ii, ints, 0)
+                ints[whole] = v[whole].astype(np.int64)
+                typed_ok = typed_ok | whole
+            target = STATS_READ.field(column).type
+            data = np.where(typed_ok, ints, 0).astype(target.to_pandas_dtype(), copy=False)
+            cols[column] = pa.array(data, target, mask=None if typed_ok.all() else ~typed_ok)
+        in_fields[s] &= ~typed_ok
+    cols["timestamp"] = _strings(block, kind[t.timestamp, :n] == K_STR, sa[t.timestamp, :n],
+                                 sb[t.timestamp, :n]) if t.timestamp >= 0 \
+        else pa.nulls(n, pa.string())
+    keep = np.flatnonzero(in_fields.any(axis=1))
+    cols["fields"] = _fields_map(n, [t.dotted[i] for i in keep], vals[keep], in_fields[keep])
+    ln = pa.array(np.arange(line, line + n, dtype=np.int64))
+    cols["line"] = cols["line_end"] = ln
+    cols["source"] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)),
+                                                    pa.array([source])).cast(pa.string())
+    table = pa.table([cols[f.name] if f.name in cols else pa.nulls(n, f.type)
+                      for f in STATS_READ], schema=STATS_READ)
+    return StatsBatch(stats=table, events=EVENTS.empty_table(), unparsed=UNPARSED.empty_table())
+
+
+def _fields_map(n: int, names: list[str], vals: np.ndarray, mask: np.ndarray) -> pa.MapArray:
+    """The ``fields`` map: per row, the leaves whose ``mask`` is set, in ``names`` order
+    (``vals`` and ``mask`` are (leaves, rows))."""
+    from forensics.dataset.schema import STATS_READ
+
+    typ = STATS_READ.field("fields").type
+    if not names:
+        return pa.MapArray.from_arrays(np.zeros(n + 1, np.int32), pa.array([], pa.string()),
+                                       pa.array([], pa.float64()), type=typ)
+    m = np.ascontiguousarray(mask.T)              # (rows, leaves): row-major = per-row order
+    idx = np.flatnonzero(m)
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(m.sum(axis=1), out=offsets[1:])
+    keys = pa.DictionaryArray.from_arrays(pa.array((idx % len(names)).astype(np.int32)),
+                                          pa.array(names, pa.string())).cast(pa.string())
+    values = np.ascontiguousarray(vals.T).ravel()[idx]
+    return pa.MapArray.from_arrays(pa.array(offsets), keys, pa.array(values, pa.float64()),
+                                   type=typ)
+
+
+def _strings(block: bytes, present: np.ndarray, a: np.ndarray, b: np.ndarray) -> pa.Array:
+    """The strings at spans ``[a, b)`` of ``block`` where ``present``, else null."""
+    n = present.size
+    a = np.where(present, a, 0)
+    b = np.where(present, b, 0)
+    out = np.empty(int((b - a).sum()), np.uint8)
+    offs = np.empty(n + 1, np.int32)
+    kernel().gather(np.frombuffer(block, np.uint8), a, b, out, offs)
+    valid = None if present.all() else pa.py_buffer(np.packbits(present, bitorder="little"))
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offs), pa.py_buffer(out), valid)
+
+
+__all__ = ["BLOCK_BYTES", "MIN_BYTES", "enabled", "frames", "kernel", "newlines", "stats"]
