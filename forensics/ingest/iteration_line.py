@@ -269,7 +269,9 @@ def parse(lines: pa.Array, *, source: str, line: pa.Array, rank: pa.Array,
     fmt[present["host_step_time"] | present["prev_device_step_time"]] = "V3"
     v4 = present["kv_cache_util"]
     if present["num_scheduled_requests"].any():
-        v4 = v4 | _ok(lines, r", num_scheduled_requests = ")
+        # only where the field was read: a line whose value does not parse ("= 0,") is V1 as
+        # when alone, not V4 because another line of its block has the field
+        v4 = v4 | (present["num_scheduled_requests"] & _ok(lines, r", num_scheduled_requests = "))
     fmt[v4] = "V4"
     fmt[present["adp_dummy_ctx_tokens"] | present["adp_dummy_gen_tokens"]] = "V5"
 

@@ -317,3 +317,19 @@ def test_switch_by_size_and_environment(monkeypatch):
     assert not native_scan.enabled(1 << 40)
     monkeypatch.setenv(native_scan.PATH_ENV, "native")
     assert native_scan.enabled(1)
+
+
+def test_format_of_a_line_does_not_depend_on_its_block(tmp_path):
+    """A line whose ``num_scheduled_requests = `` value does not parse is V1, alone or next to a
+    V4 line in one block (the reference path once called it V4 when the block had another line
+    with the field; found by test_mutated_iteration_lines)."""
+    cut = ("[07/09/2026-16:18:39] [TRT-LLM] [RANK 7] [E] iter = 5, global_rank = 7, rank = 7, "
+           "num_scheduled_requests = 0,")
+    v2 = ("[02/29/2024-23:59:59] [TRT-LLM] [RANK 0] [W] iter = 1, global_rank = 0, rank = 0, "
+          "num_scheduled_requests: 0")
+    for lines in ([cut], [v2, cut], [cut, v2], [_GOOD[0], cut]):
+        path = tmp_path / "cut.log"
+        path.write_text("\n".join(lines) + "\n")
+        (row,) = [r for r in assert_same(path)["iterations"].to_pylist() if r["iter"] == 5]
+        assert row["format"] == "V1" and row["num_scheduled_requests"] is None
+        assert dict(row["extra"]) == {"num_scheduled_requests": "0,"}
