@@ -30,12 +30,11 @@ everything.
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 import pyarrow as pa
 
-from forensics.ingest.native_scan import PATH_ENV
+from forensics.ingest.native_scan import PATH_ENV, chosen
 
 #: Inputs smaller than this (bytes on disk) are read without numba. Measured (whole
 #: ``forensics ingest`` process, CPU, paired): loading numba and the cached kernels costs
@@ -54,10 +53,7 @@ _kernel = None
 def enabled(size: int) -> bool:
     """Whether an input of ``size`` bytes is read with this module (numba importable, big
     enough, not switched off)."""
-    how = os.environ.get(PATH_ENV, "")
-    if how == "reference" or (how != "native" and size < MIN_BYTES):
-        return False
-    return kernel() is not None
+    return chosen(size, MIN_BYTES) and kernel() is not None
 
 
 def kernel():

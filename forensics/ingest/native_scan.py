@@ -72,13 +72,17 @@ FORMATS = ("V1", "V2", "V3", "V4", "V5")
 _kernel = None
 
 
+def chosen(size: int, min_bytes: int) -> bool:
+    """Whether :data:`PATH_ENV` and the input's size choose a compiled path (this one, or the
+    JSON Lines scanner's, :mod:`forensics.ingest.json_scan`)."""
+    how = os.environ.get(PATH_ENV, "")
+    return how != "reference" and (how == "native" or size >= min_bytes)
+
+
 def enabled(size: int) -> bool:
     """Whether an input of ``size`` bytes is read with this module (numba importable, big
     enough, not switched off)."""
-    how = os.environ.get(PATH_ENV, "")
-    if how == "reference" or (how != "native" and size < MIN_BYTES):
-        return False
-    return kernel() is not None
+    return chosen(size, MIN_BYTES) and kernel() is not None
 
 
 def kernel():
