@@ -62,8 +62,11 @@ def kernel():
     if _kernel is None:
         try:
             from forensics.ingest import _json_kernel
+            # compiled (or loaded from numba's cache) here, so a numba that refuses the kernels'
+            # options (``_nrt`` is private) turns this path off instead of failing an ingest
+            _json_kernel.count_byte(np.zeros(1, np.uint8), 10)
             _kernel = _json_kernel
-        except ImportError:
+        except Exception:  # ImportError (no numba), a numba compile error
             _kernel = False
     return _kernel or None
 

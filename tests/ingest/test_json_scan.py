@@ -454,6 +454,30 @@ def test_without_numba_the_msgspec_path_reads(tmp_path):
     assert out.stdout.split() == ["300", str(frames)]
 
 
+def test_a_numba_that_refuses_the_kernels_turns_the_path_off(tmp_path):
+    """``_nrt`` is a private numba option: a numba that refuses it (here: every compile fails)
+    leaves the msgspec path, not a failed ingest."""
+    stats = _stats_file(tmp_path, 0, [])
+    code = ("import sys, numba\n"
+            "from numba.core.errors import UnsupportedError\n"
+            "real = numba.njit\n"
+            "def njit(*a, **k):\n"
+            "    def wrap(f):\n"
+            "        def fails(*x):\n"
+            "            raise UnsupportedError('option _nrt')\n"
+            "        return fails\n"
+            "    return wrap\n"
+            "numba.njit = njit\n"
+            "from forensics.ingest import json_scan, stats_json\n"
+            "assert json_scan.kernel() is None and not json_scan.enabled(1 << 40)\n"
+            "print(sum(b.stats.num_rows for b in stats_json.read_stats(sys.argv[1], 'x')))\n")
+    out = subprocess.run([sys.executable, "-c", code, str(stats)], capture_output=True, text=True,
+                         check=False,
+                         env=dict(os.environ, PYTHONPATH=str(REPO), FORENSICS_INGEST_PATH="native"))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["300"]
+
+
 def test_small_inputs_never_import_numba(tmp_path):
     code = ("import sys, forensics\n"
             "forensics.ingest(sys.argv[1:3], sys.argv[3])\n"
