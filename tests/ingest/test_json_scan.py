@@ -491,11 +491,4 @@ def test_small_inputs_never_import_numba(tmp_path):
     assert out.stdout.split()[-1] == "False"
 
 
-def test_switch_by_size_and_environment(monkeypatch):
-    monkeypatch.delenv(json_scan.PATH_ENV, raising=False)
-    assert not json_scan.enabled(json_scan.MIN_BYTES - 1)
-    assert json_scan.enabled(json_scan.MIN_BYTES)
-    monkeypatch.setenv(json_scan.PATH_ENV, "reference")
-    assert not json_scan.enabled(1 << 40)
-    monkeypatch.setenv(json_scan.PATH_ENV, "native")
-    assert json_scan.enabled(1)
+# the size and environment switch: test_native_scan.test_switch_by_size_and_environment

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from forensics.ingest import native_scan
+from forensics.ingest import json_scan, native_scan
 from forensics.ingest.executor_log import parse_executor_log
 
 from . import fuzz_lines
@@ -309,14 +309,17 @@ def test_small_inputs_never_import_numba(tmp_path):
     assert out.stdout.split()[-1] == "False"
 
 
-def test_switch_by_size_and_environment(monkeypatch):
+@pytest.mark.parametrize("module", [native_scan, json_scan], ids=["logs", "json_lines"])
+def test_switch_by_size_and_environment(monkeypatch, module):
+    """Both compiled paths: by input size (each its own threshold), or forced either way by
+    FORENSICS_INGEST_PATH (native_scan.chosen)."""
     monkeypatch.delenv(native_scan.PATH_ENV, raising=False)
-    assert not native_scan.enabled(native_scan.MIN_BYTES - 1)
-    assert native_scan.enabled(native_scan.MIN_BYTES)
+    assert not module.enabled(module.MIN_BYTES - 1)
+    assert module.enabled(module.MIN_BYTES)
     monkeypatch.setenv(native_scan.PATH_ENV, "reference")
-    assert not native_scan.enabled(1 << 40)
+    assert not module.enabled(1 << 40)
     monkeypatch.setenv(native_scan.PATH_ENV, "native")
-    assert native_scan.enabled(1)
+    assert module.enabled(1)
 
 
 def test_format_of_a_line_does_not_depend_on_its_block(tmp_path):
