@@ -30,6 +30,7 @@ everything.
 from __future__ import annotations
 
 import json
+import threading
 
 import numpy as np
 import pyarrow as pa
@@ -71,14 +72,17 @@ def kernel():
     return _kernel or None
 
 
-_LAST_COUNT: list = [None, 0]
+#: The last block counted, and its count, per thread: a Dask worker's threads may read two
+#: files at once, and one thread's block must never be answered with another's count.
+_last = threading.local()
 
 
 def newlines(block: bytes) -> int:
     """The newlines in ``block`` (the last block's count is kept: its reader asks again)."""
-    if _LAST_COUNT[0] is not block:
-        _LAST_COUNT[:] = [block, int(kernel().count_byte(np.frombuffer(block, np.uint8), 10))]
-    return _LAST_COUNT[1]
+    got = getattr(_last, "count", None)
+    if got is None or got[0] is not block:
+        got = _last.count = (block, int(kernel().count_byte(np.frombuffer(block, np.uint8), 10)))
+    return got[1]
 
 
 # ------------------------------------------------------------------------------------- trace

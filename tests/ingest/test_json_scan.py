@@ -492,3 +492,26 @@ def test_small_inputs_never_import_numba(tmp_path):
 
 
 # the size and environment switch: test_native_scan.test_switch_by_size_and_environment
+
+
+def test_newline_count_is_kept_per_thread(monkeypatch):
+    """Another thread counting its own block does not replace this thread's kept count (a Dask
+    worker's threads may read two files at once)."""
+    import threading
+
+    if json_scan.kernel() is None:
+        pytest.skip("numba absent")
+    a, b = b"x\ny\nz\n", b"only one\n"
+    assert json_scan.newlines(a) == 3
+    other = []
+    t = threading.Thread(target=lambda: other.append(json_scan.newlines(b)))
+    t.start()
+    t.join()
+    assert other == [1]
+
+    class NoCounting:
+        def __getattr__(self, name):
+            raise AssertionError("counted again")
+
+    monkeypatch.setattr(json_scan, "kernel", lambda: NoCounting())
+    assert json_scan.newlines(a) == 3      # this thread's count, kept
