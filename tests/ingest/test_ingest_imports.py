@@ -1,0 +1,74 @@
+"""An ``forensics ingest`` process never imports pandas (pyarrow would, ~0.3 s CPU), and pyarrow
+still gives pandas objects once something in the process asks for them."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: Runs the CLI as ``python -m forensics`` does and reports, at exit, whether pandas was imported.
+_RUN_CLI = ("import atexit, runpy, sys\n"
+            "atexit.register(lambda: print('PANDAS', 'pandas' in sys.modules, file=sys.stderr))\n"
+            "sys.argv = ['forensics'] + sys.argv[1:]\n"
+            "runpy.run_module('forensics', run_name='__main__')\n")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(REPO), **extra)
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> Path:
+    """A simulated run: executor log, stats JSON Lines and trace."""
+    out = tmp_path_factory.mktemp("sim") / "run"
+    subprocess.run([sys.executable, "-m", "forensics", "simulate", "--scenario", "nvbug-6438685",
+                    "--iters", "40", "--log-format", "V4", "-o", str(out)], check=True,
+                   capture_output=True, env=_env())
+    return out
+
+
+@pytest.mark.parametrize("path", ["native", "reference"])
+@pytest.mark.parametrize("flags", [[], ["-q"], ["--json"]], ids=["text", "quiet", "json"])
+def test_ingest_process_never_imports_pandas(inputs, tmp_path, path, flags):
+    ds = tmp_path / "ds"
+    out = subprocess.run([sys.executable, "-c", _RUN_CLI, "ingest", str(inputs), "-o", str(ds),
+                          *flags], capture_output=True, text=True,
+                         env=_env(FORENSICS_INGEST_PATH=path))
+    assert out.returncode == 0, out.stderr
+    assert "PANDAS False" in out.stderr
+    import forensics
+    loaded = forensics.load(ds)
+    assert len(loaded.iterations) == 8 * 40 - 8 and len(loaded.frames) > 0
+
+
+def test_pyarrow_without_the_set_up_imports_pandas():
+    """The control: what the ingest command avoids (if pyarrow stops importing pandas on its own,
+    the set-up is no longer needed)."""
+    code = "import sys, pyarrow as pa; pa.array([0]); print('pandas' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    if out.stdout.strip() != "True":
+        pytest.skip("this pyarrow does not import pandas on pa.array")
+
+
+def test_pandas_still_works_after_the_set_up(tmp_path):
+    """In the ingest command's process, a later ``to_pandas`` imports pandas, and from then on
+    pyarrow recognises pandas objects again (categoricals, series)."""
+    code = ("import sys\n"
+            "import forensics.cli.ingest\n"
+            "import pyarrow as pa\n"
+            "assert 'pandas' not in sys.modules\n"
+            "df = pa.table({'a': [1, 2]}).to_pandas()\n"
+            "import pandas as pd\n"
+            "assert isinstance(df, pd.DataFrame) and df.a.tolist() == [1, 2]\n"
+            "print(pa.array(pd.Categorical(['x', 'y', 'x'])).type)\n"
+            "print(pa.Table.from_pandas(pd.DataFrame({'c': pd.Categorical(['u'])})).schema.types)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env())
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("dictionary<values=")
+    assert "dictionary" in lines[1]
