@@ -1,13 +1,19 @@
 """``forensics ingest``: logs, stats JSON and traces into a Parquet dataset."""
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
 
-def _arrow_without_pandas() -> None:
-    """Tell pyarrow this process has no pandas, unless pandas is already imported.
+def _lean_process() -> None:
+    """Set up this process for an ingest, before numpy and pyarrow are imported: no OpenBLAS
+    threads, and pyarrow told there is no pandas (each unless already imported).
+
+    numpy's OpenBLAS starts one thread per core at import, which spins for a while (~0.08 s
+    CPU, measured); an ingest does no linear algebra (``OPENBLAS_NUM_THREADS`` is the user's
+    to set otherwise).
 
     pyarrow asks once per process whether pandas is importable, on the first ``pa.array``,
     ``pa.table`` or ``pyarrow.dataset`` import, and importing it then costs ~0.3 s CPU that an
@@ -17,6 +23,8 @@ def _arrow_without_pandas() -> None:
     pandas objects handed to ``pa.array`` before that are not recognised, and this process makes
     none.
     """
+    if "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     if "pandas" in sys.modules or "pyarrow" in sys.modules:
         return
 
@@ -35,7 +43,7 @@ def _arrow_without_pandas() -> None:
         sys.meta_path.remove(refuse)
 
 
-_arrow_without_pandas()
+_lean_process()
 
 from forensics.cli.errors import BadInput, library_errors  # noqa: E402  (after the pyarrow set-up)
 from forensics.cli.options import Output, echo_json, json_option, quiet_option  # noqa: E402

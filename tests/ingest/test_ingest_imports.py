@@ -1,5 +1,5 @@
-"""An ``forensics ingest`` process never imports pandas (pyarrow would, ~0.3 s CPU), and pyarrow
-still gives pandas objects once something in the process asks for them."""
+"""An ``forensics ingest`` process never imports pandas (pyarrow would, ~0.3 s CPU) and starts no
+OpenBLAS threads, and pyarrow still gives pandas objects once something in the process asks."""
 from __future__ import annotations
 
 import os
@@ -13,13 +13,18 @@ REPO = Path(__file__).resolve().parents[2]
 
 #: Runs the CLI as ``python -m forensics`` does and reports, at exit, whether pandas was imported.
 _RUN_CLI = ("import atexit, runpy, sys\n"
-            "atexit.register(lambda: print('PANDAS', 'pandas' in sys.modules, file=sys.stderr))\n"
+            "import os\n"
+            "atexit.register(lambda: print('PANDAS', 'pandas' in sys.modules, 'BLAS',\n"
+            "                              os.environ.get('OPENBLAS_NUM_THREADS'), file=sys.stderr))\n"
             "sys.argv = ['forensics'] + sys.argv[1:]\n"
             "runpy.run_module('forensics', run_name='__main__')\n")
 
 
 def _env(**extra: str) -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=str(REPO), **extra)
+    env = dict(os.environ, PYTHONPATH=str(REPO), **extra)
+    if "OPENBLAS_NUM_THREADS" not in extra:
+        env.pop("OPENBLAS_NUM_THREADS", None)
+    return env
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +45,18 @@ def test_ingest_process_never_imports_pandas(inputs, tmp_path, path, flags):
                           *flags], capture_output=True, text=True,
                          env=_env(FORENSICS_INGEST_PATH=path))
     assert out.returncode == 0, out.stderr
-    assert "PANDAS False" in out.stderr
+    assert "PANDAS False BLAS 1" in out.stderr
     import forensics
     loaded = forensics.load(ds)
     assert len(loaded.iterations) == 8 * 40 - 8 and len(loaded.frames) > 0
+
+
+def test_a_users_openblas_threads_are_kept(inputs, tmp_path):
+    out = subprocess.run([sys.executable, "-c", _RUN_CLI, "ingest", str(inputs), "-o",
+                          str(tmp_path / "ds"), "-q"], capture_output=True, text=True,
+                         env=_env(OPENBLAS_NUM_THREADS="2"))
+    assert out.returncode == 0, out.stderr
+    assert "PANDAS False BLAS 2" in out.stderr
 
 
 def test_pyarrow_without_the_set_up_imports_pandas():
