@@ -49,9 +49,11 @@ PATH_ENV = "FORENSICS_INGEST_PATH"
 #: 1.08-1.13 s). A small post-mortem never imports numba or llvmlite.
 MIN_BYTES = 16 << 20
 #: Block size on this path: per block, the reference path's regexes are compiled again for
-#: the few lines left to it, so bigger blocks than the reference's pay (measured on the bench
-#: log: 8 MB ~8 % less CPU than 4 MB at 390 MiB peak RSS; 16 MB reached 490 MiB).
-BLOCK_BYTES = 8 << 20
+#: the few lines left to it (~4 ms for ~120 lines, ~6 ms for ~1000), so bigger blocks than the
+#: reference's pay. Measured, whole process, 538 MB bench log, three paired rounds: 8 MB
+#: 2.92-2.98 s CPU at 298-313 MiB peak RSS, 16 MB 2.69-2.74 s at 380-392 MiB, 32 MB 3.14-3.18 s
+#: (page faults) at 449-477 MiB; the simulate log (no such lines) the same at 8 and 16 MB.
+BLOCK_BYTES = 16 << 20
 
 # integer columns (rows of ``ints``)
 I_ITER, I_GRANK, I_LRANK, I_NSR, I_CUR, I_TOT, I_NCR, I_NCT, I_NGT, I_ADC, I_ADG, I_PRANK, \
