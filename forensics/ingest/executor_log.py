@@ -148,7 +148,8 @@ def _skip_rest(first: bytes | bytearray | memoryview,
 def _split_long(block: bytes | bytearray, max_line: int
                 ) -> Iterator[bytes | bytearray | LongLine]:
     """``block`` (whole lines) with every line longer than ``max_line`` cut out as a
-    :class:`LongLine`. One ``rfind`` per ``max_line`` bytes: free for ordinary blocks."""
+    :class:`LongLine`. One ``rfind`` per ``max_line`` bytes: free for ordinary blocks, which
+    come back as they are (not copied)."""
     if len(block) <= max_line:
         yield block
         return
@@ -167,7 +168,9 @@ def _split_long(block: bytes | bytearray, max_line: int
             yield block[start:pos]
         yield LongLine(bytes(block[pos:pos + max_line]), end - pos)
         start = pos = end + 1
-    if start < n:
+    if start == 0:
+        yield block
+    elif start < n:
         yield block[start:]
 
 

@@ -74,3 +74,10 @@ def test_a_short_last_line_after_a_long_block_is_a_line(tmp_path, newline):
     events = [r for b in batches for r in b.events.to_pylist()]
     assert not events
     assert unparsed[-1]["line"] == 201 and unparsed[-1]["text"] == "the last line"
+
+
+def test_a_block_without_long_lines_is_not_copied():
+    block = bytearray(b"".join(b"%d %s\n" % (i, b"z" * 100) for i in range(100)))
+    assert len(block) > 4096
+    parts = list(executor_log._split_long(block, 4096))
+    assert len(parts) == 1 and parts[0] is block
