@@ -432,13 +432,17 @@ def scan(buf, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, s
     line has only bytes its grammar names; the other lines' bytes set ``odd``: 1 for a ``\\r``
     or NUL, 2 for a byte >= 0x80 (the caller checks the UTF-8). ``pred``
     (int64, filled with -1) is scratch: no allocation here, so the compiled code needs no
-    runtime (see :mod:`forensics.ingest.native_code`)."""
+    runtime (see :mod:`forensics.ingest.native_code`). Lines -1 when ``buf`` has more lines
+    than the outputs have rows (the caller then counts them and calls again)."""
     n = len(buf)
+    cap = len(starts)
     i = 0
     p = 0
     k = 0
     odd = 0
     while p < n:
+        if i == cap:
+            return -1, k, odd
         e = line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sev, pred)
         if e >= 0:
             fast_line[k] = i

@@ -336,3 +336,25 @@ def test_format_of_a_line_does_not_depend_on_its_block(tmp_path):
         (row,) = [r for r in assert_same(path)["iterations"].to_pylist() if r["iter"] == 5]
         assert row["format"] == "V1" and row["num_scheduled_requests"] is None
         assert dict(row["extra"]) == {"num_scheduled_requests": "0,"}
+
+
+def test_more_lines_than_the_last_blocks_density_predicts(tmp_path, monkeypatch):
+    """scan_block sizes its outputs by the last block's lines per byte; a block of far shorter
+    lines overflows them and is counted and scanned again: same tables as the reference path,
+    and the counted scan's lines equal a direct count."""
+    log = tmp_path / "mixed.log"
+    _bench_module().generate_bench(log, 1, "V4")
+    text = log.read_bytes()
+    short = b"".join(b"x%d\n" % i for i in range(20000))   # 3-6 byte lines
+    log.write_bytes(text + short + text[:200000] + b"\n" * 5000 + text[:100000])
+    monkeypatch.setattr(native_scan, "_lines_per_byte", 0.0)
+    new = assert_same(log, block_bytes=1 << 16)
+    assert new["unparsed"].num_rows >= 20000
+    calls = []
+    real = native_scan._scan
+    monkeypatch.setattr(native_scan, "_scan", lambda *a: calls.append(a[-1]) or real(*a))
+    monkeypatch.setattr(native_scan, "_lines_per_byte", 1 / 250)
+    scan = native_scan.scan_block(short)
+    assert scan is not None and scan.n == 20000
+    assert len(calls) == 2 and calls[1] == 20001   # overflowed, then counted
+    assert native_scan._lines_per_byte == 20000 / len(short)
