@@ -7,6 +7,16 @@ import sys
 import click
 
 
+def _process_is_the_ingest_command() -> bool:
+    """Whether this process was started as ``forensics ingest ...`` (console script or
+    ``python -m forensics``): the set-up below is for such a process only, not for a program
+    or test run that imports this module and may make pandas objects afterwards."""
+    prog = os.path.basename(sys.argv[0]) if sys.argv else ""
+    if prog == "__main__.py":
+        prog = os.path.basename(os.path.dirname(sys.argv[0]))
+    return prog == "forensics" and sys.argv[1:2] == ["ingest"]
+
+
 def _lean_process() -> None:
     """Set up this process for an ingest, before numpy and pyarrow are imported: no OpenBLAS
     threads, and pyarrow told there is no pandas (each unless already imported).
@@ -19,10 +29,12 @@ def _lean_process() -> None:
     ``pa.table`` or ``pyarrow.dataset`` import, and importing it then costs ~0.3 s CPU that an
     ingest never uses: it builds Arrow arrays from numpy and lists only. The first question is
     answered "no" here by refusing the import for that one call. A later call that needs pandas
-    (``to_pandas``) asks again and imports it then, so nothing breaks; what changes is only that
-    pandas objects handed to ``pa.array`` before that are not recognised, and this process makes
-    none.
+    (``to_pandas``, ``from_pandas``) asks again and imports it then, so nothing breaks (tested);
+    at most a pandas object handed to ``pa.array`` before that could be read as a plain
+    sequence, and this process makes none.
     """
+    if not _process_is_the_ingest_command():
+        return
     if "numpy" not in sys.modules:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     if "pandas" in sys.modules or "pyarrow" in sys.modules:

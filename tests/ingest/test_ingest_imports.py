@@ -16,7 +16,7 @@ _RUN_CLI = ("import atexit, runpy, sys\n"
             "import os\n"
             "atexit.register(lambda: print('PANDAS', 'pandas' in sys.modules, 'BLAS',\n"
             "                              os.environ.get('OPENBLAS_NUM_THREADS'), file=sys.stderr))\n"
-            "sys.argv = ['forensics'] + sys.argv[1:]\n"
+            "sys.argv = ['/bin/forensics'] + sys.argv[1:]\n"
             "runpy.run_module('forensics', run_name='__main__')\n")
 
 
@@ -68,11 +68,34 @@ def test_pyarrow_without_the_set_up_imports_pandas():
         pytest.skip("this pyarrow does not import pandas on pa.array")
 
 
+#: Imports the ingest command's module as ``python -m forensics ingest`` does (argv says so).
+_AS_INGEST = ("import sys\n"
+              "sys.argv = ['/x/forensics/__main__.py', 'ingest', 'LOG', '-o', 'DS']\n"
+              "import forensics.cli.ingest\n")
+
+
+@pytest.mark.parametrize("as_ingest", [True, False], ids=["ingest_process", "other_process"])
+def test_from_pandas_first(as_ingest):
+    """In an ingest process pyarrow is told there is no pandas: a first ``from_pandas`` there
+    reads a categorical as strings. Any other process importing the module is left alone."""
+    code = ((_AS_INGEST if as_ingest else "import sys\nimport forensics.cli.ingest\n") +
+            "import pandas as pd, pyarrow as pa\n"
+            "df = pd.DataFrame({'c': pd.Categorical(['u', 'v']), 'x': [1, 2]})\n"
+            "t = pa.Table.from_pandas(df, preserve_index=False)\n"
+            "print(t.schema.field('c').type, t.column('x').to_pylist())\n"
+            "print(pa.Table.from_pandas(df, preserve_index=False).schema.field('c').type)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env())
+    assert out.returncode == 0, out.stderr
+    first, second = out.stdout.splitlines()
+    assert first.split()[-2:] == ["[1,", "2]"]
+    assert first.startswith("string" if as_ingest else "dictionary<values=")
+    assert second.startswith("dictionary<values=")   # pandas imported by then: recognised
+
+
 def test_pandas_still_works_after_the_set_up(tmp_path):
     """In the ingest command's process, a later ``to_pandas`` imports pandas, and from then on
     pyarrow recognises pandas objects again (categoricals, series)."""
-    code = ("import sys\n"
-            "import forensics.cli.ingest\n"
+    code = (_AS_INGEST +
             "import pyarrow as pa\n"
             "assert 'pandas' not in sys.modules\n"
             "df = pa.table({'a': [1, 2]}).to_pandas()\n"
