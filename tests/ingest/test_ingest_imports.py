@@ -74,6 +74,13 @@ _AS_INGEST = ("import sys\n"
               "import forensics.cli.ingest\n")
 
 
+def _printed(code: str) -> list[str]:
+    """The lines ``code`` printed, run in a fresh interpreter on this tree."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env())
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
 @pytest.mark.parametrize("as_ingest", [True, False], ids=["ingest_process", "other_process"])
 def test_from_pandas_first(as_ingest):
     """In an ingest process pyarrow is told there is no pandas: a first ``from_pandas`` there
@@ -84,9 +91,7 @@ def test_from_pandas_first(as_ingest):
             "t = pa.Table.from_pandas(df, preserve_index=False)\n"
             "print(t.schema.field('c').type, t.column('x').to_pylist())\n"
             "print(pa.Table.from_pandas(df, preserve_index=False).schema.field('c').type)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env())
-    assert out.returncode == 0, out.stderr
-    first, second = out.stdout.splitlines()
+    first, second = _printed(code)
     assert first.split()[-2:] == ["[1,", "2]"]
     assert first.startswith("string" if as_ingest else "dictionary<values=")
     assert second.startswith("dictionary<values=")   # pandas imported by then: recognised
@@ -103,8 +108,6 @@ def test_pandas_still_works_after_the_set_up(tmp_path):
             "assert isinstance(df, pd.DataFrame) and df.a.tolist() == [1, 2]\n"
             "print(pa.array(pd.Categorical(['x', 'y', 'x'])).type)\n"
             "print(pa.Table.from_pandas(pd.DataFrame({'c': pd.Categorical(['u'])})).schema.types)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env())
-    assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
+    lines = _printed(code)
     assert lines[0].startswith("dictionary<values=")
     assert "dictionary" in lines[1]
