@@ -140,6 +140,9 @@ class RunFrames:
     #: A window of a run (:class:`FrameWindows`): the dummy role carried in from the rows
     #: before it (the last arrival before the window was context-only).
     role_before: bool = False
+    #: ``(N,)`` each real request's ``replay.states.state_index`` (int8): the predicates'
+    #: counts select rows by it (computed once per run or window, not once per count).
+    req_state_index: np.ndarray = dataclasses.field(default=None, repr=False)  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         """What, how big, and the configuration; not the arrays (tens of thousands of characters)."""
@@ -251,9 +254,7 @@ class RunFrames:
         # near the arrays themselves (a fleet-hour run holds tens of millions of requests).
         r_iter, r_rank, r_id, r_state, r_pos = requests
         # First iteration each request id appeared on its rank (over every frame of the run).
-        first = _first_seen(r_rank, r_id, r_iter, R)
-        if seen is not None:
-            first = seen.update(r_rank, r_id, first)
+        first = _first_seen(r_rank, r_id, r_iter, R, seen)
         # Flat frame index i * R + r: int32 when the grid allows (4 bytes a request, not 8).
         flat_dtype = np.int32 if I * R < 2 ** 31 else np.int64
         r_flat = np.zeros(r_iter.size, flat_dtype)
@@ -280,24 +281,24 @@ class RunFrames:
             del order
         n = I * R
         n_real = _counts(r_flat, n)
+        # Each row's state as a histogram column, once: every count below selects rows by state.
+        sidx = state_index(r_state).astype(np.int8)
         window = micro_batch_window(config.encoder_decoder).mask()
-        window_real = _counts(r_flat, n, lambda a, b: window[state_index(r_state[a:b])])
+        window_real = _counts(r_flat, n, lambda a, b: window[sidx[a:b]])
         # At the run's first frame nothing counts as new: whether it was fetched then is unknown.
         if first_iter is None:
             first_iter = int(f_iter.min()) if f_iter.size else 0
-        new_real = _counts(r_flat, n, lambda a, b, it=r_iter: (first[a:b] == it[a:b])
-                           & (it[a:b] != first_iter))
+        is_new = (first == r_iter) & (r_iter != first_iter)
+        new_real = _counts(r_flat, n, lambda a, b: is_new[a:b])
         before = _counts(r_flat, n, lambda a, b: r_state[a:b] < int(RequestState.CONTEXT_INIT))
         sched_mask = Predicate.SCHEDULER.mask(config)
-        n_sched = _counts(r_flat, n, lambda a, b: sched_mask[state_index(r_state[a:b])])
-        n_ctx = _counts(r_flat, n, lambda a, b: sched_mask[state_index(r_state[a:b])]
-                        & np.isin(r_state[a:b], _CONTEXT_INTENT_STATES))
+        n_sched = _counts(r_flat, n, lambda a, b: sched_mask[sidx[a:b]])
+        ctx_mask = np.r_[sched_mask, False] & _CONTEXT_INTENT   # -1: False, as with np.isin
+        n_ctx = _counts(r_flat, n, lambda a, b: ctx_mask[sidx[a:b]])
         intent = np.where(n_ctx > 0, INTENT_CONTEXT,
                           np.where(n_sched > 0, INTENT_GENERATION, INTENT_NONE)).astype(np.int8)
-        is_new = (first == r_iter) & (r_iter != first_iter)
-        ctx_new = _counts(r_flat, n, lambda a, b: is_new[a:b] & np.isin(r_state[a:b], _CONTEXT_ONLY_STATES))
-        gen_new = _counts(r_flat, n, lambda a, b: is_new[a:b]
-                          & np.isin(r_state[a:b], _GENERATION_ONLY_STATES))
+        ctx_new = _counts(r_flat, n, lambda a, b: is_new[a:b] & _CONTEXT_ONLY[sidx[a:b]])
+        gen_new = _counts(r_flat, n, lambda a, b: is_new[a:b] & _GENERATION_ONLY[sidx[a:b]])
         del is_new
         mfs = np.full(n, -1, np.int64)
         if r_flat.size:
@@ -321,6 +322,7 @@ class RunFrames:
             line=grid(col("line", -1, np.int64), -1, np.int64),
             req_frame=r_flat, req_id=r_id, req_state=r_state.astype(np.int16, copy=False),
             req_pos=r_pos, req_first=first, req_offsets=offsets, intent=intent.reshape(shape),
+            req_state_index=sidx,
             ctx_arrived=(ctx_new.reshape(shape) > 0).any(axis=1) & config.disaggregated,
             gen_arrived=(gen_new.reshape(shape) > 0).any(axis=1) & config.disaggregated)
 
@@ -333,9 +335,11 @@ class RunFrames:
             if mask.all():
                 out = self.n_real
             else:
-                state = self.req_state
+                sidx = self.req_state_index
+                if sidx is None:
+                    sidx = state_index(self.req_state)
                 out = _counts(self.req_frame, self.n_real.size,
-                              lambda a, b: mask[state_index(state[a:b])]).reshape(self.n_real.shape)
+                              lambda a, b: mask[sidx[a:b]]).reshape(self.n_real.shape)
             self._sched_cache[key] = out
         return self._sched_cache[key]
 
@@ -571,6 +575,18 @@ _CONTEXT_INTENT_STATES = np.array(sorted(int(x) for x in CONTEXT_INTENT_STATES),
 _CONTEXT_ONLY_STATES = np.array(sorted(int(x) for x in CONTEXT_ONLY_STATES), np.int16)
 _GENERATION_ONLY_STATES = np.array(sorted(int(x) for x in GENERATION_ONLY_STATES), np.int16)
 
+
+def _state_lut(states) -> np.ndarray:
+    """Membership of each histogram column (``ALL_STATES`` order) in ``states``, then False:
+    indexed by ``state_index``, whose -1 (an unknown state) lands on that last False, as
+    ``np.isin`` of the state values gives."""
+    return np.r_[np.isin(np.array([int(s) for s in ALL_STATES]), states), False]
+
+
+_CONTEXT_INTENT = _state_lut(_CONTEXT_INTENT_STATES)
+_CONTEXT_ONLY = _state_lut(_CONTEXT_ONLY_STATES)
+_GENERATION_ONLY = _state_lut(_GENERATION_ONLY_STATES)
+
 #: Requests columns the replay reads, with the compact dtypes they are held in.
 _REQ_COLUMNS = (("iter", np.int64), ("rank", np.int32), ("request_id", np.int64),
                 ("state", np.int16), ("pos", np.int32))
@@ -623,8 +639,11 @@ def _real_batch(recorded: np.ndarray, window_real: np.ndarray, exact: np.ndarray
     return np.where(exact >= 0, exact, inferred)
 
 
-def _first_seen(rank: np.ndarray, rid: np.ndarray, it: np.ndarray, R: int) -> np.ndarray:
-    """The first iteration each (rank, request id) appears, for every request row."""
+def _first_seen(rank: np.ndarray, rid: np.ndarray, it: np.ndarray, R: int,
+                seen: _SeenBefore | None = None) -> np.ndarray:
+    """The first iteration each (rank, request id) appears, for every request row; with
+    ``seen`` (the windows before), an id seen there keeps its earlier iteration and this
+    window's new ids are remembered (``_SeenBefore.update``, on the distinct ids only)."""
     if not rid.size:
         return np.zeros(0, np.int32)
     # int32 when every iteration fits (4 bytes a request, not 8); the values are the same.
@@ -643,12 +662,20 @@ def _first_seen(rank: np.ndarray, rid: np.ndarray, it: np.ndarray, R: int) -> np
             codes, uniques = pd.factorize(key, sort=False)
             del key
         else:
-            return pd.DataFrame({"k1": rank, "k2": rid, "it": it}).groupby(
-                ["k1", "k2"], sort=False)["it"].transform("min").to_numpy(dtype)
+            codes = pd.DataFrame({"k1": rank, "k2": rid}).groupby(
+                ["k1", "k2"], sort=False).ngroup().to_numpy()
+            uniques = np.zeros(int(codes.max()) + 1, np.int64)
+        owner = np.empty(len(uniques), np.int64)
+        owner[codes] = rank
+        uniques = np.empty(len(uniques), np.int64)
+        uniques[codes] = rid
     # Hashed keys (O(n), no sort), then a per-key minimum: memory is one row array of codes.
     first = np.full(len(uniques), np.iinfo(np.int64).max, np.int64)
-    del uniques
     np.minimum.at(first, codes, it)
+    if seen is not None:
+        first = seen.update(owner, np.asarray(uniques, np.int64), first)
+    if dtype is np.int32 and (first.min() < np.iinfo(np.int32).min or first.max() > np.iinfo(np.int32).max):
+        dtype = np.int64
     return first.astype(dtype)[codes]
 
 
