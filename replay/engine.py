@@ -478,7 +478,9 @@ class StreamReplay:
         empty_dec, empty_led = _empty_tables()
         self._shared = shared
         self._pieces: list[Piece] = []
-        self._dec = TableWriter(directory / "decisions.parquet", empty_dec.copy())
+        # Reads of the decisions filter row groups by iteration (windows of a figure, a chain).
+        self._dec = TableWriter(directory / "decisions.parquet", empty_dec.copy(),
+                                statistics=["iter"])
         self._led = TableWriter(directory / "ledger.parquet", empty_led.copy(), sort_by="dummy")
         self._ledger = _LedgerStream(R)
         self._carry = Carry(R)
