@@ -452,13 +452,19 @@ class FrameWindows:
         seen = _SeenBefore(self.num_ranks)
         starts = [int(x) for x in self._starts]
         role = False
+        readers = self._range_readers()
         for k in range(len(self)):
             rng = []
-            if k > 0:
-                rng.append(("iter", ">=", starts[k]))
-            if k + 1 < len(starts):
-                rng.append(("iter", "<", starts[k + 1]))
-            frames = self._read(self._run_filter + rng, seen)
+            lo = starts[k] if k > 0 else None
+            hi = starts[k + 1] if k + 1 < len(starts) else None
+            if lo is not None:
+                rng.append(("iter", ">=", lo))
+            if hi is not None:
+                rng.append(("iter", "<", hi))
+            if readers is not None:
+                frames = self._build(readers[0].read(lo, hi), readers[1].read(lo, hi), seen)
+            else:
+                frames = self._read(self._run_filter + rng, seen)
             object.__setattr__(frames, "role_before", role)
             yield frames
             # The role rule (Policy.dummy_role) keeps the last arrival's role: carry it over.
@@ -477,14 +483,100 @@ class FrameWindows:
 
     def _read(self, filters: list[tuple], seen: _SeenBefore | None) -> RunFrames:
         ds = self._ds
-        frames = ds.arrow("frames", columns=[c for c in FRAMES.names if c not in ("run", "source")],
-                          filters=filters or None)
-        req = ds.arrow("requests", columns=[name for name, _ in _REQ_COLUMNS] + ["dummy"],
-                       filters=filters or None)
+        frames = ds.arrow("frames", columns=_FRAME_COLUMNS, filters=filters or None)
+        req = ds.arrow("requests", columns=_REQUEST_COLUMNS, filters=filters or None)
+        return self._build(frames, req, seen)
+
+    def _build(self, frames: pa.Table, req: pa.Table, seen: _SeenBefore | None) -> RunFrames:
         parts = _real_requests(req)
         del req
         return RunFrames._build(self.run, self.source, self.config, frames, parts,
                                 first_iter=self._first_iter, seen=seen)
+
+    def _range_readers(self) -> tuple[_IterRangeReader, _IterRangeReader] | None:
+        """Readers of the run's frames and requests files by row group, when the run has one
+        file of each to itself with iteration statistics (a dataset of layout 2.x); else None
+        (windows are read through ``Dataset.arrow`` filters)."""
+        files_of = getattr(self._ds, "files", None)
+        if files_of is None:
+            return None
+        out = []
+        for table, columns in (("frames", _FRAME_COLUMNS), ("requests", _REQUEST_COLUMNS)):
+            files = files_of(table, run=self.run)
+            if len(files) != 1 or (self._run_filter and len(files_of(table)) == 1):
+                return None   # several files, or one file holding every run (layout 1.x)
+            # The types Dataset.arrow gives (the dataset's schema), from an empty read.
+            schema = self._ds.arrow(table, columns=columns, filters=[("iter", "<", -2 ** 62)]).schema
+            reader = _IterRangeReader.open(files[0], columns, schema)
+            if reader is None:
+                return None
+            out.append(reader)
+        return out[0], out[1]
+
+
+_FRAME_COLUMNS = [c for c in FRAMES.names if c not in ("run", "source")]
+
+
+class _IterRangeReader:
+    """The rows of consecutive iteration ranges of one Parquet file, read by row group.
+
+    The row groups a range needs are found by their ``iter`` statistics; a row group shared by
+    two windows is read once (the last one is kept). Rows come in file order, as a filtered
+    ``Dataset.arrow`` read gives them: a slice where the file is in iteration order (the
+    usual case), else a filter. Measured on a 32x100k dataset: half the CPU of a filtered
+    dataset read.
+    """
+
+    def __init__(self, pf: pq.ParquetFile, columns: list[str], schema: pa.Schema,
+                 lo: np.ndarray, hi: np.ndarray):
+        self.pf, self.columns, self.schema = pf, columns, schema
+        self.lo, self.hi = lo, hi
+        self._last: tuple[int, pa.Table] | None = None
+
+    @classmethod
+    def open(cls, path, columns: list[str], schema: pa.Schema) -> _IterRangeReader | None:
+        """A reader, or None when some row group has no ``iter`` statistics."""
+        pf = pq.ParquetFile(path)
+        md = pf.metadata
+        at = pf.schema_arrow.get_field_index("iter")
+        lo, hi = [], []
+        for i in range(md.num_row_groups):
+            st = md.row_group(i).column(at).statistics
+            if st is None or not st.has_min_max:
+                return None
+            lo.append(int(st.min))
+            hi.append(int(st.max))
+        return cls(pf, columns, schema, np.array(lo, np.int64), np.array(hi, np.int64))
+
+    def _group(self, i: int) -> pa.Table:
+        if self._last is None or self._last[0] != i:
+            self._last = (i, self.pf.read_row_group(i, columns=self.columns))
+        return self._last[1]
+
+    def read(self, lo: int | None, hi: int | None) -> pa.Table:
+        """Rows with ``lo <= iter < hi`` (None: unbounded), in file order."""
+        keep = np.ones(self.lo.size, bool)
+        if lo is not None:
+            keep &= self.hi >= lo
+        if hi is not None:
+            keep &= self.lo < hi
+        parts = [self._group(int(i)) for i in np.flatnonzero(keep)]
+        if not parts:
+            return self.schema.empty_table()
+        t = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+        it = _np(t.column("iter"), np.int64)
+        if it.size and (it[1:] >= it[:-1]).all():
+            a = 0 if lo is None else int(np.searchsorted(it, lo, side="left"))
+            b = it.size if hi is None else int(np.searchsorted(it, hi, side="left"))
+            t = t.slice(a, b - a)
+        else:
+            mask = np.ones(it.size, bool)
+            if lo is not None:
+                mask &= it >= lo
+            if hi is not None:
+                mask &= it < hi
+            t = t.filter(pa.array(mask))
+        return t.cast(self.schema) if t.schema != self.schema else t
 
 
 def _frames_per_iteration(ds: Any, run: str | None) -> tuple[np.ndarray, np.ndarray]:
@@ -590,6 +682,7 @@ _GENERATION_ONLY = _state_lut(_GENERATION_ONLY_STATES)
 #: Requests columns the replay reads, with the compact dtypes they are held in.
 _REQ_COLUMNS = (("iter", np.int64), ("rank", np.int32), ("request_id", np.int64),
                 ("state", np.int16), ("pos", np.int32))
+_REQUEST_COLUMNS = [name for name, _ in _REQ_COLUMNS] + ["dummy"]
 
 
 def _real_requests(t: pa.Table | pa.RecordBatch) -> tuple[np.ndarray, ...]:

@@ -328,3 +328,40 @@ def test_policies_deciding_alike_share_their_rows(tmp_path):
         scan = pd.concat(list(t.frames(["iter", "rank", "active"])), ignore_index=True)
         assert scan["active"].tolist() == r.decisions["active"].tolist(), name
         assert scan["iter"].tolist() == r.decisions["iter"].tolist(), name
+
+
+@pytest.mark.parametrize("order", ["by-iteration", "by-rank"])
+def test_windows_read_by_row_group_like_filtered_reads(order, tmp_path, monkeypatch):
+    """Windows read by row group (iteration statistics, a row group shared by two windows read
+    once) hold what windows read through filtered dataset reads hold, whether the file is in
+    iteration order (sliced) or not (filtered)."""
+    import json
+
+    import numpy as np
+
+    import forensics.dataset.store as store
+
+    sample = SAMPLES / "nvbug-6438685" / "trace.jsonl"
+    if not sample.is_file():
+        pytest.skip("no samples")
+    records = [json.loads(line) for line in sample.read_text().splitlines()]
+    if order == "by-rank":
+        head = [r for r in records if r["kind"] != "frame"]
+        frames = sorted((r for r in records if r["kind"] == "frame"),
+                        key=lambda r: (r["rank"], r["iter"]))
+        records = head + frames
+    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    monkeypatch.setattr(store, "ROW_GROUP_ROWS", 50)    # many row groups, windows across them
+    ds = as_dataset([tmp_path / "trace.jsonl"], cache_dir=tmp_path / "ds")
+    import pyarrow.parquet as pq
+    assert pq.ParquetFile(ds.files("requests")[0]).metadata.num_row_groups > 3
+    windows = FrameWindows(ds, size=5)
+    assert windows._range_readers() is not None
+    by_group = list(windows)
+    monkeypatch.setattr(FrameWindows, "_range_readers", lambda self: None)
+    filtered = list(windows)
+    assert len(by_group) == len(filtered) > 3
+    for a, b in zip(by_group, filtered):
+        for name in ("iters", "n_real", "window_real", "new_real", "max_first_seen", "real_batch",
+                     "rec_padded", "line", "req_frame", "req_id", "req_state", "req_first"):
+            assert np.array_equal(getattr(a, name), getattr(b, name)), name
