@@ -365,3 +365,20 @@ def test_windows_read_by_row_group_like_filtered_reads(order, tmp_path, monkeypa
         for name in ("iters", "n_real", "window_real", "new_real", "max_first_seen", "real_batch",
                      "rec_padded", "line", "req_frame", "req_id", "req_state", "req_first"):
             assert np.array_equal(getattr(a, name), getattr(b, name)), name
+
+
+def test_mechanisms_of_a_streamed_replay_read_a_few_iterations(tmp_path):
+    """The chain grouped by mechanism is the in-memory one, read from the iterations it names:
+    the file of a streamed replay is not read whole (a fleet hour holds millions of rows)."""
+    from forensics.report.chain import mechanisms
+    from forensics.simulate import simulate
+    from replay.results import StoredTable
+
+    simulate("nvbug-6438685", out_dir=tmp_path / "sim", policy="legacy-2025", iters=300,
+             write=("trace",))
+    ds = as_dataset([tmp_path / "sim"], cache_dir=tmp_path / "ds")
+    whole = run_all(RunFrames.from_dataset(ds), ["legacy-2025"])["legacy-2025"]
+    streamed = replay_windows(FrameWindows(ds, size=23), ["legacy-2025"], tmp_path / "w")["legacy-2025"]
+    assert whole.leak_records and mechanisms(whole)
+    assert [m.to_json() for m in mechanisms(streamed)] == [m.to_json() for m in mechanisms(whole)]
+    assert isinstance(streamed._tables["decisions"], StoredTable)   # never read whole
