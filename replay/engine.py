@@ -767,8 +767,17 @@ def _feed_threaded(windows: Any, streams: list, n: int, progress, total: int) ->
 
     it = iter(windows)
     end = object()
+    predicates = list(dict.fromkeys(s.policy.predicate(s.config) for s in streams))
+
+    def read_next():
+        frames = next(it, end)
+        if frames is not end:
+            for p in predicates:   # shared per-window caches, filled before the threads share
+                frames.sched_real(p)   # them (and here, beside the deciding, not between)
+        return frames
+
     with ThreadPoolExecutor(max_workers=n) as pool, ThreadPoolExecutor(max_workers=1) as reader:
-        ahead = reader.submit(next, it, end)
+        ahead = reader.submit(read_next)
         k = 0
         while True:
             frames = ahead.result()
@@ -777,9 +786,7 @@ def _feed_threaded(windows: Any, streams: list, n: int, progress, total: int) ->
             if progress is not None:
                 progress(k, total)
             live = [s for s in streams if not s.stopped]
-            for s in live:   # shared per-window caches, filled before the threads share them
-                frames.sched_real(s.policy.predicate(s.config))
-            ahead = reader.submit(next, it, end)
+            ahead = reader.submit(read_next)
             for f in [pool.submit(s.feed, frames) for s in live]:
                 f.result()
             del frames
