@@ -77,6 +77,7 @@ from replay.results import (
     Crash,
     Divergence,
     Leak,
+    Piece,
     ReplayResult,
     TableWriter,
     crash_message,
@@ -469,12 +470,17 @@ class StreamReplay:
     to Parquet files as each window is decided (``replay.results.TableWriter``).
     """
 
-    def __init__(self, policy: Policy, config: RunConfig, directory: str | Path):
+    def __init__(self, policy: Policy, config: RunConfig, directory: str | Path,
+                 shared: SharedWindows | None = None):
         self.policy, self.config = policy, config
         R = config.tp_size
         directory = Path(directory)
         empty_dec, empty_led = _empty_tables()
-        self._dec = TableWriter(directory / "decisions.parquet", empty_dec.copy())
+        self._shared = shared
+        self._pieces: list[Piece] = []
+        # Reads of the decisions filter row groups by iteration (windows of a figure, a chain).
+        self._dec = TableWriter(directory / "decisions.parquet", empty_dec.copy(),
+                                statistics=["iter"])
         self._led = TableWriter(directory / "ledger.parquet", empty_led.copy(), sort_by="dummy")
         self._ledger = _LedgerStream(R)
         self._carry = Carry(R)
@@ -494,7 +500,7 @@ class StreamReplay:
         walk = _walk_fast if self.policy.pad_hook is None else _walk_hooked
         crash_row = walk(frames, self.policy, self.config, st, self._carry)
         rows = _rows(frames, st, crash_row)
-        self._dec.write(_decisions_arrow(rows.columns))
+        self._write_decisions(frames, rows)
         # fleet_skips(rows.decisions) from the arrays: can_queue is fleet-wide, NA at the stop
         skip = (~rows.o["can_queue"]).any(axis=1) & ~rows.stopped
         self._skipped.extend(int(x) for x in frames.iters[:rows.n][skip])
@@ -504,14 +510,70 @@ class StreamReplay:
         if crash_row is not None:
             self.crash = _crash(frames, rows, st)
 
+    def _write_decisions(self, frames: RunFrames, rows: _Rows) -> None:
+        """Write the window's decisions, or, when another stream of the replay decided the
+        window alike (:class:`SharedWindows`), only note where its rows are."""
+        if self._shared is None:
+            self._dec.write(_decisions_arrow(rows.columns))
+            return
+        iters = frames.iters[:rows.n]
+        mine = Piece(self._dec.path, self._dec.rows, rows.n * frames.num_ranks,
+                     int(iters[0]), int(iters[-1]))
+        piece = self._shared.claim(_digest(rows.columns), mine)
+        self._pieces.append(piece)
+        if piece is mine:
+            self._dec.write(_decisions_arrow(rows.columns))
+        elif len(self._pieces) == 1:
+            self._dec.describe(_decisions_arrow(rows.columns))
+
     def finish(self, windows: Any) -> ReplayResult:
         """The result (decisions and ledger read from the files when used)."""
         leaks = self._ledger.finish(self._led)
+        decisions = self._dec.close(self._pieces if self._shared is not None else None)
         return ReplayResult(policy=self.policy, config=self.config, run=windows.run,
-                            decisions=self._dec.close(), ledger=self._led.close(), leaks=leaks,
+                            decisions=decisions, ledger=self._led.close(), leaks=leaks,
                             crash=self.crash, skipped_iters=tuple(self._skipped),
                             first_divergence=self._div, notes=_notes(self.policy, self.config, windows.dropped_iters),
                             frames=windows, dropped_iters=windows.dropped_iters)
+
+
+class SharedWindows:
+    """The decisions of a window that several streams of one replay decide alike, written once.
+
+    Policies often decide a window alike (on a fleet hour's run, 18 policy and model streams
+    decide every window in one of 3 ways, measured): the first stream to decide a window's
+    decisions writes them, and the others note where those rows are (``replay.results.Piece``),
+    so their results read the same rows. Alike means equal column arrays, compared by their
+    XXH3-128 digest (:func:`_digest`), iterations included. Safe across the threads of
+    :func:`replay_windows`.
+    """
+
+    def __init__(self):
+        import threading
+        self._lock = threading.Lock()
+        self._pieces: dict[bytes, Piece] = {}
+
+    def claim(self, digest: bytes, piece: Piece) -> Piece:
+        """The piece holding the rows of ``digest``: ``piece`` when no stream wrote them yet
+        (the caller writes them), else the one that did."""
+        with self._lock:
+            return self._pieces.setdefault(digest, piece)
+
+
+def _digest(cols: dict) -> bytes:
+    """XXH3-128 of a window's decision columns (:func:`_decision_columns`): names, kinds,
+    dtypes, shapes and values, everything the written table is built from."""
+    import xxhash
+    h = xxhash.xxh3_128()
+    for name, (kind, *rest) in cols.items():
+        h.update(f"{name}:{kind};".encode())
+        for x in rest:
+            if isinstance(x, np.ndarray):
+                h.update(f"{x.dtype.str}{x.shape};".encode())
+                h.update(np.ascontiguousarray(x).data)
+            else:
+                h.update(repr(x).encode())
+    return h.digest()
 
 
 class _LedgerStream:
@@ -610,7 +672,10 @@ def replay_windows(windows: Any, policies: Iterable[Policy | str], directory: st
         policies: policies or specs.
         directory: where each policy's ``decisions.parquet`` and ``ledger.parquet`` go (one
             subdirectory per policy, numbered in the order given); None: a temporary directory
-            removed once no result (or view of one) uses its files.
+            removed once no result (or view of one) uses its files. A window decided alike by
+            several policies is written once, in the first one's file (:class:`SharedWindows`):
+            a policy's ``decisions.parquet`` holds the windows it decided first, and its
+            result reads its rows wherever they are.
         progress: called with ``(window, windows)`` before each window.
         threads: threads deciding the policies of a window at once (default: the usable cores;
             1 when a policy has a ``pad_hook``); the next window is read meanwhile. Each policy's stream is its own state, so the
@@ -632,14 +697,15 @@ def replay_windows(windows: Any, policies: Iterable[Policy | str], directory: st
     # (replay.results.model_variants), like run()'s replay both ways.
     streams: dict[str, list[tuple[str | None, StreamReplay]]] = {}
     models_of = {p.name: p.model_dependent(cfg) for p in pols}
+    shared = SharedWindows()
     for i, p in enumerate(pols):
         base = Path(directory) / f"{i:02d}-{_file_name(p.name)}"
         models = models_of[p.name]
         if models:
-            streams[p.name] = [(m, StreamReplay(p, c, base / f"model-{j}"))
+            streams[p.name] = [(m, StreamReplay(p, c, base / f"model-{j}", shared))
                                for j, (m, c) in enumerate(model_variants(cfg, models))]
         else:
-            streams[p.name] = [(None, StreamReplay(p, cfg, base))]
+            streams[p.name] = [(None, StreamReplay(p, cfg, base, shared))]
     every = [s for group in streams.values() for _, s in group]
     total = len(windows)
     n = max(1, min(threads or _usable_cores(), len(every)))
@@ -701,8 +767,17 @@ def _feed_threaded(windows: Any, streams: list, n: int, progress, total: int) ->
 
     it = iter(windows)
     end = object()
+    predicates = list(dict.fromkeys(s.policy.predicate(s.config) for s in streams))
+
+    def read_next():
+        frames = next(it, end)
+        if frames is not end:
+            for p in predicates:   # shared per-window caches, filled before the threads share
+                frames.sched_real(p)   # them (and here, beside the deciding, not between)
+        return frames
+
     with ThreadPoolExecutor(max_workers=n) as pool, ThreadPoolExecutor(max_workers=1) as reader:
-        ahead = reader.submit(next, it, end)
+        ahead = reader.submit(read_next)
         k = 0
         while True:
             frames = ahead.result()
@@ -711,9 +786,7 @@ def _feed_threaded(windows: Any, streams: list, n: int, progress, total: int) ->
             if progress is not None:
                 progress(k, total)
             live = [s for s in streams if not s.stopped]
-            for s in live:   # shared per-window caches, filled before the threads share them
-                frames.sched_real(s.policy.predicate(s.config))
-            ahead = reader.submit(next, it, end)
+            ahead = reader.submit(read_next)
             for f in [pool.submit(s.feed, frames) for s in live]:
                 f.result()
             del frames
@@ -935,4 +1008,5 @@ def _first_divergence(frames, o, n, stopped, crashed_row) -> Divergence | None:
     return None  # pragma: no cover
 
 
-__all__ = ["Carry", "StreamReplay", "replay_input", "replay_windows", "run", "run_all"]
+__all__ = ["Carry", "SharedWindows", "StreamReplay", "replay_input", "replay_windows", "run",
+           "run_all"]

@@ -68,8 +68,8 @@ def _index(res):
     if got is None:
         its = sorted({int(x.iter_skipped) for x in res.leak_records}
                      | ({int(res.crash.iter)} if res.crash is not None else set()))
-        d = res.decisions
-        sub = d[d["iter"].isin(its)] if len(d) else d
+        # Those rows only: a streamed replay's file is not read whole (millions of rows).
+        sub = res.read_decisions([("iter", "in", its)])
         rows = {(int(i), int(r)): k for k, (i, r) in enumerate(zip(sub["iter"], sub["rank"]))}
         led = res.ledger
         by_dummy = ({int(x): k for k, x in enumerate(led["dummy"])} if len(led) else {})

@@ -256,3 +256,129 @@ def test_fleet_and_replay_cli_stream_like_in_memory(tmp_path):
         assert b.exit_code == a.exit_code == 1
         assert a.output == b.output
     assert "iterations" in after[0].output
+
+
+@pytest.mark.parametrize("rewrite", ["shared-across-ranks", "negative"])
+def test_windows_first_seen_like_whole_whatever_the_ids(rewrite, tmp_path):
+    """First-seen iterations carried across window edges equal the whole run's when one id is
+    used on several ranks (then a request is its (rank, id)) and when ids are negative (keyed
+    without the id * ranks shortcut)."""
+    import json
+
+    import numpy as np
+
+    sample = SAMPLES / "nvbug-6438685" / "trace.jsonl"
+    if not sample.is_file():
+        pytest.skip("no samples")
+    new_id = {"shared-across-ranks": lambda i: i % 5, "negative": lambda i: -1 - 7 * i}[rewrite]
+    lines = []
+    for line in sample.read_text().splitlines():
+        rec = json.loads(line)
+        for q in rec.get("requests", ()):
+            q["id"] = new_id(int(q["id"]))
+        lines.append(json.dumps(rec))
+    (tmp_path / "trace.jsonl").write_text("\n".join(lines) + "\n")
+    ds = as_dataset([tmp_path / "trace.jsonl"], cache_dir=tmp_path / "ds")
+    whole = RunFrames.from_dataset(ds)
+    assert whole.req_id.size and (whole.req_id < 0).any() == (rewrite == "negative")
+    parts = list(FrameWindows(ds, size=4))
+    assert len(parts) > 1
+    for name in ("new_real", "max_first_seen", "window_real", "intent"):
+        got = np.concatenate([getattr(p, name).ravel() for p in parts])
+        assert (got == getattr(whole, name).ravel()).all(), name
+    assert (np.concatenate([p.req_first for p in parts]) == whole.req_first).all()
+    assert sum(int(p.new_real.sum()) for p in parts) > 0
+
+
+def test_policies_deciding_alike_share_their_rows(tmp_path):
+    """A window two policies decide alike is written once: the other policy's result reads
+    those rows (every read: whole, filtered by iteration or value, some columns, a row group at
+    a time) and gets what the in-memory replay holds."""
+    import pyarrow.parquet as pq
+
+    from replay.results import filter_frame
+
+    sample = SAMPLES / "nvbug-6438685" / "trace.jsonl"
+    if not sample.is_file():
+        pytest.skip("no samples")
+    ds = as_dataset([sample], cache_dir=tmp_path / "ds")
+    pols = _policies()
+    whole = run_all(RunFrames.from_dataset(ds), pols)
+    streamed = replay_windows(FrameWindows(ds, size=9), pols, tmp_path / "w")
+    stored = {n: r._files["decisions"] for n, r in streamed.items()}
+    written = sum(pq.ParquetFile(t.path).metadata.num_rows for t in stored.values())
+    total = sum(len(r.decisions) for r in whole.values())
+    assert 0 < written < total            # some windows were written once for several policies
+    assert any(t.pieces for t in stored.values())
+    longest = max(whole.values(), key=lambda r: len(r.decisions))
+    its = [int(x) for x in longest.decisions["iter"].unique()]
+    reads = [([("iter", "in", its[3:5] + its[-2:])], None),
+             ([("iter", "<", its[12])], ["active", "expected"]),
+             ([("iter", ">=", its[20]), ("rank", "==", 1)], ["batch", "can_queue"]),
+             ([("surplus", "==", True)], ["rank", "active", "expected"]),
+             ([("iter", "==", its[-1] + 100)], ["iter"])]
+    for name, r in whole.items():
+        t = stored[name]
+        assert t.num_rows == len(r.decisions), name
+        for filters, columns in reads:
+            want = filter_frame(r.decisions, filters)
+            want = want[columns] if columns is not None else want
+            pd.testing.assert_frame_equal(t.read(filters, columns), want, check_exact=True,
+                                          obj=f"{name} {filters}")
+        scan = pd.concat(list(t.frames(["iter", "rank", "active"])), ignore_index=True)
+        assert scan["active"].tolist() == r.decisions["active"].tolist(), name
+        assert scan["iter"].tolist() == r.decisions["iter"].tolist(), name
+
+
+@pytest.mark.parametrize("order", ["by-iteration", "by-rank"])
+def test_windows_read_by_row_group_like_filtered_reads(order, tmp_path, monkeypatch):
+    """Windows read by row group (iteration statistics, a row group shared by two windows read
+    once) hold what windows read through filtered dataset reads hold, whether the file is in
+    iteration order (sliced) or not (filtered)."""
+    import json
+
+    import numpy as np
+
+    import forensics.dataset.store as store
+
+    sample = SAMPLES / "nvbug-6438685" / "trace.jsonl"
+    if not sample.is_file():
+        pytest.skip("no samples")
+    records = [json.loads(line) for line in sample.read_text().splitlines()]
+    if order == "by-rank":
+        head = [r for r in records if r["kind"] != "frame"]
+        frames = sorted((r for r in records if r["kind"] == "frame"),
+                        key=lambda r: (r["rank"], r["iter"]))
+        records = head + frames
+    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    monkeypatch.setattr(store, "ROW_GROUP_ROWS", 50)    # many row groups, windows across them
+    ds = as_dataset([tmp_path / "trace.jsonl"], cache_dir=tmp_path / "ds")
+    import pyarrow.parquet as pq
+    assert pq.ParquetFile(ds.files("requests")[0]).metadata.num_row_groups > 3
+    windows = FrameWindows(ds, size=5)
+    assert windows._range_readers() is not None
+    by_group = list(windows)
+    monkeypatch.setattr(FrameWindows, "_range_readers", lambda self: None)
+    filtered = list(windows)
+    assert len(by_group) == len(filtered) > 3
+    for a, b in zip(by_group, filtered):
+        for name in ("iters", "n_real", "window_real", "new_real", "max_first_seen", "real_batch",
+                     "rec_padded", "line", "req_frame", "req_id", "req_state", "req_first"):
+            assert np.array_equal(getattr(a, name), getattr(b, name)), name
+
+
+def test_mechanisms_of_a_streamed_replay_read_a_few_iterations(tmp_path):
+    """The chain grouped by mechanism is the in-memory one, read from the iterations it names:
+    the file of a streamed replay is not read whole (a fleet hour holds millions of rows)."""
+    from forensics.report.chain import mechanisms
+    from forensics.simulate import simulate
+    from replay.results import StoredTable
+
+    simulate("nvbug-6438685", out_dir=tmp_path / "sim", policy="legacy-2025", iters=300,
+             write=("trace",))
+    ds = as_dataset([tmp_path / "sim"], cache_dir=tmp_path / "ds")
+    whole = run_all(RunFrames.from_dataset(ds), ["legacy-2025"])["legacy-2025"]
+    streamed = replay_windows(FrameWindows(ds, size=23), ["legacy-2025"], tmp_path / "w")["legacy-2025"]
+    assert whole.leak_records and mechanisms(whole)
+    assert [m.to_json() for m in mechanisms(streamed)] == [m.to_json() for m in mechanisms(whole)]
+    assert isinstance(streamed._tables["decisions"], StoredTable)   # never read whole
