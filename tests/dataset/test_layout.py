@@ -73,6 +73,31 @@ def test_every_file_names_its_table_and_schema_version(two_runs):
             assert kv[b"forensics.schema_version"] == SCHEMA_VERSION.encode()
 
 
+def test_integers_are_delta_encoded_and_strings_dictionary_encoded(two_runs):
+    """The encodings the engines below read: every integer or timestamp column written
+    DELTA_BINARY_PACKED, every string column with a dictionary."""
+    seen = set()
+    for table in TABLES:
+        for f in (two_runs / table).glob("*.parquet"):
+            meta = pq.read_metadata(f)
+            if not meta.num_row_groups:
+                continue
+            schema = meta.schema.to_arrow_schema()
+            group = meta.row_group(0)
+            for i in range(group.num_columns):
+                col = group.column(i)
+                field = schema.field(col.path_in_schema) if "." not in col.path_in_schema else None
+                if field is None or not col.num_values:
+                    continue
+                if pa.types.is_integer(field.type) or pa.types.is_timestamp(field.type):
+                    assert "DELTA_BINARY_PACKED" in col.encodings, (f, field)
+                    seen.add("delta")
+                elif pa.types.is_string(field.type):
+                    assert "RLE_DICTIONARY" in col.encodings, (f, field)
+                    seen.add("dictionary")
+    assert seen == {"delta", "dictionary"}
+
+
 def test_states_table_names_request_states(two_runs):
     ds = forensics.load(two_runs)
     names = dict(zip(ds.states["state"], ds.states["name"]))
