@@ -245,7 +245,7 @@ def decompressed_chunks(raw: BinaryIO, comp: str | None, read_bytes: int
 
 
 #: Compressed bytes decompressed to estimate a compressed input's size (:func:`content_size`).
-SAMPLE_BYTES = 256 << 10
+SAMPLE_BYTES = 64 << 10
 
 
 def content_size(path: str | os.PathLike) -> int:
