@@ -382,6 +382,8 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
         }
         path = writer.finish(meta)
         rows = dict(writer.rows)
+    from forensics.heap import trim
+    trim()   # the readers' freed blocks: the caller (a replay) would add its own on top
 
     from forensics.report.summary import summarize
 
