@@ -214,6 +214,7 @@ def write_threaded(writer: Any, plan: list, traces: Any, advance: Callable[[int]
         cand, kind = plan[i]
         return _read_part(cand, kind, scratch / f"{i:05d}", progress)
 
+    _load_scanners(plan)
     order = sorted(range(len(plan)), key=lambda i: -_size(plan[i][0].path))
     fingerprints: list = []
     pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="ingest")
@@ -230,6 +231,19 @@ def write_threaded(writer: Any, plan: list, traces: Any, advance: Callable[[int]
         stop.set()
         pool.shutdown(wait=True, cancel_futures=True)
     return fingerprints
+
+
+def _load_scanners(plan: list) -> None:
+    """Load here, once, the compiled scanners the readers will choose: their first load links
+    code with LLVM (through ctypes, without the GIL), which two threads must not do at once."""
+    from forensics.ingest import json_scan, native_scan
+    from forensics.ingest.sources import content_size
+
+    loaded: set = set()
+    for cand, kind in plan:
+        module = native_scan if kind == "log" else json_scan
+        if module not in loaded and module.enabled(content_size(cand.path)):
+            loaded.add(module)
 
 
 def _read_part(cand: Any, kind: str, part: Path, progress: Callable[[int], None] | None) -> Any:
