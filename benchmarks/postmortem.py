@@ -12,9 +12,10 @@ included), in paired interleaved rounds:
   (``postmortem(..., window=10**9)``), which is what the straightforward in-memory code does:
   every frame of the run as arrays, every policy's decisions as a DataFrame. Skipped above
   ``--baseline-up-to`` frames (its memory grows with the run: 64x100000 would need ~8 GB);
+- with ``--one-reader``, also the streamed post-mortem with ``--jobs 1`` (the input files read
+  one after the other; the default reads a large run's files on two threads of one process);
 - with ``--two-readers``, also the streamed post-mortem with ``--jobs 2`` (one process per input
-  file, two at once: less wall time on idle cores, two readers' memory; the default reads the
-  files one after the other);
+  file, two at once: a second interpreter's memory);
 - with ``--baseline-tree PATH``, also ``forensics postmortem`` of another checkout (for
   example the code before streaming), run with ``PYTHONPATH=PATH``.
 
@@ -190,6 +191,9 @@ def main() -> None:
                     help="paired rounds per size (0: only simulate, with --keep-inputs)")
     ap.add_argument("--baseline-up-to", type=int, default=3_200_000,
                     help="run the one-window baseline only up to this many frames (ranks x iters)")
+    ap.add_argument("--one-reader", action="store_true",
+                    help="also time the streamed post-mortem reading its files one after the "
+                         "other (--jobs 1)")
     ap.add_argument("--two-readers", action="store_true",
                     help="also time the streamed post-mortem reading two input files at once "
                          "(--jobs 2: more memory, less wall time)")
@@ -228,6 +232,8 @@ def main() -> None:
                 continue
             variants = {"streamed": ([sys.executable, "-m", "forensics", "postmortem", sim, "-o",
                                       report, "-q"], None)}
+            if args.one_reader:
+                variants["one reader"] = (variants["streamed"][0] + ["--jobs", "1"], None)
             if args.two_readers:
                 variants["two readers"] = (variants["streamed"][0] + ["--jobs", "2"], None)
             if ranks * iters <= args.baseline_up_to:

@@ -106,9 +106,9 @@ def _render(out: Output, r) -> None:
 @click.option("--force", is_flag=True,
               help="Write into a non-empty directory that holds no report of this tool.")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Processes reading the input files at once, one file each (default 1: one "
-                   "reader's memory at a time; 2 on an idle 2-core machine cuts the wall time of "
-                   "a large run by ~10-30 % for ~1.7x the peak memory).")
+              help="Processes reading the input files at once, one file each; 1: one file "
+                   "after the other (default: a large run's files are read on two threads of "
+                   "this process; N processes cost N interpreters' memory).")
 @cluster_options
 @run_option
 @json_option

@@ -310,8 +310,9 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
             other non-empty path is refused (so ``-o logs/`` cannot wipe the logs).
         kind: ``"log"``, ``"stats"`` or ``"trace"`` to force one reader for every file.
         quiet: no progress bar (it is also off when stderr is not a terminal).
-        jobs: processes reading the files at once (one file each; the dataset is the same).
-            Default 1 (``forensics.ingest.parallel.ingest_jobs`` says why).
+        jobs: processes reading the files at once (one file each; the dataset is the same);
+            1: one file after the other. Default: large inputs of several files are read on
+            two threads of this process (``forensics.ingest.parallel.readers`` says why).
 
     Returns:
         An :class:`IngestReport`; ``report.refused`` lists missing and binary inputs.
@@ -360,13 +361,15 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
     total = sum(_size(c.path) for c, _ in plan)
     traces = _TraceRuns()
     fingerprints: list[InputFingerprint] = []
-    from forensics.ingest.parallel import ingest_jobs, write_parallel
+    from forensics.ingest.parallel import readers, write_parallel, write_threaded
 
-    n_jobs = ingest_jobs(jobs, len(plan))
+    how, n = readers(jobs, [c.path for c, _ in plan])
     with DatasetWriter(out) as writer, _progress_bar(total, len(plan), quiet) as advance, \
             recording_reads() as reads:
-        if n_jobs > 1:
-            fingerprints = write_parallel(writer, plan, traces, advance, n_jobs)
+        if how == "processes":
+            fingerprints = write_parallel(writer, plan, traces, advance, n)
+        elif how == "threads":
+            fingerprints = write_threaded(writer, plan, traces, advance, n)
         else:
             for cand, k in plan:
                 fingerprints.append(_ingest_file(writer, cand, k, traces, advance, reads))
@@ -379,6 +382,8 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
         }
         path = writer.finish(meta)
         rows = dict(writer.rows)
+    from forensics.heap import trim
+    trim()   # the readers' freed blocks: the caller (a replay) would add its own on top
 
     from forensics.report.summary import summarize
 

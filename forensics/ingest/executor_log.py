@@ -866,7 +866,7 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
         (and the ``input_truncated`` event of a truncated .gz/.zst).
     """
     if native is None:
-        native = native_scan.enabled(os.path.getsize(path))
+        native = native_scan.enabled(sources.content_size(path))
     elif native:
         native = native_scan.kernel() is not None
     if native and block_bytes == BLOCK_BYTES:

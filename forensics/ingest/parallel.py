@@ -1,16 +1,20 @@
-"""Reading the files of one ingest at once, one process per file.
+"""Reading the files of one ingest at once: on threads (the default), or one process per file.
 
 A post-mortem's inputs are independent files (the executor log, the IterationStats JSON, the
-request-state trace, per-rank files of each): each is read by a worker process of its own
-(``python -m forensics.ingest.parallel``, a fresh interpreter: nothing of the caller's threads
-or ``__main__`` is inherited, so a script calling :func:`forensics.ingest.ingest` needs no
-``if __name__ == "__main__"`` guard) into a part dataset inside the writer's temporary
-directory. The parts' Parquet files are then moved into the dataset in input order
-(``DatasetWriter.adopt``: renamed, not rewritten), and the checks across trace files run on
-them as a serial ingest runs them, so the dataset reads the same rows in the same order.
+request-state trace, per-rank files of each): each is read into a part dataset of its own
+inside the writer's temporary directory, either on a thread of this process
+(:func:`write_threaded`) or by a worker process (``python -m forensics.ingest.parallel``, a
+fresh interpreter: nothing of the caller's threads or ``__main__`` is inherited, so a script
+calling :func:`forensics.ingest.ingest` needs no ``if __name__ == "__main__"`` guard;
+:func:`write_parallel`). The parts' Parquet files are then moved into the dataset in input
+order (``DatasetWriter.adopt``: renamed, not rewritten), and the checks across trace files run
+on them as a serial ingest runs them, so the dataset reads the same rows in the same order.
 
-A worker that meets bad input reports the typed error (class, message, file, line, hint),
-raised again here: the first error in input order wins, as in a serial ingest.
+Threads are enough because the big readers spend their time outside the GIL (zstd, the
+compiled JSON and log scanners, Arrow and Parquet), and they share one interpreter, pyarrow
+and numba (~240 MiB a process). A reader that meets bad input raises (a worker process
+reports) the typed error (class, message, file, line, hint): the first error in input order
+wins, as in a serial ingest.
 """
 from __future__ import annotations
 
@@ -25,18 +29,65 @@ from pathlib import Path
 from typing import Any
 
 
-def ingest_jobs(jobs: int | None, files: int) -> int:
-    """Processes to read ``files`` inputs with: ``jobs`` when given (at most one per file),
-    else 1.
+#: Inputs holding less text than this in all (decompressed, estimated) are read on one thread:
+#: they take moments.
+THREADS_MIN_BYTES = 64 << 20
+#: Most reader threads by default: two readers' memory at once (measured; docs/scale.md).
+MAX_THREADS = 2
 
-    One reader by default, measured with ``benchmarks/postmortem.py --one-reader`` on
-    fleet-1h: at 32 ranks x 100,000 iterations two readers at once took the post-mortem from
-    683 to 1,140 MiB (both readers resident) and 119 to 137 s CPU (two interpreters) for 10 %
-    less wall time (102 -> 92 s); one reader keeps peak RSS flat in iterations (642 MiB at
-    20,000). ``jobs`` > 1 is for a machine with memory to spare and idle cores."""
-    if jobs is None:
-        return 1
-    return max(1, min(int(jobs), files))
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):   # not Linux
+        return os.cpu_count() or 1
+
+
+def _in_cluster_task() -> bool:
+    """Whether this runs inside a Dask worker's task: the cluster already uses the cores."""
+    if "distributed" not in sys.modules:
+        return False
+    try:
+        from distributed import get_worker
+        get_worker()
+    except (ImportError, ValueError):
+        return False
+    return True
+
+
+def _text_at_least(paths: list[Path], limit: int) -> bool:
+    """Whether the files hold ``limit`` bytes of text, decompressed (sampled only as needed)."""
+    from forensics.ingest.sources import content_size
+
+    if sum(_size(p) for p in paths) >= limit:
+        return True
+    total = 0
+    for p in paths:
+        total += content_size(p)
+        if total >= limit:
+            return True
+    return False
+
+
+def readers(jobs: int | None, paths: list[Path]) -> tuple[str, int]:
+    """How to read the files ``paths``: ``("processes", n)`` for
+    ``jobs`` > 1 (at most one per file), ``("serial", 1)`` for ``jobs`` = 1, and by default
+    ``("threads", n)``: up to :data:`MAX_THREADS` threads, one per usable core, when there are
+    several files holding at least :data:`THREADS_MIN_BYTES` of text (else, or inside a
+    cluster's task, serial).
+
+    Threads by default, measured on fleet-1h at 32 ranks x 100,000 iterations (reading alone,
+    docs/scale.md): the files read in ~60 % of the serial wall time for the same CPU, in one
+    process under 1 GiB; one process per file costs a second interpreter, pyarrow and numba
+    (~240 MiB) and at the time took the post-mortem's tree from 616 to 1,117 MiB."""
+    files = len(paths)
+    if jobs is not None:
+        n = max(1, min(int(jobs), files))
+        return ("processes", n) if n > 1 else ("serial", 1)
+    n = min(files, usable_cores(), MAX_THREADS)
+    if n < 2 or _in_cluster_task() or not _text_at_least(paths, THREADS_MIN_BYTES):
+        return "serial", 1
+    return "threads", n
 
 
 def _size(path: Path) -> int:
@@ -133,17 +184,87 @@ def write_parallel(writer: Any, plan: list, traces: Any, advance: Callable[[int]
     return fingerprints
 
 
+class _Stopped(Exception):
+    """Raised in a reader thread once an earlier file has failed: its rows are not needed."""
+
+
+def write_threaded(writer: Any, plan: list, traces: Any, advance: Callable[[int], None],
+                   threads: int) -> list:
+    """Read each ``(candidate, kind)`` of ``plan`` on a thread of its own, at most ``threads``
+    at once, the largest files first, into a part dataset each; move the parts into ``writer``
+    in input order. Returns the inputs' fingerprints in input order.
+
+    The first error in input order is raised; readers still running then stop at their next
+    block (their progress callback raises), and none is left writing when this returns."""
+    import concurrent.futures
+    import threading
+
+    scratch = writer.scratch()
+    several = sum(1 for _, k in plan if k == "trace") > 1
+    stop = threading.Event()
+    lock = threading.Lock()
+
+    def progress(n: int) -> None:
+        if stop.is_set():
+            raise _Stopped
+        with lock:
+            advance(n)
+
+    def read(i: int):
+        cand, kind = plan[i]
+        return _read_part(cand, kind, scratch / f"{i:05d}", progress)
+
+    _load_scanners(plan)
+    order = sorted(range(len(plan)), key=lambda i: -_size(plan[i][0].path))
+    fingerprints: list = []
+    pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="ingest")
+    try:
+        futures = {i: pool.submit(read, i) for i in order}
+        for i, (cand, kind) in enumerate(plan):
+            fp = futures[i].result()
+            part = scratch / f"{i:05d}"
+            if several and kind == "trace":
+                _check_part(traces, part, cand.name)
+            writer.adopt(part)
+            fingerprints.append(fp)
+    finally:
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+    return fingerprints
+
+
+def _load_scanners(plan: list) -> None:
+    """Load here, once, the compiled scanners the readers will choose: their first load links
+    code with LLVM (through ctypes, without the GIL), which two threads must not do at once."""
+    from forensics.ingest import json_scan, native_scan
+    from forensics.ingest.sources import content_size
+
+    loaded: set = set()
+    for cand, kind in plan:
+        module = native_scan if kind == "log" else json_scan
+        if module not in loaded and module.enabled(content_size(cand.path)):
+            loaded.add(module)
+
+
+def _read_part(cand: Any, kind: str, part: Path, progress: Callable[[int], None] | None) -> Any:
+    """One input into its own dataset ``part`` (checks within the file as a serial ingest
+    makes them); its fingerprint."""
+    from forensics.dataset.store import DatasetWriter
+    from forensics.ingest import _ingest_file, _TraceRuns
+    from forensics.ingest.sources import recording_reads
+
+    with DatasetWriter(part) as writer, recording_reads() as reads:
+        fp = _ingest_file(writer, cand, kind, _TraceRuns(), progress, reads)
+        writer.finish({"inputs": [fp.to_json()]})
+    return fp
+
+
 def _worker(path: str, name: str, kind: str, part: str) -> dict:
     """One input into its own dataset ``part`` (checks within the file as a serial ingest
     makes them); its fingerprint as JSON."""
-    from forensics.dataset.store import DatasetWriter
-    from forensics.ingest import _Candidate, _ingest_file, _TraceRuns
-    from forensics.ingest.sources import recording_reads
+    from forensics.ingest import _Candidate
 
-    cand = _Candidate(Path(path), name)
-    with DatasetWriter(part) as writer, recording_reads() as reads:
-        fp = _ingest_file(writer, cand, kind, _TraceRuns(), None, reads)
-        writer.finish({"inputs": [fp.to_json()]})
+    fp = _read_part(_Candidate(Path(path), name), kind, Path(part), None)
     return {"fingerprint": {"name": fp.name, "size": fp.size, "xxh3_128": fp.xxh3_128,
                             "kind": fp.kind, "name_hex": fp.name_hex}}
 

@@ -140,6 +140,8 @@ class DecompressionError(str):
 #: Compressed bytes fed to a decompressor at a time: what is lost when a piece turns out corrupt
 #: is then found again byte by byte (:func:`_readable_prefix`).
 PIECE_BYTES = 64 << 10
+#: Decompressed bytes handed on at a time (at least; one piece's output more at most).
+OUT_BYTES = 4 << 20
 
 
 def _decompressor_factory(comp: str):
@@ -200,23 +202,32 @@ def decompressed_chunks(raw: BinaryIO, comp: str | None, read_bytes: int
     name = getattr(raw, "name", None)
     while block := raw.read(read_bytes):
         outs: list[bytes] = []
+        out_bytes = 0
         block_start = offset
         offset += len(block)
         pos = 0                     # position in block of the next byte to feed
+        told = 0                    # bytes of block already reported as consumed
         while pos < len(block):
+            if out_bytes >= OUT_BYTES:
+                # A megabyte of zstd JSON is ~100 MB of text: handed on in pieces, so a reader
+                # never holds a whole block's output (nor its join) at once.
+                yield b"".join(outs), pos - told, None
+                outs, out_bytes, told = [], 0, pos
             if not fed and members and not block[pos:].strip(b"\x00"):
                 break               # zero padding after the last member
             piece = block[pos:pos + PIECE_BYTES]
             piece_start = block_start + pos
             try:
-                outs.append(d.decompress(piece))
+                out = d.decompress(piece)
+                outs.append(out)
+                out_bytes += len(out)
             except Exception as e:  # zlib.error, zstandard.ZstdError: corrupt input
                 kept, at = _readable_prefix(name, make, member_start, piece_start, piece)
                 outs.append(kept)
                 unit = "member" if comp == "gzip" else "frame"
                 what = (f"{comp}: unreadable bytes after the last {unit}" if members and not fed
                         and not kept else f"{comp} stream corrupt")
-                yield (b"".join(outs), len(block),
+                yield (b"".join(outs), len(block) - told,
                        DecompressionError(f"{what} at compressed byte {at}: {e}", "input_corrupt", at))
                 return
             fed = True
@@ -227,10 +238,33 @@ def decompressed_chunks(raw: BinaryIO, comp: str | None, read_bytes: int
                 members += 1
                 member_start = block_start + pos
                 d, fed = make(), False
-        yield b"".join(outs), len(block), None
+        yield b"".join(outs), len(block) - told, None
     if fed:
         yield b"", 0, DecompressionError(f"{comp} stream truncated after {offset} compressed bytes",
                                          "input_truncated", offset)
+
+
+#: Compressed bytes decompressed to estimate a compressed input's size (:func:`content_size`).
+SAMPLE_BYTES = 64 << 10
+
+
+def content_size(path: str | os.PathLike) -> int:
+    """The bytes a reader will read from ``path`` once decompressed: the file's size when it is
+    plain; when compressed, its size times the ratio of its first ``SAMPLE_BYTES`` (exact for a
+    file no larger than that). An estimate, for choosing a reader by how much text there is: a
+    16 MB ``stats.jsonl.zst`` holds ~1.7 GB of JSON."""
+    size = os.path.getsize(path)
+    comp = compression_of(path)
+    if comp is None or size == 0:
+        return size
+    out = fed = 0
+    with open(path, "rb") as raw:
+        for data, consumed, err in decompressed_chunks(raw, comp, SAMPLE_BYTES):
+            out += len(data)
+            fed += consumed
+            if err is not None or fed >= SAMPLE_BYTES:
+                break
+    return size if not fed else max(size, out * size // fed)
 
 
 def head_bytes(path: str | os.PathLike, n: int = SNIFF_BYTES) -> bytes:
@@ -280,5 +314,6 @@ def name_bytes_hex(path: str | os.PathLike) -> str | None:
     return None
 
 
-__all__ = ["DecompressionError", "ReadDigest", "recording_reads", "open_raw", "compression_of", "open_binary", "decompressed_chunks", "head_bytes", "looks_binary",
+__all__ = ["DecompressionError", "ReadDigest", "recording_reads", "open_raw", "compression_of",
+           "open_binary", "decompressed_chunks", "content_size", "head_bytes", "looks_binary",
            "display_name", "name_bytes_hex"]

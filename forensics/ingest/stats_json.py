@@ -53,7 +53,7 @@ from forensics.dataset.schema import EVENTS, STATS_READ, UNPARSED
 from forensics.errors import InputError, StatsFormatError
 from forensics.ingest import json_scan
 from forensics.ingest.event_kinds import INPUT_TRUNCATED
-from forensics.ingest.sources import compression_of, decompressed_chunks, open_raw
+from forensics.ingest.sources import compression_of, content_size, decompressed_chunks, open_raw
 
 logger = logging.getLogger(__name__)
 
@@ -296,7 +296,7 @@ def read_stats(path: str | os.PathLike, source: str, *,
         raise InputError(f"cannot read: {e.strerror}", path=source) from None
     with raw:
         chunks = decompressed_chunks(raw, comp, READ_BYTES)
-        yield from _read(chunks, source, progress, json_scan.enabled(os.path.getsize(path)))
+        yield from _read(chunks, source, progress, json_scan.enabled(content_size(path)))
 
 
 def _read(chunks: Iterator[tuple[bytes, int, str | None]], source: str,

@@ -38,7 +38,7 @@ from forensics.dataset.schema import EVENTS, FRAMES, REQUESTS, RUNS, UNPARSED
 from forensics.errors import TraceFormatError
 from forensics.ingest import json_scan
 from forensics.ingest.frame_keys import FrameKeys
-from forensics.ingest.sources import compression_of, decompressed_chunks, open_raw
+from forensics.ingest.sources import compression_of, content_size, decompressed_chunks, open_raw
 from forensics.ingest.trace_fast import BLOCK_BYTES, FrameColumns, fast_frames
 from replay.states import (CURRENT_NUMBERING, RequestState, UnknownStateError, numbering_decoder,
                            parse_state)
@@ -162,7 +162,7 @@ def iter_trace(path: str | os.PathLike, source: str | None = None, *,
     max_requests = batch_frames * _REQUESTS_PER_FRAME_CAP
     lineno = 1
     stop: dict[str, Any] = {}
-    native = json_scan.enabled(os.path.getsize(path))
+    native = json_scan.enabled(content_size(path))   # decompressed: zstd JSON is ~1/60
     for block in _blocks(path, progress, stop, json_scan.BLOCK_BYTES if native else BLOCK_BYTES):
         # Lines up to the run record one by one; then the block vectorised when it is plain
         # frame lines (trace_fast), else line by line (exact errors naming file and line).

@@ -179,8 +179,8 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
         counts: called with ``(phase, done, total)`` as a phase advances (``"replay"``:
             iterations replayed over all policies), for progress bars.
         ingest_bar: draw the ingest's own byte progress bar (on stderr, only on a terminal).
-        jobs: processes reading the input files at once (``forensics.ingest.ingest``; default
-            1): memory holds that many readers.
+        jobs: processes reading the input files at once (``forensics.ingest.ingest``); 1: one
+            file after the other; default: a large run's files on two threads.
 
     Returns:
         :class:`PostmortemResult`.
