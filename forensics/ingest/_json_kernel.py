@@ -450,12 +450,23 @@ def json_number(buf, q, n):
     return True, K_FLOAT, 0, -v if neg else v, q
 
 
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def copy_key(dotted, dotted_offs, slot, out, k):
+    """Append slot ``slot``'s dotted name to ``out`` at ``k``; returns the new end."""
+    for j in range(dotted_offs[slot], dotted_offs[slot + 1]):
+        out[k] = dotted[j]
+        k += 1
+    return k
+
+
 @numba.njit(cache=True, nogil=True, _nrt=False)
-def stats(buf, words, names, offs, nw, nwo, nwl, parent, is_obj, next_sib, first_child, kind,
-          ival, fval, sa, sb, where):
-    """Read every line of ``buf`` as one IterationStats object of the template; returns
-    (status, lines). ``where[0]`` is the line of a non-zero status; ``where[1:33]`` is the
-    scanner's stack of open objects.
+def stats(buf, words, names, offs, nw, nwo, nwl, parent, is_obj, next_sib, first_child,
+          col_of, col_float, col_lo, col_hi, col_lim, ts_slot, dotted, dotted_offs, coli, colf,
+          colv, kbytes, koff, fval, foff, ts_bytes, ts_off, ts_valid, fix, where):
+    """Read every line of ``buf`` as one IterationStats object of the template straight into
+    the ``stats`` columns; returns (status, lines). ``where[0]`` is the line of a non-zero
+    status, ``where[1]`` the ``fields`` entries and ``where[2]`` the fix-ups written,
+    ``where[3:35]`` the scanner's stack of open objects.
 
     The template is a tree of slots in depth-first key order: ``names``/``offs`` the key,
     ``parent`` the enclosing object's slot (-1: the line's object), ``is_obj``, ``next_sib``
@@ -465,19 +476,34 @@ def stats(buf, words, names, offs, nw, nwo, nwl, parent, is_obj, next_sib, first
     false, null, a string without escapes or control characters, or an object where the
     template has one (null there too); no lists. ``UNKNOWN_KEY`` names a line with a key the
     template lacks, ``NEW_OBJECT`` one with an object where the template has a leaf (the caller
-learns them and runs again); other codes decline the block.
-    Per slot and line (slot-major, so a slot's column is contiguous): ``kind`` (``K_*``; the
-    caller zeroes it: ``K_ABSENT``), ``ival`` (ints), ``fval`` (every number as a double,
-    1/0 for bools),
-    ``sa``/``sb`` (the text span of strings and ``K_FTEXT`` numbers).
+    learns them and runs again); other codes decline the block.
+
+    Output, the rules of ``stats_json.stats_row``: a leaf whose slot has a typed column
+    (``col_of``; ``col_float``, else an int column of ``[col_lo, col_hi]``, a whole float
+    within ``±col_lim``) and whose value fits it goes to ``coli``/``colf`` (``colv`` True; 0
+    and False where it does not); any other number or bool (as 1/0) is a ``fields`` entry in key
+    order (its slot's dotted name, ``dotted[dotted_offs[slot]:dotted_offs[slot + 1]]``,
+    copied to ``kbytes`` with offsets ``koff``; ``fval`` its value; ``foff`` each row's first
+    entry). The
+    top-level string ``timestamp`` (slot ``ts_slot``) is copied to ``ts_bytes`` (offsets
+    ``ts_off``, ``ts_valid``). A decimal that is not one correctly rounded operation is a
+    fix-up: ``fix[0]`` its destination (a ``fields`` entry, or ``-1 - (column * cap + row)``),
+    ``fix[1:3]`` its text span, for the caller's ``float()``; in an int column it declines.
     """
     n = len(buf)
-    n_slots = len(offs) - 1
-    stack_parent = where[1:17]
-    stack_last = where[17:33]
+    stack_parent = where[3:19]
+    stack_last = where[19:35]
     p = 0
     row = 0
-    cap = kind.shape[1]
+    cap = coli.shape[1]
+    n_cols = coli.shape[0]
+    e = 0                   # fields entries
+    nfix = 0
+    tlen = 0
+    klen = 0
+    foff[0] = 0
+    koff[0] = 0
+    ts_off[0] = 0
     while p < n:
         if row >= cap:
             where[0] = row
@@ -491,6 +517,11 @@ learns them and runs again); other codes decline the block.
         stack_parent[0] = -1
         stack_last[0] = -1
         closed = False
+        ts_valid[row] = False
+        for c in range(n_cols):
+            coli[c, row] = 0
+            colf[c, row] = 0.0
+            colv[c, row] = False
         if q < n and buf[q] == 125:            # {}
             q += 1
             closed = True
@@ -505,13 +536,13 @@ learns them and runs again); other codes decline the block.
             slot = -1
             if name_here(words, a, nw, nwo, nwl, guess):
                 slot = guess
-                e = a + nwl[guess] - 1
+                e_key = a + nwl[guess] - 1
             else:
-                e = plain_string_end(buf, a, n)
-                if e < 0:
+                e_key = plain_string_end(buf, a, n)
+                if e_key < 0:
                     where[0] = row
                     return BAD_LINE, row
-                m = e - a
+                m = e_key - a
                 c = first_child[par + 1]
                 while c >= 0:
                     if offs[c + 1] - offs[c] == m and same_bytes(buf, a, names, offs[c], m):
@@ -525,7 +556,7 @@ learns them and runs again); other codes decline the block.
                     where[0] = row
                     return BAD_LINE, row      # another key order, or a key given twice
             stack_last[depth] = slot
-            q = skip_ws(buf, e + 1, n)
+            q = skip_ws(buf, e_key + 1, n)
             if q >= n or buf[q] != 58:
                 where[0] = row
                 return BAD_LINE, row
@@ -539,13 +570,41 @@ learns them and runs again); other codes decline the block.
                 if not ok:
                     where[0] = row
                     return BAD_VALUE, row
-                kind[slot, row] = k
-                ival[slot, row] = iv
-                # an int also as its double (correctly rounded, as Python's float(int))
-                fval[slot, row] = float(iv) if k == K_INT else fv
-                if k == K_FTEXT:
-                    sa[slot, row] = q
-                    sb[slot, row] = w
+                c = col_of[slot]
+                typed = False
+                if k == K_INT:
+                    fv = float(iv)      # correctly rounded, as Python's float(int)
+                    if c >= 0:
+                        if col_float[c]:
+                            colf[c, row] = fv
+                            typed = True
+                        elif col_lo[c] <= iv <= col_hi[c]:
+                            coli[c, row] = iv
+                            typed = True
+                elif k == K_FLOAT:
+                    if c >= 0:
+                        if col_float[c]:
+                            colf[c, row] = fv
+                            typed = True
+                        elif fv == np.floor(fv) and -col_lim[c] <= fv < col_lim[c]:
+                            coli[c, row] = np.int64(fv)
+                            typed = True
+                else:                   # K_FTEXT: the caller reads the text
+                    if c >= 0 and not col_float[c]:
+                        where[0] = row
+                        return BAD_VALUE, row   # whole or not is the text's to say
+                    fix[0, nfix] = -1 - (c * cap + row) if c >= 0 else e
+                    fix[1, nfix] = q
+                    fix[2, nfix] = w
+                    nfix += 1
+                    typed = c >= 0
+                if typed:
+                    colv[c, row] = True
+                else:
+                    klen = copy_key(dotted, dotted_offs, slot, kbytes, klen)
+                    koff[e + 1] = klen
+                    fval[e] = fv
+                    e += 1
                 q = w
             elif c0 == 123:
                 if depth + 1 >= 16:
@@ -554,7 +613,6 @@ learns them and runs again); other codes decline the block.
                 if not is_obj[slot]:
                     where[0] = row
                     return NEW_OBJECT, row     # an object where the shape has a leaf
-                kind[slot, row] = K_OBJ
                 depth += 1
                 stack_parent[depth] = slot
                 stack_last[depth] = -1
@@ -565,27 +623,32 @@ learns them and runs again); other codes decline the block.
                 else:
                     continue
             elif literal(buf, q, n, null_b):
-                kind[slot, row] = K_NULL
                 q += 4
             elif is_obj[slot]:
                 where[0] = row
                 return BAD_VALUE, row
             elif c0 == 34:
-                e = plain_string_end(buf, q + 1, n)
-                if e < 0:
+                w = plain_string_end(buf, q + 1, n)
+                if w < 0:
                     where[0] = row
                     return BAD_VALUE, row
-                kind[slot, row] = K_STR
-                sa[slot, row] = q + 1
-                sb[slot, row] = e
-                q = e + 1
+                if slot == ts_slot:
+                    for j in range(q + 1, w):
+                        ts_bytes[tlen] = buf[j]
+                        tlen += 1
+                    ts_valid[row] = True
+                q = w + 1
             elif literal(buf, q, n, true_b):
-                kind[slot, row] = K_TRUE
-                fval[slot, row] = 1.0
+                klen = copy_key(dotted, dotted_offs, slot, kbytes, klen)
+                koff[e + 1] = klen
+                fval[e] = 1.0
+                e += 1
                 q += 4
             elif literal(buf, q, n, false_b):
-                kind[slot, row] = K_FALSE
-                fval[slot, row] = 0.0
+                klen = copy_key(dotted, dotted_offs, slot, kbytes, klen)
+                koff[e + 1] = klen
+                fval[e] = 0.0
+                e += 1
                 q += 5
             else:
                 where[0] = row
@@ -607,18 +670,9 @@ learns them and runs again); other codes decline the block.
             where[0] = row
             return BAD_LINE, row
         row += 1
+        foff[row] = e
+        ts_off[row] = tlen
         p = q + 1
+    where[1] = e
+    where[2] = nfix
     return OK, row
-
-
-@numba.njit(cache=True, nogil=True, _nrt=False)
-def gather(buf, starts, ends, out, out_offs):
-    """Copy the spans ``buf[starts[i]:ends[i]]`` one after another into ``out`` (offsets
-    ``out_offs``, an Arrow string array's buffers)."""
-    k = 0
-    out_offs[0] = 0
-    for i in range(len(starts)):
-        for j in range(starts[i], ends[i]):
-            out[k] = buf[j]
-            k += 1
-        out_offs[i + 1] = k

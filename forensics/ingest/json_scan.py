@@ -178,10 +178,33 @@ def frames(block: bytes, line: int, tp_size: int):
 
 
 # ------------------------------------------------------------------------------------- stats
+class _Columns:
+    """The typed ``stats`` columns as the scanner's arrays (built once)."""
+
+    def __init__(self):
+        from forensics.dataset.schema import STATS_READ
+        from forensics.ingest.stats_json import _FLOAT_COLUMNS, _INT_BOUNDS, TYPED_COLUMNS
+
+        self.names = list(dict.fromkeys(TYPED_COLUMNS.values()))
+        self.index = {key: self.names.index(col) for key, col in TYPED_COLUMNS.items()}
+        self.types = [STATS_READ.field(c).type for c in self.names]
+        self.is_float = np.array([c in _FLOAT_COLUMNS for c in self.names])
+        bounds = [_INT_BOUNDS.get(c, 2 ** 63 - 1) for c in self.names]
+        self.lo = np.array([-b - 1 for b in bounds], np.int64)
+        self.hi = np.array(bounds, np.int64)
+        self.lim = np.array([float(b + 1) for b in bounds])      # 2**31 or 2**63
+
+
+_COLUMNS: _Columns | None = None
+
+
 class _Template:
     """A stats shape as the scanner's slot arrays (depth-first key order)."""
 
     def __init__(self, shape: tuple):
+        global _COLUMNS
+        if _COLUMNS is None:
+            _COLUMNS = _Columns()
         self.shape = shape
         names, parent, is_obj, dotted = [], [], [], []
 
@@ -198,12 +221,14 @@ class _Template:
         if len(set(dotted)) != len(dotted):
             raise ValueError("two keys flatten to one dotted name")
         self.n = len(names)
+        self.n_leaves = self.n - sum(is_obj)
         self.names, self.offs = _name_table(names)
         from forensics.ingest._json_kernel import word_table
         self.words = word_table(names)
         self.parent = np.array(parent, np.int64)
         self.is_obj = np.array(is_obj, np.bool_)
-        self.dotted = dotted
+        self.dotted, self.dotted_offs = _name_table(dotted)
+        self.key_bytes = int(max(np.diff(self.dotted_offs), default=0))
         self.next_sib = np.full(self.n, -1, np.int64)
         self.first_child = np.full(self.n + 1, -1, np.int64)
         last: dict[int, int] = {}
@@ -213,7 +238,8 @@ class _Template:
             else:
                 self.first_child[par + 1] = s
             last[par] = s
-        self.leaves = [s for s in range(self.n) if not is_obj[s]]
+        self.col_of = np.array([-1 if is_obj[s] else _COLUMNS.index.get(dotted[s], -1)
+                                for s in range(self.n)], np.int64)
         self.timestamp = next((s for s in range(self.n)
                                if names[s] == "timestamp" and parent[s] == -1), -1)
 
@@ -259,7 +285,7 @@ def stats(block: bytes, line: int, source: str):
             return None
     buf = np.frombuffer(block, np.uint8)
     cap = newlines(block)
-    where = np.zeros(33, np.int64)
+    where = np.zeros(35, np.int64)
     words = _words(buf)
     starts = None
     try:
@@ -267,13 +293,11 @@ def stats(block: bytes, line: int, source: str):
             _TEMPLATE = _Template(_shape_of(block[:block.find(b"\n") + 1]))
         for attempt in range(MAX_LEARN + 2):
             t = _TEMPLATE
-            kind = np.zeros((t.n, cap), np.uint8)
-            ival = np.empty((t.n, cap), np.int64)
-            fval = np.empty((t.n, cap), np.float64)
-            sa = np.empty((t.n, cap), np.int64)
-            sb = np.empty((t.n, cap), np.int64)
-            status, rows = k.stats(buf, words, t.names, t.offs, *t.words, t.parent, t.is_obj, t.next_sib,
-                                   t.first_child, kind, ival, fval, sa, sb, where)
+            out = _StatsOut(len(_COLUMNS.names), cap, t, len(block))
+            status, rows = k.stats(buf, words, t.names, t.offs, *t.words, t.parent, t.is_obj,
+                                   t.next_sib, t.first_child, t.col_of, _COLUMNS.is_float,
+                                   _COLUMNS.lo, _COLUMNS.hi, _COLUMNS.lim, t.timestamp,
+                                   t.dotted, t.dotted_offs, *out.arrays(), where)
             if status == 0:
                 break
             if status not in (k.UNKNOWN_KEY, k.NEW_OBJECT, k.BAD_LINE) or attempt > MAX_LEARN:
@@ -297,94 +321,82 @@ def stats(block: bytes, line: int, source: str):
     except (DeclineBlock, ValueError, RecursionError):
         _TEMPLATE = None
         return None
-    return _stats_batch(block, line, source, t, rows, kind, ival, fval, sa, sb)
+    return out.batch(block, line, source, t, rows, int(where[1]), int(where[2]))
 
 
-def _stats_batch(block: bytes, line: int, source: str, t: _Template, n: int, kind, ival, fval,
-                 sa, sb):
-    """The ``stats`` rows from the scanner's per-slot values (the rules of ``stats_row``)."""
-    from forensics.dataset.schema import EVENTS, STATS_READ, UNPARSED
-    from forensics.ingest._json_kernel import K_FALSE, K_FLOAT, K_FTEXT, K_INT, K_STR, K_TRUE
-    from forensics.ingest.stats_json import _FLOAT_COLUMNS, _INT_BOUNDS, TYPED_COLUMNS, StatsBatch
+class _StatsOut:
+    """The stats scanner's output arrays for one block (bounds, not counts: ``np.empty``
+    pages are committed only where written)."""
 
-    kd = kind[:, :n]                            # (slots, rows); object slots are K_OBJ
-    is_int = kd == K_INT
-    is_float = kd == K_FLOAT
-    vals = fval[:, :n]
-    text = kd == K_FTEXT
-    if text.any():
-        for s, r in zip(*np.nonzero(text)):
-            vals[s, r] = float(block[int(sa[s, r]):int(sb[s, r])])
-        is_float |= text
-    num = is_int | is_float | (kd == K_TRUE) | (kd == K_FALSE)
-    in_fields = num
-    cols: dict[str, pa.Array] = {}
-    for s in t.leaves:
-        column = TYPED_COLUMNS.get(t.dotted[s])
-        if column is None or not num[s].any():
-            continue
-        v, ii, ff = vals[s], is_int[s], is_float[s]
-        if column in _FLOAT_COLUMNS:
-            typed_ok = ii | ff
-            cols[column] = pa.array(v, pa.float64(), mask=None if typed_ok.all() else ~typed_ok)
-        else:
-            limit = float(_INT_BOUNDS.get(column, 2 ** 63 - 1) + 1)    # 2**31 or 2**63
-            ints = ival[s, :n]
-            typed_ok = ii & (ints >= -limit) & (ints < limit)
-            if ff.any():
-                with np.errstate(invalid="ignore"):
-                    whole = ff & np.isfinite(v) & (v == np.floor(v)) & (v >= -limit) & (v < limit)
-                ints = np.where(ii, ints, 0)
-                ints[whole] = v[whole].astype(np.int64)
-                typed_ok = typed_ok | whole
-            target = STATS_READ.field(column).type
-            data = np.where(typed_ok, ints, 0).astype(target.to_pandas_dtype(), copy=False)
-            cols[column] = pa.array(data, target, mask=None if typed_ok.all() else ~typed_ok)
-        in_fields[s] &= ~typed_ok
-    cols["timestamp"] = _strings(block, kind[t.timestamp, :n] == K_STR, sa[t.timestamp, :n],
-                                 sb[t.timestamp, :n]) if t.timestamp >= 0 \
-        else pa.nulls(n, pa.string())
-    keep = np.flatnonzero(in_fields.any(axis=1))
-    cols["fields"] = _fields_map(n, [t.dotted[i] for i in keep], vals[keep], in_fields[keep])
-    ln = pa.array(np.arange(line, line + n, dtype=np.int64))
-    cols["line"] = cols["line_end"] = ln
-    cols["source"] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)),
-                                                    pa.array([source])).cast(pa.string())
-    table = pa.table([cols[f.name] if f.name in cols else pa.nulls(n, f.type)
-                      for f in STATS_READ], schema=STATS_READ)
-    return StatsBatch(stats=table, events=EVENTS.empty_table(), unparsed=UNPARSED.empty_table())
+    def __init__(self, n_cols: int, cap: int, t: _Template, size: int):
+        self.coli = np.empty((n_cols, cap), np.int64)
+        self.colf = np.empty((n_cols, cap), np.float64)
+        self.colv = np.empty((n_cols, cap), np.bool_)
+        entries = cap * max(t.n_leaves, 1)
+        self.kbytes = np.empty(entries * t.key_bytes, np.uint8)
+        self.koff = np.empty(entries + 1, np.int32)
+        self.fval = np.empty(entries, np.float64)
+        self.foff = np.empty(cap + 1, np.int32)
+        self.ts_bytes = np.empty(size, np.uint8)
+        self.ts_off = np.empty(cap + 1, np.int32)
+        self.ts_valid = np.empty(cap, np.bool_)
+        self.fix = np.empty((3, entries), np.int64)
 
+    def arrays(self) -> tuple:
+        return (self.coli, self.colf, self.colv, self.kbytes, self.koff, self.fval, self.foff,
+                self.ts_bytes, self.ts_off, self.ts_valid, self.fix)
 
-def _fields_map(n: int, names: list[str], vals: np.ndarray, mask: np.ndarray) -> pa.MapArray:
-    """The ``fields`` map: per row, the leaves whose ``mask`` is set, in ``names`` order
-    (``vals`` and ``mask`` are (leaves, rows))."""
-    from forensics.dataset.schema import STATS_READ
+    def batch(self, block: bytes, line: int, source: str, t: _Template, n: int, entries: int,
+              fixes: int):
+        """The ``stats`` rows (the scanner wrote them by the rules of ``stats_row``)."""
+        from forensics.dataset.schema import EVENTS, STATS_READ, UNPARSED
+        from forensics.ingest.stats_json import StatsBatch
 
-    typ = STATS_READ.field("fields").type
-    if not names:
-        return pa.MapArray.from_arrays(np.zeros(n + 1, np.int32), pa.array([], pa.string()),
-                                       pa.array([], pa.float64()), type=typ)
-    m = np.ascontiguousarray(mask.T)              # (rows, leaves): row-major = per-row order
-    idx = np.flatnonzero(m)
-    offsets = np.zeros(n + 1, np.int32)
-    np.cumsum(m.sum(axis=1), out=offsets[1:])
-    keys = pa.DictionaryArray.from_arrays(pa.array((idx % len(names)).astype(np.int32)),
-                                          pa.array(names, pa.string())).cast(pa.string())
-    values = np.ascontiguousarray(vals.T).ravel()[idx]
-    return pa.MapArray.from_arrays(pa.array(offsets), keys, pa.array(values, pa.float64()),
-                                   type=typ)
+        cap = self.coli.shape[1]
+        for dest, a, b in self.fix[:, :fixes].T.tolist():
+            v = float(block[a:b])
+            if dest >= 0:
+                self.fval[dest] = v
+            else:
+                c, r = divmod(-1 - dest, cap)
+                self.colf[c, r] = v
+        cols: dict[str, pa.Array] = {}
+        for c, (name, typ) in enumerate(zip(_COLUMNS.names, _COLUMNS.types)):
+            valid = self.colv[c, :n]
+            if pa.types.is_floating(typ):
+                data = self.colf[c, :n]
+            else:
+                data = self.coli[c, :n].astype(typ.to_pandas_dtype(), copy=False)
+            cols[name] = pa.Array.from_buffers(typ, n, [_bitmap(valid), pa.py_buffer(data)])
+        ts_valid = self.ts_valid[:n]
+        cols["timestamp"] = pa.StringArray.from_buffers(
+            n, pa.py_buffer(self.ts_off[:n + 1]), pa.py_buffer(self.ts_bytes), _bitmap(ts_valid))
+        keys = pa.StringArray.from_buffers(entries, pa.py_buffer(self.koff[:entries + 1]),
+                                           pa.py_buffer(self.kbytes))
+        cols["fields"] = pa.MapArray.from_arrays(
+            pa.array(self.foff[:n + 1]), keys, pa.array(self.fval[:entries]),
+            type=STATS_READ.field("fields").type)
+        ln = pa.array(np.arange(line, line + n, dtype=np.int64))
+        cols["line"] = cols["line_end"] = ln
+        cols["source"] = _repeated(source, n)
+        table = pa.table([cols[f.name] for f in STATS_READ], schema=STATS_READ)
+        return StatsBatch(stats=table, events=EVENTS.empty_table(),
+                          unparsed=UNPARSED.empty_table())
 
 
-def _strings(block: bytes, present: np.ndarray, a: np.ndarray, b: np.ndarray) -> pa.Array:
-    """The strings at spans ``[a, b)`` of ``block`` where ``present``, else null."""
-    n = present.size
-    a = np.where(present, a, 0)
-    b = np.where(present, b, 0)
-    out = np.empty(int((b - a).sum()), np.uint8)
-    offs = np.empty(n + 1, np.int32)
-    kernel().gather(np.frombuffer(block, np.uint8), a, b, out, offs)
-    valid = None if present.all() else pa.py_buffer(np.packbits(present, bitorder="little"))
-    return pa.StringArray.from_buffers(n, pa.py_buffer(offs), pa.py_buffer(out), valid)
+def _bitmap(valid: np.ndarray) -> pa.Buffer | None:
+    """An Arrow validity bitmap of ``valid`` (None when every value is valid)."""
+    return None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+
+
+def _repeated(text: str, n: int) -> pa.StringArray:
+    """``text`` ``n`` times as a plain string array, built from its buffers."""
+    raw = text.encode()
+    if n * len(raw) >= 2 ** 31:         # past int32 offsets: a dictionary cast makes it
+        return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)),
+                                              pa.array([text])).cast(pa.string())
+    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(raw))
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw * n))
 
 
 __all__ = ["BLOCK_BYTES", "MIN_BYTES", "enabled", "frames", "kernel", "newlines", "stats"]
