@@ -14,14 +14,22 @@ per-line reader). Nothing read from a declined block is used.
 """
 import numba
 import numpy as np
+from numba import types
 
-from forensics.ingest._scan_kernel import pow10
+from forensics.ingest.json_scan import (
+    BAD_LINE,
+    BAD_VALUE,
+    FULL,
+    NEW_OBJECT,
+    OK,
+    SIGNATURES,
+    UNKNOWN_KEY,
+    word_table,
+)
 
-# status codes (the caller only tests != 0; the codes help a reader of a failing test)
-OK, BAD_LINE, BAD_VALUE, UNKNOWN_KEY, FULL, NEW_OBJECT = 0, 1, 2, 3, 4, 5
-
-# value kinds of the stats scanner (``kind`` output)
-K_ABSENT, K_INT, K_FLOAT, K_TRUE, K_FALSE, K_NULL, K_STR, K_OBJ, K_FTEXT = range(9)
+# number kinds of json_number
+K_INT, K_FLOAT, K_FTEXT = 1, 2, 3
+pow10 = np.array([10.0 ** k for k in range(23)], dtype=np.float64)
 
 MAX_INT_DIGITS = 18             # |v| < 10**18 fits int64 and is exact as a Python int
 EXACT = 9007199254740992        # 2**53: mantissas below it are exact doubles
@@ -96,19 +104,6 @@ def plain_string_end(buf, q, n):
             return -1
         q += 1
     return -1
-
-
-def word_table(names):
-    """``names`` (each followed by its closing quote) as little-endian 8-byte words for
-    :func:`name_here`: (words, first word of each name, length of each with the quote)."""
-    words, woffs, lens = [], [0], []
-    for name in names:
-        raw = name.encode() + b'"'
-        lens.append(len(raw))
-        raw += bytes(-len(raw) % 8)
-        words += [int.from_bytes(raw[i:i + 8], "little") for i in range(0, len(raw), 8)]
-        woffs.append(len(words))
-    return (np.array(words, np.uint64), np.array(woffs, np.int64), np.array(lens, np.int64))
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
@@ -676,3 +671,73 @@ def stats(buf, words, names, offs, nw, nwo, nwl, parent, is_obj, next_sib, first
     where[1] = e
     where[2] = nfix
     return OK, row
+
+
+# ------------------------------------------------------------------------ entry points
+# cfuncs over raw pointers (no numba runtime needed to call them: native_code saves their
+# object code and links it with llvmlite alone). Tables are packed into few arrays: ``slots``
+# (9, S + 1) and ``cols`` (3, C) of the stats template, ``keys`` and ``states`` (4, K + 1) of
+# the frame scanner; json_scan builds them (the rows are named there).
+_ARG_TYPES = {"i": types.int64, "b": types.CPointer(types.uint8),
+              "h": types.CPointer(types.int16), "l": types.CPointer(types.int32),
+              "q": types.CPointer(types.int64), "Q": types.CPointer(types.uint64),
+              "d": types.CPointer(types.float64), "?": types.CPointer(types.boolean)}
+STATS_SIG, FRAMES_SIG, COUNT_SIG = (types.int64(*(_ARG_TYPES[c] for c in SIGNATURES[name]))
+                                    for name in ("stats", "frames", "count"))
+
+
+@numba.cfunc(STATS_SIG, cache=True, nogil=True, error_model="numpy")
+def stats_c(buf, n, words, names, n_names, name_words, n_name_words, slots, n_slots, cols,
+            col_lim, n_cols, dotted, n_dotted, ts_slot, cap, entries, coli, colf, colv, kbytes,
+            n_kbytes, koff, fval, foff, ts_bytes, ts_off, ts_valid, fix, where):
+    """:func:`stats` over raw pointers; the rows read go to ``where[35]``."""
+    s = numba.carray(slots, (9, n_slots + 1))
+    c = numba.carray(cols, (3, n_cols))
+    w = numba.carray(where, (36,))
+    status, rows = stats(
+        numba.carray(buf, (n,)), numba.carray(words, (n // 8,)), numba.carray(names, (n_names,)),
+        s[0], numba.carray(name_words, (n_name_words,)), s[7], s[8, :n_slots], s[1, :n_slots],
+        s[2, :n_slots], s[3, :n_slots], s[4], s[5, :n_slots], c[0], c[1], c[2],
+        numba.carray(col_lim, (n_cols,)), ts_slot, numba.carray(dotted, (n_dotted,)), s[6],
+        numba.carray(coli, (n_cols, cap)), numba.carray(colf, (n_cols, cap)),
+        numba.carray(colv, (n_cols, cap)), numba.carray(kbytes, (n_kbytes,)),
+        numba.carray(koff, (entries + 1,)), numba.carray(fval, (entries,)),
+        numba.carray(foff, (cap + 1,)), numba.carray(ts_bytes, (n,)),
+        numba.carray(ts_off, (cap + 1,)), numba.carray(ts_valid, (cap,)),
+        numba.carray(fix, (3, entries)), w)
+    w[35] = rows
+    return status
+
+
+@numba.cfunc(FRAMES_SIG, cache=True, nogil=True, error_model="numpy")
+def frames_c(buf, n, words, tp_size, keys, n_keys_bytes, key_tab, key_words, n_key_words,
+             n_keys, states, n_states_bytes, state_tab, state_words, n_state_words, n_states,
+             cap, r_cap, f_iter, f_rank, f_nreq, f_nd, opt_val, opt_valid, r_id, r_state,
+             r_dummy, out):
+    """:func:`frames` over raw pointers; (frames, requests) read go to ``out``."""
+    kt = numba.carray(key_tab, (4, n_keys + 1))
+    st = numba.carray(state_tab, (4, n_states + 1))
+    n_opt = n_keys - 4
+    status, nf, nr = frames(
+        numba.carray(buf, (n,)), numba.carray(words, (n // 8,)), tp_size,
+        numba.carray(keys, (n_keys_bytes,)), kt[0], numba.carray(key_words, (n_key_words,)),
+        kt[1], kt[2, :n_keys], kt[3, :n_opt], numba.carray(states, (n_states_bytes,)), st[0],
+        numba.carray(state_words, (n_state_words,)), st[1], st[2, :n_states], st[3, :n_states],
+        numba.carray(f_iter, (cap,)), numba.carray(f_rank, (cap,)), numba.carray(f_nreq, (cap,)),
+        numba.carray(f_nd, (cap,)), numba.carray(opt_val, (n_opt, cap)),
+        numba.carray(opt_valid, (n_opt, cap)), numba.carray(r_id, (r_cap,)),
+        numba.carray(r_state, (r_cap,)), numba.carray(r_dummy, (r_cap,)))
+    o = numba.carray(out, (2,))
+    o[0] = nf
+    o[1] = nr
+    return status
+
+
+@numba.cfunc(COUNT_SIG, cache=True, nogil=True, error_model="numpy")
+def count_c(buf, n, c):
+    """:func:`count_byte` over a raw pointer."""
+    return count_byte(numba.carray(buf, (n,)), c)
+
+
+#: The entry points, by the names json_scan.LIBRARY knows them.
+ENTRY_POINTS = {"stats": stats_c, "frames": frames_c, "count": count_c}

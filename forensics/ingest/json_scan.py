@@ -29,12 +29,14 @@ everything.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import threading
 
 import numpy as np
 import pyarrow as pa
 
+from forensics.ingest import native_code
 from forensics.ingest.native_scan import PATH_ENV, chosen
 
 #: Inputs smaller than this (bytes on disk) are read without numba. Measured (whole
@@ -48,6 +50,25 @@ BLOCK_BYTES = 4 << 20
 #: Most slots (keys and nested objects) a learnt stats shape may grow to before it is reset.
 MAX_SLOTS = 256
 
+# status codes of the scanners (the caller only tests != 0; the codes help a reader of a
+# failing test)
+OK, BAD_LINE, BAD_VALUE, UNKNOWN_KEY, FULL, NEW_OBJECT = 0, 1, 2, 3, 4, 5
+
+#: The C signatures of :mod:`_json_kernel`'s entry points (both sides are built from these):
+#: each letter an argument, ``i`` an int64, the others pointers to ``b`` uint8, ``h`` int16,
+#: ``l`` int32, ``q`` int64, ``Q`` uint64, ``d`` float64, ``?`` bool; they return an int64.
+SIGNATURES = {"stats": "biQbiQiqiqdibiiiiqd?bildlbl?qq",
+              "frames": "biQibiqQiibiqQiiiiqqllq?qh?q",
+              "count": "bii"}
+#: Their ctypes prototypes.
+PROTOTYPES = {name: ctypes.CFUNCTYPE(ctypes.c_int64, *(ctypes.c_int64 if c == "i"
+                                                       else ctypes.c_void_p for c in spec))
+              for name, spec in SIGNATURES.items()}
+#: The kernels as one saved object (:mod:`native_code`): numba compiles them once per install,
+#: later processes link them with llvmlite alone.
+LIBRARY = native_code.Library("json", "forensics.ingest._json_kernel",
+                              ("_json_kernel.py", "json_scan.py"), PROTOTYPES)
+
 _kernel = None
 
 
@@ -58,18 +79,24 @@ def enabled(size: int) -> bool:
 
 
 def kernel():
-    """The compiled kernels module, or None when numba is not importable."""
+    """The kernels' entry points (``PROTOTYPES`` and ``failed()``, :func:`native_code.
+    entry_points`), or None when neither a saved object nor numba can give them."""
     global _kernel
     if _kernel is None:
         try:
-            from forensics.ingest import _json_kernel
-            # compiled (or loaded from numba's cache) here, so a numba that refuses the kernels'
-            # options (``_nrt`` is private) turns this path off instead of failing an ingest
-            _json_kernel.count_byte(np.zeros(1, np.uint8), 10)
-            _kernel = _json_kernel
-        except Exception:  # ImportError (no numba), a numba compile error
+            _kernel = native_code.entry_points(LIBRARY) or False
+        except Exception:   # numba refusing the kernels' options (``_nrt`` is private)
             _kernel = False
     return _kernel or None
+
+
+def _call(name: str, *args) -> int:
+    """Entry point ``name`` with numpy arrays passed as pointers."""
+    k = kernel()
+    status = k[name](*(a.ctypes.data if isinstance(a, np.ndarray) else a for a in args))
+    if k["failed"]():
+        raise RuntimeError("the JSON Lines scanner returned an error (a bug: please report it)")
+    return status
 
 
 #: The last block counted, and its count, per thread: a Dask worker's threads may read two
@@ -81,7 +108,7 @@ def newlines(block: bytes) -> int:
     """The newlines in ``block`` (the last block's count is kept: its reader asks again)."""
     got = getattr(_last, "count", None)
     if got is None or got[0] is not block:
-        got = _last.count = (block, int(kernel().count_byte(np.frombuffer(block, np.uint8), 10)))
+        got = _last.count = (block, _call("count", np.frombuffer(block, np.uint8), len(block), 10))
     return got[1]
 
 
@@ -94,24 +121,48 @@ class _TraceTables:
         from forensics.ingest.trace_fast import OPTIONAL
         from replay.states import RequestState
 
-        from forensics.ingest._json_kernel import word_table
-
         keys = ("kind", "iter", "rank", "requests", *OPTIONAL)
-        self.keys, self.key_offs = _name_table(keys)
-        self.key_words = word_table(keys)
-        self.opt_is_int = np.array([pa.types.is_integer(FRAMES.field(k).type) for k in OPTIONAL])
+        self.keys, key_offs = _name_table(keys)
+        self.key_words, kwo, kwl = word_table(keys)
+        opt_is_int = [pa.types.is_integer(FRAMES.field(k).type) for k in OPTIONAL]
+        # rows: offsets, first word, length with the quote, optional key is an int (from 4 on)
+        self.key_tab = _table(key_offs, kwo, kwl, opt_is_int)
         self.opt_types = [FRAMES.field(k).type for k in OPTIONAL]
         self.optional = OPTIONAL
         names, codes = [], []
         for s in RequestState:
             names += [s.name, f"LlmRequestState.{s.name}"]
             codes += [int(s), int(s)]
-        self.states, self.state_offs = _name_table(names)
-        self.state_words = word_table(names)
-        self.state_codes = np.array(codes, np.int16)
+        self.states, state_offs = _name_table(names)
+        self.state_words, swo, swl = word_table(names)
+        # rows: offsets, first word, length with the quote, state code
+        self.state_tab = _table(state_offs, swo, swl, codes)
+        self.n_keys, self.n_states = len(keys), len(names)
 
 
 _TRACE: _TraceTables | None = None
+
+
+def word_table(names) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``names`` (each followed by its closing quote) as little-endian 8-byte words for
+    ``_json_kernel.name_here``: (words, first word of each name, length of each with the quote)."""
+    words, woffs, lens = [], [0], []
+    for name in names:
+        raw = name.encode() + b'"'
+        lens.append(len(raw))
+        raw += bytes(-len(raw) % 8)
+        words += [int.from_bytes(raw[i:i + 8], "little") for i in range(0, len(raw), 8)]
+        woffs.append(len(words))
+    return (np.array(words, np.uint64), np.array(woffs, np.int64), np.array(lens, np.int64))
+
+
+
+def _table(*rows) -> np.ndarray:
+    """Rows of different lengths as one int64 array (width of the longest, zero-padded)."""
+    out = np.zeros((len(rows), max(len(r) for r in rows)), np.int64)
+    for i, r in enumerate(rows):
+        out[i, :len(r)] = r
+    return out
 
 
 def _name_table(names) -> tuple[np.ndarray, np.ndarray]:
@@ -154,12 +205,14 @@ def frames(block: bytes, line: int, tp_size: int):
     r_id = np.empty(r_cap, np.int64)
     r_state = np.empty(r_cap, np.int16)
     r_dummy = np.empty(r_cap, np.bool_)
-    status, nf, nr = k.frames(buf, _words(buf), tp_size, t.keys, t.key_offs, *t.key_words,
-                              t.opt_is_int, t.states, t.state_offs, *t.state_words,
-                              t.state_codes, f_iter, f_rank, f_nreq, f_nd,
-                              opt_val, opt_valid, r_id, r_state, r_dummy)
+    out = np.zeros(2, np.int64)
+    status = _call("frames", buf, len(buf), _words(buf), tp_size, t.keys, t.keys.size,
+                   t.key_tab, t.key_words, t.key_words.size, t.n_keys, t.states, t.states.size,
+                   t.state_tab, t.state_words, t.state_words.size, t.n_states, cap, r_cap,
+                   f_iter, f_rank, f_nreq, f_nd, opt_val, opt_valid, r_id, r_state, r_dummy, out)
     if status != 0:
         return None
+    nf, nr = int(out[0]), int(out[1])
     it = f_iter[:nf]
     if nf and int(it.max()) > ((1 << 63) - 1 - tp_size) // tp_size:
         return None    # the frame key would overflow: the builder words that error
@@ -190,9 +243,9 @@ class _Columns:
         self.types = [STATS_READ.field(c).type for c in self.names]
         self.is_float = np.array([c in _FLOAT_COLUMNS for c in self.names])
         bounds = [_INT_BOUNDS.get(c, 2 ** 63 - 1) for c in self.names]
-        self.lo = np.array([-b - 1 for b in bounds], np.int64)
-        self.hi = np.array(bounds, np.int64)
-        self.lim = np.array([float(b + 1) for b in bounds])      # 2**31 or 2**63
+        # rows: a float column, lowest and highest int; whole floats within ±lim (2**31, 2**63)
+        self.tab = _table(self.is_float, [-b - 1 for b in bounds], bounds)
+        self.lim = np.array([float(b + 1) for b in bounds])
 
 
 _COLUMNS: _Columns | None = None
@@ -222,24 +275,23 @@ class _Template:
             raise ValueError("two keys flatten to one dotted name")
         self.n = len(names)
         self.n_leaves = self.n - sum(is_obj)
-        self.names, self.offs = _name_table(names)
-        from forensics.ingest._json_kernel import word_table
-        self.words = word_table(names)
-        self.parent = np.array(parent, np.int64)
-        self.is_obj = np.array(is_obj, np.bool_)
-        self.dotted, self.dotted_offs = _name_table(dotted)
-        self.key_bytes = int(max(np.diff(self.dotted_offs), default=0))
-        self.next_sib = np.full(self.n, -1, np.int64)
-        self.first_child = np.full(self.n + 1, -1, np.int64)
+        self.names, offs = _name_table(names)
+        self.words, wo, wl = word_table(names)
+        self.dotted, dotted_offs = _name_table(dotted)
+        self.key_bytes = int(max(np.diff(dotted_offs), default=0))
+        next_sib = np.full(self.n, -1, np.int64)
+        first_child = np.full(self.n + 1, -1, np.int64)
         last: dict[int, int] = {}
         for s, par in enumerate(parent):
             if par in last:
-                self.next_sib[last[par]] = s
+                next_sib[last[par]] = s
             else:
-                self.first_child[par + 1] = s
+                first_child[par + 1] = s
             last[par] = s
-        self.col_of = np.array([-1 if is_obj[s] else _COLUMNS.index.get(dotted[s], -1)
-                                for s in range(self.n)], np.int64)
+        col_of = [-1 if is_obj[s] else _COLUMNS.index.get(dotted[s], -1) for s in range(self.n)]
+        # the rows _json_kernel.stats_c unpacks (``first_child`` is indexed by slot + 1)
+        self.slots = _table(offs, parent, is_obj, next_sib, first_child, col_of, dotted_offs,
+                            wo, wl)
         self.timestamp = next((s for s in range(self.n)
                                if names[s] == "timestamp" and parent[s] == -1), -1)
 
@@ -275,8 +327,7 @@ def stats(block: bytes, line: int, source: str):
     from forensics.ingest.json_object_lines import DeclineBlock
     from forensics.ingest.stats_fast import _merge
 
-    k = kernel()
-    if k is None or not block.endswith(b"\n") or b"\\" in block:
+    if kernel() is None or not block.endswith(b"\n") or b"\\" in block:
         return None
     if not block.isascii():
         try:
@@ -285,7 +336,7 @@ def stats(block: bytes, line: int, source: str):
             return None
     buf = np.frombuffer(block, np.uint8)
     cap = newlines(block)
-    where = np.zeros(35, np.int64)
+    where = np.zeros(36, np.int64)
     words = _words(buf)
     starts = None
     try:
@@ -294,13 +345,14 @@ def stats(block: bytes, line: int, source: str):
         for attempt in range(MAX_LEARN + 2):
             t = _TEMPLATE
             out = _StatsOut(len(_COLUMNS.names), cap, t, len(block))
-            status, rows = k.stats(buf, words, t.names, t.offs, *t.words, t.parent, t.is_obj,
-                                   t.next_sib, t.first_child, t.col_of, _COLUMNS.is_float,
-                                   _COLUMNS.lo, _COLUMNS.hi, _COLUMNS.lim, t.timestamp,
-                                   t.dotted, t.dotted_offs, *out.arrays(), where)
-            if status == 0:
+            status = _call("stats", buf, len(buf), words, t.names, t.names.size, t.words,
+                           t.words.size, t.slots, t.n, _COLUMNS.tab, _COLUMNS.lim,
+                           len(_COLUMNS.names), t.dotted, t.dotted.size, t.timestamp,
+                           *out.arrays(), where)
+            rows = int(where[35])
+            if status == OK:
                 break
-            if status not in (k.UNKNOWN_KEY, k.NEW_OBJECT, k.BAD_LINE) or attempt > MAX_LEARN:
+            if status not in (UNKNOWN_KEY, NEW_OBJECT, BAD_LINE) or attempt > MAX_LEARN:
                 return None
             if starts is None:
                 nl = np.flatnonzero(buf == 10)
@@ -311,7 +363,7 @@ def stats(block: bytes, line: int, source: str):
                 other = _shape_of(text)
             except (ValueError, RecursionError):
                 return None
-            if status == k.BAD_LINE:
+            if status == BAD_LINE:
                 if attempt:            # another key order: start again from this block
                     return None
                 _TEMPLATE = _Template(_shape_of(block[:block.find(b"\n") + 1]))
@@ -329,10 +381,11 @@ class _StatsOut:
     pages are committed only where written)."""
 
     def __init__(self, n_cols: int, cap: int, t: _Template, size: int):
+        self.cap = cap
         self.coli = np.empty((n_cols, cap), np.int64)
         self.colf = np.empty((n_cols, cap), np.float64)
         self.colv = np.empty((n_cols, cap), np.bool_)
-        entries = cap * max(t.n_leaves, 1)
+        self.entries = entries = cap * max(t.n_leaves, 1)
         self.kbytes = np.empty(entries * t.key_bytes, np.uint8)
         self.koff = np.empty(entries + 1, np.int32)
         self.fval = np.empty(entries, np.float64)
@@ -343,8 +396,10 @@ class _StatsOut:
         self.fix = np.empty((3, entries), np.int64)
 
     def arrays(self) -> tuple:
-        return (self.coli, self.colf, self.colv, self.kbytes, self.koff, self.fval, self.foff,
-                self.ts_bytes, self.ts_off, self.ts_valid, self.fix)
+        """The arguments of the stats entry point from ``cap`` on."""
+        return (self.cap, self.entries, self.coli, self.colf, self.colv, self.kbytes,
+                self.kbytes.size, self.koff, self.fval, self.foff, self.ts_bytes, self.ts_off,
+                self.ts_valid, self.fix)
 
     def batch(self, block: bytes, line: int, source: str, t: _Template, n: int, entries: int,
               fixes: int):
