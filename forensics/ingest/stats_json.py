@@ -296,14 +296,17 @@ def read_stats(path: str | os.PathLike, source: str, *,
         raise InputError(f"cannot read: {e.strerror}", path=source) from None
     with raw:
         chunks = decompressed_chunks(raw, comp, READ_BYTES)
-        yield from _read(chunks, source, progress, json_scan.enabled(os.path.getsize(path)))
+        yield from _read(chunks, source, progress, json_scan.enabled(os.path.getsize(path)),
+                         reader=raw if comp is None else None)
 
 
 def _read(chunks: Iterator[tuple[bytes, int, str | None]], source: str,
-          progress: Callable[[int], None] | None, native: bool = False) -> Iterator[StatsBatch]:
+          progress: Callable[[int], None] | None, native: bool = False,
+          reader: Any = None) -> Iterator[StatsBatch]:
     """JSON Lines in blocks of whole lines (vectorised: :mod:`json_scan` when ``native``, then
     :mod:`stats_fast`); anything else, and the tail after the last newline, through the
-    per-object parser (:func:`_parse`)."""
+    per-object parser (:func:`_parse`). ``reader``: the plain file ``chunks`` reads, read
+    straight into the blocks' buffer (``chunks`` then reads what the blocks did not)."""
     from forensics.ingest.stats_fast import BLOCK_BYTES, fast_block
 
     block_bytes, fast = (json_scan.BLOCK_BYTES, _native_first) if native \
@@ -323,7 +326,8 @@ def _read(chunks: Iterator[tuple[bytes, int, str | None]], source: str,
                 break
         done.append(True)
 
-    blocks = LineBlocks(data())
+    blocks = LineBlocks(reader=reader, progress=progress, read_bytes=block_bytes) \
+        if reader is not None else LineBlocks(data())
     line = 1              # the line of the first byte not taken
     layout = None         # "lines" once the first value is an object, else "other"
     while layout != "other":
@@ -352,7 +356,7 @@ def _read(chunks: Iterator[tuple[bytes, int, str | None]], source: str,
     rest = [(b, 0, None) for b in (blocks.rest(),) if b]
     if error:
         rest.append((b"", 0, error[0]))
-    text = _Text(itertools.chain(rest, () if error or done else chunks), progress,
+    text = _Text(itertools.chain(rest, () if error or done or blocks.eof else chunks), progress,
                  start_line=line)
     yield from _parse(text, _Rows(source), source, array_allowed=layout != "lines")
 

@@ -237,7 +237,26 @@ def _blocks(path: str | os.PathLike, progress: Callable[[int], None] | None,
     is not yielded but left in ``stop["tail"]`` (it is kept verbatim, never parsed as a record).
     """
     stop = {} if stop is None else stop
-    blocks = LineBlocks(_chunks(path, progress, stop))
+    if compression_of(path) is not None:
+        yield from _cut(LineBlocks(_chunks(path, progress, stop)), block_bytes, stop)
+        return
+    left = os.path.getsize(path)       # progress adds up to the size, as in _chunks
+
+    def report(n: int) -> None:
+        nonlocal left
+        step = min(n, left)
+        if step and progress is not None:
+            left -= step
+            progress(step)
+    with open_raw(path) as raw:        # read straight into the blocks' buffer
+        yield from _cut(LineBlocks(reader=raw, progress=report, read_bytes=block_bytes),
+                        block_bytes, stop)
+    if progress is not None and left:
+        progress(left)
+
+
+def _cut(blocks: LineBlocks, block_bytes: int, stop: dict[str, Any]) -> Iterator[bytes]:
+    """:func:`_blocks` of the bytes of ``blocks``."""
     want = block_bytes
     while True:
         blocks.fill(want)
