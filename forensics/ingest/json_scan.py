@@ -335,7 +335,9 @@ def stats(block: bytes, line: int, source: str):
         except UnicodeDecodeError:
             return None
     buf = np.frombuffer(block, np.uint8)
-    cap = newlines(block)
+    # a bound on the rows, not a count (the arrays' pages are committed only where written):
+    # lines of half the first one's length; more rows (FULL) are counted and read again
+    cap = len(block) // max((block.find(b"\n") + 1) // 2, 1) + 2
     where = np.zeros(36, np.int64)
     words = _words(buf)
     starts = None
@@ -352,6 +354,9 @@ def stats(block: bytes, line: int, source: str):
             rows = int(where[35])
             if status == OK:
                 break
+            if status == FULL and cap < len(block):
+                cap = newlines(block)
+                continue
             if status not in (UNKNOWN_KEY, NEW_OBJECT, BAD_LINE) or attempt > MAX_LEARN:
                 return None
             if starts is None:
@@ -373,6 +378,7 @@ def stats(block: bytes, line: int, source: str):
     except (DeclineBlock, ValueError, RecursionError):
         _TEMPLATE = None
         return None
+    _last.count = (block, rows)          # every line is a row: the reader asks next
     return out.batch(block, line, source, t, rows, int(where[1]), int(where[2]))
 
 

@@ -186,6 +186,20 @@ def test_stats_values_hand_checked(monkeypatch):
     assert rows[2]["fields"] == [("kv.a", 123456789012345678.0)]
 
 
+def test_stats_rows_past_the_first_lines_bound(monkeypatch):
+    """The row bound comes from the first line's length: a block of shorter lines than that
+    is counted and read again, with every row."""
+    monkeypatch.setattr(json_scan, "_TEMPLATE", None)
+    first = json.dumps(_stats_line(0, 0), separators=(",", ":"))
+    block = ("\n".join([first] + [f'{{"iter":{i}}}' for i in range(1, 400)]) + "\n").encode()
+    assert len(block) // (len(first) // 2) < 400
+    got = json_scan.stats(block, 1, "s.jsonl")
+    assert got is not None
+    assert got.stats.column("iter").to_pylist() == list(range(400))
+    assert got.stats.column("line").to_pylist() == list(range(1, 401))
+    assert json_scan.newlines(block) == 400
+
+
 @pytest.mark.parametrize("text", ["0.1", "1e22", "1e23", "9007199254740993e-5", "5e-324",
                                   "1.7976931348623157e308", "123.456e-7", "0.000001234",
                                   "-0.0", "4.35", "12345678901234567.0", "1e-22", "1e-23"])
