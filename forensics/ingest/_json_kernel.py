@@ -446,6 +446,22 @@ def json_number(buf, q, n):
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def string_end(buf, q, n):
+    """:func:`plain_string_end`, and whether the body holds a byte >= 0x80 (then the caller
+    checks that the block is UTF-8)."""
+    high = False
+    while q < n:
+        c = buf[q]
+        if c == 34:
+            return q, high
+        if c == 92 or c < 32:
+            return -1, high
+        high |= c >= 128
+        q += 1
+    return -1, high
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def copy_key(dotted, dotted_offs, slot, out, k):
     """Append slot ``slot``'s dotted name to ``out`` at ``k``; returns the new end."""
     for j in range(dotted_offs[slot], dotted_offs[slot + 1]):
@@ -461,7 +477,8 @@ def stats(buf, words, names, offs, nw, nwo, nwl, parent, is_obj, next_sib, first
     """Read every line of ``buf`` as one IterationStats object of the template straight into
     the ``stats`` columns; returns (status, lines). ``where[0]`` is the line of a non-zero
     status, ``where[1]`` the ``fields`` entries and ``where[2]`` the fix-ups written,
-    ``where[3:35]`` the scanner's stack of open objects.
+    ``where[3:35]`` the scanner's stack of open objects, ``where[36]`` is set when a string
+    value holds a byte >= 0x80 (keys are ASCII names; such a byte anywhere else declines).
 
     The template is a tree of slots in depth-first key order: ``names``/``offs`` the key,
     ``parent`` the enclosing object's slot (-1: the line's object), ``is_obj``, ``next_sib``
@@ -623,10 +640,12 @@ def stats(buf, words, names, offs, nw, nwo, nwl, parent, is_obj, next_sib, first
                 where[0] = row
                 return BAD_VALUE, row
             elif c0 == 34:
-                w = plain_string_end(buf, q + 1, n)
+                w, high = string_end(buf, q + 1, n)
                 if w < 0:
                     where[0] = row
                     return BAD_VALUE, row
+                if high:
+                    where[36] = 1
                 if slot == ts_slot:
                     for j in range(q + 1, w):
                         ts_bytes[tlen] = buf[j]
@@ -693,7 +712,7 @@ def stats_c(buf, n, words, names, n_names, name_words, n_name_words, slots, n_sl
     """:func:`stats` over raw pointers; the rows read go to ``where[35]``."""
     s = numba.carray(slots, (9, n_slots + 1))
     c = numba.carray(cols, (3, n_cols))
-    w = numba.carray(where, (36,))
+    w = numba.carray(where, (37,))
     status, rows = stats(
         numba.carray(buf, (n,)), numba.carray(words, (n // 8,)), numba.carray(names, (n_names,)),
         s[0], numba.carray(name_words, (n_name_words,)), s[7], s[8, :n_slots], s[1, :n_slots],

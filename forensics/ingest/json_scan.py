@@ -329,16 +329,11 @@ def stats(block: bytes, line: int, source: str):
 
     if kernel() is None or not block.endswith(b"\n") or b"\\" in block:
         return None
-    if not block.isascii():
-        try:
-            block.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
     buf = np.frombuffer(block, np.uint8)
     # a bound on the rows, not a count (the arrays' pages are committed only where written):
     # lines of half the first one's length; more rows (FULL) are counted and read again
     cap = len(block) // max((block.find(b"\n") + 1) // 2, 1) + 2
-    where = np.zeros(36, np.int64)
+    where = np.zeros(37, np.int64)
     words = _words(buf)
     starts = None
     try:
@@ -378,6 +373,11 @@ def stats(block: bytes, line: int, source: str):
     except (DeclineBlock, ValueError, RecursionError):
         _TEMPLATE = None
         return None
+    if where[36]:                        # a string with bytes >= 0x80: the block is UTF-8?
+        try:
+            block.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
     _last.count = (block, rows)          # every line is a row: the reader asks next
     return out.batch(block, line, source, t, rows, int(where[1]), int(where[2]))
 
