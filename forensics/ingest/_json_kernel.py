@@ -1,6 +1,8 @@
 """The compiled JSON Lines scanners of :mod:`forensics.ingest.json_scan` (imports numba:
-imported only when that path runs). Module-level functions and constant arrays, so numba's
-cache works; the conventions of :mod:`forensics.ingest._scan_kernel` (``cache``, ``nogil``).
+imported only to compile them, once per install: later processes load the entry points'
+saved object, :mod:`forensics.ingest.native_code`). Module-level functions and constant
+arrays, so numba's cache works; the conventions of :mod:`forensics.ingest._scan_kernel`
+(``cache``, ``nogil``, ``cfunc`` entry points over raw pointers).
 
 ``_nrt=False`` (a private numba option): these functions allocate nothing (the caller passes
 every array), and without numba's reference counting they ran 2.9x faster on a stats block

@@ -4,8 +4,9 @@
 Why: the ``msgspec`` paths (:mod:`stats_fast`, :mod:`trace_fast`) decode each line into Python
 structs and gather every column back out of them with Python calls (``attrgetter``, lists,
 ``pa.array``): that gathering, not the parse, is most of their time. This module reads the
-bytes once in a numba loop (``nogil``; ``cache``: compiled once per install) straight into
-numpy columns, for the line shapes the simulator and TensorRT-LLM write, and declines any
+bytes once in a compiled loop straight into the columns' buffers (a stats block's typed
+columns, ``fields`` map and timestamps: Python only wraps them as Arrow arrays), for the line
+shapes the simulator and TensorRT-LLM write, and declines any
 block holding a line it does not take with certainty; a declined block goes to the
 ``msgspec`` path and from there, if need be, to the per-line reader, so rows, line numbers,
 ``unparsed`` rows and errors are the same whichever path reads a block.
@@ -23,9 +24,14 @@ Numbers are exact: a decimal ``m * 10**e`` with ``m < 2**53`` and ``|e| <= 22`` 
 correctly rounded IEEE operation (Clinger's fast path, as in :mod:`_scan_kernel`); any other
 decimal's text is read by Python's ``float``, as ``json`` does.
 
+The kernels (:mod:`_json_kernel`) are numba ``cfunc`` functions called through ctypes (the GIL is
+released during a call): numba compiles them once per install (or kernel change) and
+:mod:`native_code` saves their object code, which later processes link with llvmlite alone
+(~0.03 s instead of ~0.9 s for loading numba and its cache).
+
 ``FORENSICS_INGEST_PATH`` (:data:`native_scan.PATH_ENV`) switches it as for logs:
-``reference`` off, ``native`` on whatever the size. Without numba the ``msgspec`` path reads
-everything.
+``reference`` off, ``native`` on whatever the size. Without a saved object and numba (or
+without llvmlite) the ``msgspec`` path reads everything.
 """
 from __future__ import annotations
 
@@ -39,11 +45,12 @@ import pyarrow as pa
 from forensics.ingest import native_code
 from forensics.ingest.native_scan import PATH_ENV, chosen
 
-#: Inputs smaller than this (bytes on disk) are read without numba. Measured (whole
-#: ``forensics ingest`` process, CPU, paired): loading numba and the cached kernels costs
-#: ~0.8-1.0 s and ~130 MiB once; a 32 MB stats or trace file costs ~0.8 s more this way,
-#: a 67 MB stats file about the same, a 118 MB trace ~0.5 s less, 335 MB ~1.7x less.
-MIN_BYTES = 64 << 20
+#: Inputs smaller than this (bytes on disk) are read without the kernels (and without
+#: llvmlite). Measured (whole ``forensics ingest`` processes, CPU, back to back, load ~7):
+#: the kernels loaded from their saved object cost ~0.03 s (numba's own cache cost ~0.9 s);
+#: 5 MB of stats or trace cost the same either way, 21 MB of stats 1.3-1.6 s against 2.0 s,
+#: 26 MB of trace 1.35-1.55 s against 1.4-2.0 s. The log scanner's threshold is the same.
+MIN_BYTES = 16 << 20
 #: Block size on this path (whole lines): 2, 4 and 8 MB cost the same CPU (32x20000, in
 #: process); 4 MB peaked ~30 MiB lower than 8 MB.
 BLOCK_BYTES = 4 << 20

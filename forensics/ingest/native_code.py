@@ -1,4 +1,6 @@
-"""The scanner's machine code, kept as an object file and loaded with llvmlite alone.
+"""The compiled scanners' machine code, kept as object files and loaded with llvmlite alone
+(a :class:`Library` each: the log scanner's, :data:`SCAN`, and the JSON Lines scanner's,
+``json_scan.LIBRARY``).
 
 Why: numba's own cache still costs ~0.75 s CPU per process (importing numba, then loading
 its typing and lowering registries before the first cached call, which imports scipy), a
