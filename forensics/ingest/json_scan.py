@@ -428,28 +428,41 @@ class _StatsOut:
             else:
                 c, r = divmod(-1 - dest, cap)
                 self.colf[c, r] = v
+        # What the rows hold, cut to size: the writer keeps a row group's batches, and the
+        # bounds above (committed pages once the allocator reuses memory) held 2-3x more.
+        coli, colf, colv = (np.ascontiguousarray(x[:, :n]) for x in
+                            (self.coli, self.colf, self.colv))
+        kbytes, koff, fval, foff, ts_bytes, ts_off = (
+            _cut(x, size) for x, size in ((self.kbytes, int(self.koff[entries])),
+                                          (self.koff, entries + 1), (self.fval, entries),
+                                          (self.foff, n + 1),
+                                          (self.ts_bytes, int(self.ts_off[n])),
+                                          (self.ts_off, n + 1)))
         cols: dict[str, pa.Array] = {}
         for c, (name, typ) in enumerate(zip(_COLUMNS.names, _COLUMNS.types)):
-            valid = self.colv[c, :n]
             if pa.types.is_floating(typ):
-                data = self.colf[c, :n]
+                data = colf[c]
             else:
-                data = self.coli[c, :n].astype(typ.to_pandas_dtype(), copy=False)
-            cols[name] = pa.Array.from_buffers(typ, n, [_bitmap(valid), pa.py_buffer(data)])
-        ts_valid = self.ts_valid[:n]
+                data = coli[c].astype(typ.to_pandas_dtype(), copy=False)
+            cols[name] = pa.Array.from_buffers(typ, n, [_bitmap(colv[c]), pa.py_buffer(data)])
         cols["timestamp"] = pa.StringArray.from_buffers(
-            n, pa.py_buffer(self.ts_off[:n + 1]), pa.py_buffer(self.ts_bytes), _bitmap(ts_valid))
-        keys = pa.StringArray.from_buffers(entries, pa.py_buffer(self.koff[:entries + 1]),
-                                           pa.py_buffer(self.kbytes))
-        cols["fields"] = pa.MapArray.from_arrays(
-            pa.array(self.foff[:n + 1]), keys, pa.array(self.fval[:entries]),
-            type=STATS_READ.field("fields").type)
+            n, pa.py_buffer(ts_off), pa.py_buffer(ts_bytes), _bitmap(self.ts_valid[:n]))
+        keys = pa.StringArray.from_buffers(entries, pa.py_buffer(koff), pa.py_buffer(kbytes))
+        cols["fields"] = pa.MapArray.from_arrays(pa.array(foff), keys, pa.array(fval),
+                                                 type=STATS_READ.field("fields").type)
         ln = pa.array(np.arange(line, line + n, dtype=np.int64))
         cols["line"] = cols["line_end"] = ln
         cols["source"] = _repeated(source, n)
         table = pa.table([cols[f.name] for f in STATS_READ], schema=STATS_READ)
         return StatsBatch(stats=table, events=EVENTS.empty_table(),
                           unparsed=UNPARSED.empty_table())
+
+
+def _cut(a: np.ndarray, n: int) -> np.ndarray:
+    """``a`` (1-D, owning its data, no view of it alive) shrunk to ``n`` items in place (a
+    ``realloc``: the rest goes back to the allocator, nothing is copied)."""
+    a.resize(max(n, 1), refcheck=False)
+    return a[:n]
 
 
 def _bitmap(valid: np.ndarray) -> pa.Buffer | None:
