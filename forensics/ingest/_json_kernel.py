@@ -1,6 +1,8 @@
 """The compiled JSON Lines scanners of :mod:`forensics.ingest.json_scan` (imports numba:
-imported only when that path runs). Module-level functions and constant arrays, so numba's
-cache works; the conventions of :mod:`forensics.ingest._scan_kernel` (``cache``, ``nogil``).
+imported only to compile them, once per install: later processes load the entry points'
+saved object, :mod:`forensics.ingest.native_code`). Module-level functions and constant
+arrays, so numba's cache works; the conventions of :mod:`forensics.ingest._scan_kernel`
+(``cache``, ``nogil``, ``cfunc`` entry points over raw pointers).
 
 ``_nrt=False`` (a private numba option): these functions allocate nothing (the caller passes
 every array), and without numba's reference counting they ran 2.9x faster on a stats block
@@ -14,14 +16,22 @@ per-line reader). Nothing read from a declined block is used.
 """
 import numba
 import numpy as np
+from numba import types
 
-from forensics.ingest._scan_kernel import pow10
+from forensics.ingest.json_scan import (
+    BAD_LINE,
+    BAD_VALUE,
+    FULL,
+    NEW_OBJECT,
+    OK,
+    SIGNATURES,
+    UNKNOWN_KEY,
+    word_table,
+)
 
-# status codes (the caller only tests != 0; the codes help a reader of a failing test)
-OK, BAD_LINE, BAD_VALUE, UNKNOWN_KEY, FULL, NEW_OBJECT = 0, 1, 2, 3, 4, 5
-
-# value kinds of the stats scanner (``kind`` output)
-K_ABSENT, K_INT, K_FLOAT, K_TRUE, K_FALSE, K_NULL, K_STR, K_OBJ, K_FTEXT = range(9)
+# number kinds of json_number
+K_INT, K_FLOAT, K_FTEXT = 1, 2, 3
+pow10 = np.array([10.0 ** k for k in range(23)], dtype=np.float64)
 
 MAX_INT_DIGITS = 18             # |v| < 10**18 fits int64 and is exact as a Python int
 EXACT = 9007199254740992        # 2**53: mantissas below it are exact doubles
@@ -96,19 +106,6 @@ def plain_string_end(buf, q, n):
             return -1
         q += 1
     return -1
-
-
-def word_table(names):
-    """``names`` (each followed by its closing quote) as little-endian 8-byte words for
-    :func:`name_here`: (words, first word of each name, length of each with the quote)."""
-    words, woffs, lens = [], [0], []
-    for name in names:
-        raw = name.encode() + b'"'
-        lens.append(len(raw))
-        raw += bytes(-len(raw) % 8)
-        words += [int.from_bytes(raw[i:i + 8], "little") for i in range(0, len(raw), 8)]
-        woffs.append(len(words))
-    return (np.array(words, np.uint64), np.array(woffs, np.int64), np.array(lens, np.int64))
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
@@ -450,12 +447,40 @@ def json_number(buf, q, n):
     return True, K_FLOAT, 0, -v if neg else v, q
 
 
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def string_end(buf, q, n):
+    """:func:`plain_string_end`, and whether the body holds a byte >= 0x80 (then the caller
+    checks that the block is UTF-8)."""
+    high = False
+    while q < n:
+        c = buf[q]
+        if c == 34:
+            return q, high
+        if c == 92 or c < 32:
+            return -1, high
+        high |= c >= 128
+        q += 1
+    return -1, high
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def copy_key(dotted, dotted_offs, slot, out, k):
+    """Append slot ``slot``'s dotted name to ``out`` at ``k``; returns the new end."""
+    for j in range(dotted_offs[slot], dotted_offs[slot + 1]):
+        out[k] = dotted[j]
+        k += 1
+    return k
+
+
 @numba.njit(cache=True, nogil=True, _nrt=False)
-def stats(buf, words, names, offs, nw, nwo, nwl, parent, is_obj, next_sib, first_child, kind,
-          ival, fval, sa, sb, where):
-    """Read every line of ``buf`` as one IterationStats object of the template; returns
-    (status, lines). ``where[0]`` is the line of a non-zero status; ``where[1:33]`` is the
-    scanner's stack of open objects.
+def stats(buf, words, names, offs, nw, nwo, nwl, parent, is_obj, next_sib, first_child,
+          col_of, col_float, col_lo, col_hi, col_lim, ts_slot, dotted, dotted_offs, coli, colf,
+          colv, kbytes, koff, fval, foff, ts_bytes, ts_off, ts_valid, fix, where):
+    """Read every line of ``buf`` as one IterationStats object of the template straight into
+    the ``stats`` columns; returns (status, lines). ``where[0]`` is the line of a non-zero
+    status, ``where[1]`` the ``fields`` entries and ``where[2]`` the fix-ups written,
+    ``where[3:35]`` the scanner's stack of open objects, ``where[36]`` is set when a string
+    value holds a byte >= 0x80 (keys are ASCII names; such a byte anywhere else declines).
 
     The template is a tree of slots in depth-first key order: ``names``/``offs`` the key,
     ``parent`` the enclosing object's slot (-1: the line's object), ``is_obj``, ``next_sib``
@@ -465,19 +490,34 @@ def stats(buf, words, names, offs, nw, nwo, nwl, parent, is_obj, next_sib, first
     false, null, a string without escapes or control characters, or an object where the
     template has one (null there too); no lists. ``UNKNOWN_KEY`` names a line with a key the
     template lacks, ``NEW_OBJECT`` one with an object where the template has a leaf (the caller
-learns them and runs again); other codes decline the block.
-    Per slot and line (slot-major, so a slot's column is contiguous): ``kind`` (``K_*``; the
-    caller zeroes it: ``K_ABSENT``), ``ival`` (ints), ``fval`` (every number as a double,
-    1/0 for bools),
-    ``sa``/``sb`` (the text span of strings and ``K_FTEXT`` numbers).
+    learns them and runs again); other codes decline the block.
+
+    Output, the rules of ``stats_json.stats_row``: a leaf whose slot has a typed column
+    (``col_of``; ``col_float``, else an int column of ``[col_lo, col_hi]``, a whole float
+    within ``±col_lim``) and whose value fits it goes to ``coli``/``colf`` (``colv`` True; 0
+    and False where it does not); any other number or bool (as 1/0) is a ``fields`` entry in key
+    order (its slot's dotted name, ``dotted[dotted_offs[slot]:dotted_offs[slot + 1]]``,
+    copied to ``kbytes`` with offsets ``koff``; ``fval`` its value; ``foff`` each row's first
+    entry). The
+    top-level string ``timestamp`` (slot ``ts_slot``) is copied to ``ts_bytes`` (offsets
+    ``ts_off``, ``ts_valid``). A decimal that is not one correctly rounded operation is a
+    fix-up: ``fix[0]`` its destination (a ``fields`` entry, or ``-1 - (column * cap + row)``),
+    ``fix[1:3]`` its text span, for the caller's ``float()``; in an int column it declines.
     """
     n = len(buf)
-    n_slots = len(offs) - 1
-    stack_parent = where[1:17]
-    stack_last = where[17:33]
+    stack_parent = where[3:19]
+    stack_last = where[19:35]
     p = 0
     row = 0
-    cap = kind.shape[1]
+    cap = coli.shape[1]
+    n_cols = coli.shape[0]
+    e = 0                   # fields entries
+    nfix = 0
+    tlen = 0
+    klen = 0
+    foff[0] = 0
+    koff[0] = 0
+    ts_off[0] = 0
     while p < n:
         if row >= cap:
             where[0] = row
@@ -491,6 +531,11 @@ learns them and runs again); other codes decline the block.
         stack_parent[0] = -1
         stack_last[0] = -1
         closed = False
+        ts_valid[row] = False
+        for c in range(n_cols):
+            coli[c, row] = 0
+            colf[c, row] = 0.0
+            colv[c, row] = False
         if q < n and buf[q] == 125:            # {}
             q += 1
             closed = True
@@ -505,13 +550,13 @@ learns them and runs again); other codes decline the block.
             slot = -1
             if name_here(words, a, nw, nwo, nwl, guess):
                 slot = guess
-                e = a + nwl[guess] - 1
+                e_key = a + nwl[guess] - 1
             else:
-                e = plain_string_end(buf, a, n)
-                if e < 0:
+                e_key = plain_string_end(buf, a, n)
+                if e_key < 0:
                     where[0] = row
                     return BAD_LINE, row
-                m = e - a
+                m = e_key - a
                 c = first_child[par + 1]
                 while c >= 0:
                     if offs[c + 1] - offs[c] == m and same_bytes(buf, a, names, offs[c], m):
@@ -525,7 +570,7 @@ learns them and runs again); other codes decline the block.
                     where[0] = row
                     return BAD_LINE, row      # another key order, or a key given twice
             stack_last[depth] = slot
-            q = skip_ws(buf, e + 1, n)
+            q = skip_ws(buf, e_key + 1, n)
             if q >= n or buf[q] != 58:
                 where[0] = row
                 return BAD_LINE, row
@@ -539,13 +584,41 @@ learns them and runs again); other codes decline the block.
                 if not ok:
                     where[0] = row
                     return BAD_VALUE, row
-                kind[slot, row] = k
-                ival[slot, row] = iv
-                # an int also as its double (correctly rounded, as Python's float(int))
-                fval[slot, row] = float(iv) if k == K_INT else fv
-                if k == K_FTEXT:
-                    sa[slot, row] = q
-                    sb[slot, row] = w
+                c = col_of[slot]
+                typed = False
+                if k == K_INT:
+                    fv = float(iv)      # correctly rounded, as Python's float(int)
+                    if c >= 0:
+                        if col_float[c]:
+                            colf[c, row] = fv
+                            typed = True
+                        elif col_lo[c] <= iv <= col_hi[c]:
+                            coli[c, row] = iv
+                            typed = True
+                elif k == K_FLOAT:
+                    if c >= 0:
+                        if col_float[c]:
+                            colf[c, row] = fv
+                            typed = True
+                        elif fv == np.floor(fv) and -col_lim[c] <= fv < col_lim[c]:
+                            coli[c, row] = np.int64(fv)
+                            typed = True
+                else:                   # K_FTEXT: the caller reads the text
+                    if c >= 0 and not col_float[c]:
+                        where[0] = row
+                        return BAD_VALUE, row   # whole or not is the text's to say
+                    fix[0, nfix] = -1 - (c * cap + row) if c >= 0 else e
+                    fix[1, nfix] = q
+                    fix[2, nfix] = w
+                    nfix += 1
+                    typed = c >= 0
+                if typed:
+                    colv[c, row] = True
+                else:
+                    klen = copy_key(dotted, dotted_offs, slot, kbytes, klen)
+                    koff[e + 1] = klen
+                    fval[e] = fv
+                    e += 1
                 q = w
             elif c0 == 123:
                 if depth + 1 >= 16:
@@ -554,7 +627,6 @@ learns them and runs again); other codes decline the block.
                 if not is_obj[slot]:
                     where[0] = row
                     return NEW_OBJECT, row     # an object where the shape has a leaf
-                kind[slot, row] = K_OBJ
                 depth += 1
                 stack_parent[depth] = slot
                 stack_last[depth] = -1
@@ -565,27 +637,34 @@ learns them and runs again); other codes decline the block.
                 else:
                     continue
             elif literal(buf, q, n, null_b):
-                kind[slot, row] = K_NULL
                 q += 4
             elif is_obj[slot]:
                 where[0] = row
                 return BAD_VALUE, row
             elif c0 == 34:
-                e = plain_string_end(buf, q + 1, n)
-                if e < 0:
+                w, high = string_end(buf, q + 1, n)
+                if w < 0:
                     where[0] = row
                     return BAD_VALUE, row
-                kind[slot, row] = K_STR
-                sa[slot, row] = q + 1
-                sb[slot, row] = e
-                q = e + 1
+                if high:
+                    where[36] = 1
+                if slot == ts_slot:
+                    for j in range(q + 1, w):
+                        ts_bytes[tlen] = buf[j]
+                        tlen += 1
+                    ts_valid[row] = True
+                q = w + 1
             elif literal(buf, q, n, true_b):
-                kind[slot, row] = K_TRUE
-                fval[slot, row] = 1.0
+                klen = copy_key(dotted, dotted_offs, slot, kbytes, klen)
+                koff[e + 1] = klen
+                fval[e] = 1.0
+                e += 1
                 q += 4
             elif literal(buf, q, n, false_b):
-                kind[slot, row] = K_FALSE
-                fval[slot, row] = 0.0
+                klen = copy_key(dotted, dotted_offs, slot, kbytes, klen)
+                koff[e + 1] = klen
+                fval[e] = 0.0
+                e += 1
                 q += 5
             else:
                 where[0] = row
@@ -607,18 +686,79 @@ learns them and runs again); other codes decline the block.
             where[0] = row
             return BAD_LINE, row
         row += 1
+        foff[row] = e
+        ts_off[row] = tlen
         p = q + 1
+    where[1] = e
+    where[2] = nfix
     return OK, row
 
 
-@numba.njit(cache=True, nogil=True, _nrt=False)
-def gather(buf, starts, ends, out, out_offs):
-    """Copy the spans ``buf[starts[i]:ends[i]]`` one after another into ``out`` (offsets
-    ``out_offs``, an Arrow string array's buffers)."""
-    k = 0
-    out_offs[0] = 0
-    for i in range(len(starts)):
-        for j in range(starts[i], ends[i]):
-            out[k] = buf[j]
-            k += 1
-        out_offs[i + 1] = k
+# ------------------------------------------------------------------------ entry points
+# cfuncs over raw pointers (no numba runtime needed to call them: native_code saves their
+# object code and links it with llvmlite alone). Tables are packed into few arrays: ``slots``
+# (9, S + 1) and ``cols`` (3, C) of the stats template, ``keys`` and ``states`` (4, K + 1) of
+# the frame scanner; json_scan builds them (the rows are named there).
+_ARG_TYPES = {"i": types.int64, "b": types.CPointer(types.uint8),
+              "h": types.CPointer(types.int16), "l": types.CPointer(types.int32),
+              "q": types.CPointer(types.int64), "Q": types.CPointer(types.uint64),
+              "d": types.CPointer(types.float64), "?": types.CPointer(types.boolean)}
+STATS_SIG, FRAMES_SIG, COUNT_SIG = (types.int64(*(_ARG_TYPES[c] for c in SIGNATURES[name]))
+                                    for name in ("stats", "frames", "count"))
+
+
+@numba.cfunc(STATS_SIG, cache=True, nogil=True, error_model="numpy")
+def stats_c(buf, n, words, names, n_names, name_words, n_name_words, slots, n_slots, cols,
+            col_lim, n_cols, dotted, n_dotted, ts_slot, cap, entries, coli, colf, colv, kbytes,
+            n_kbytes, koff, fval, foff, ts_bytes, ts_off, ts_valid, fix, where):
+    """:func:`stats` over raw pointers; the rows read go to ``where[35]``."""
+    s = numba.carray(slots, (9, n_slots + 1))
+    c = numba.carray(cols, (3, n_cols))
+    w = numba.carray(where, (37,))
+    status, rows = stats(
+        numba.carray(buf, (n,)), numba.carray(words, (n // 8,)), numba.carray(names, (n_names,)),
+        s[0], numba.carray(name_words, (n_name_words,)), s[7], s[8, :n_slots], s[1, :n_slots],
+        s[2, :n_slots], s[3, :n_slots], s[4], s[5, :n_slots], c[0], c[1], c[2],
+        numba.carray(col_lim, (n_cols,)), ts_slot, numba.carray(dotted, (n_dotted,)), s[6],
+        numba.carray(coli, (n_cols, cap)), numba.carray(colf, (n_cols, cap)),
+        numba.carray(colv, (n_cols, cap)), numba.carray(kbytes, (n_kbytes,)),
+        numba.carray(koff, (entries + 1,)), numba.carray(fval, (entries,)),
+        numba.carray(foff, (cap + 1,)), numba.carray(ts_bytes, (n,)),
+        numba.carray(ts_off, (cap + 1,)), numba.carray(ts_valid, (cap,)),
+        numba.carray(fix, (3, entries)), w)
+    w[35] = rows
+    return status
+
+
+@numba.cfunc(FRAMES_SIG, cache=True, nogil=True, error_model="numpy")
+def frames_c(buf, n, words, tp_size, keys, n_keys_bytes, key_tab, key_words, n_key_words,
+             n_keys, states, n_states_bytes, state_tab, state_words, n_state_words, n_states,
+             cap, r_cap, f_iter, f_rank, f_nreq, f_nd, opt_val, opt_valid, r_id, r_state,
+             r_dummy, out):
+    """:func:`frames` over raw pointers; (frames, requests) read go to ``out``."""
+    kt = numba.carray(key_tab, (4, n_keys + 1))
+    st = numba.carray(state_tab, (4, n_states + 1))
+    n_opt = n_keys - 4
+    status, nf, nr = frames(
+        numba.carray(buf, (n,)), numba.carray(words, (n // 8,)), tp_size,
+        numba.carray(keys, (n_keys_bytes,)), kt[0], numba.carray(key_words, (n_key_words,)),
+        kt[1], kt[2, :n_keys], kt[3, :n_opt], numba.carray(states, (n_states_bytes,)), st[0],
+        numba.carray(state_words, (n_state_words,)), st[1], st[2, :n_states], st[3, :n_states],
+        numba.carray(f_iter, (cap,)), numba.carray(f_rank, (cap,)), numba.carray(f_nreq, (cap,)),
+        numba.carray(f_nd, (cap,)), numba.carray(opt_val, (n_opt, cap)),
+        numba.carray(opt_valid, (n_opt, cap)), numba.carray(r_id, (r_cap,)),
+        numba.carray(r_state, (r_cap,)), numba.carray(r_dummy, (r_cap,)))
+    o = numba.carray(out, (2,))
+    o[0] = nf
+    o[1] = nr
+    return status
+
+
+@numba.cfunc(COUNT_SIG, cache=True, nogil=True, error_model="numpy")
+def count_c(buf, n, c):
+    """:func:`count_byte` over a raw pointer."""
+    return count_byte(numba.carray(buf, (n,)), c)
+
+
+#: The entry points, by the names json_scan.LIBRARY knows them.
+ENTRY_POINTS = {"stats": stats_c, "frames": frames_c, "count": count_c}

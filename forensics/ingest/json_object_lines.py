@@ -1,4 +1,5 @@
-"""The shape check shared by the fast JSON Lines readers (``stats_fast``, ``trace_fast``).
+"""The shape check shared by the fast JSON Lines readers (``stats_fast``, ``trace_fast``), and
+the cutting of a stream into blocks of whole lines (:class:`LineBlocks`).
 
 A block goes to their ``msgspec`` decoders only when every line is exactly one ``{...}`` object
 with nothing around it (``\\r`` allowed before the newline), the block ends on a newline, it is
@@ -6,6 +7,10 @@ valid UTF-8 and it holds no backslash escape; any other block is declined and re
 per-line parser, so errors keep their file and line.
 """
 from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -37,3 +42,98 @@ def object_line_ends(block: bytes) -> np.ndarray:
     if (last < starts).any() or not ((b[starts] == 123) & (b[np.maximum(last, 0)] == 125)).all():
         raise DeclineBlock()
     return nl
+
+
+class LineBlocks:
+    """A stream of bytes as blocks of whole lines, each block a fresh ``bytes``: from chunks,
+    or read straight from a file (``reader``, an uncompressed input).
+
+    Why: joining chunks into a block and then slicing the block off copied every byte two or
+    three times into new multi-MB objects, whose pages were faulted in anew (measured on a
+    335 MB stats file: 0.37 s CPU and 80 k page faults for reading and cutting alone). Here
+    the bytes go into one buffer of fixed size (grown only for a bigger chunk), read into it
+    directly from a plain file, and each block is copied out of it once.
+    """
+
+    _NOT_WS = re.compile(rb"[^ \t\r\n]")
+
+    def __init__(self, chunks: Iterator[bytes] | None = None, *, reader: Any = None,
+                 progress: Callable[[int], None] | None = None, read_bytes: int = 4 << 20):
+        self._chunks = chunks
+        self._reader = reader         # ``readinto``; ``progress`` gets the bytes it read
+        self._progress = progress
+        self._read_bytes = read_bytes
+        self._buf = bytearray()
+        self._start = 0               # self._buf[self._start:self._end] is not taken yet
+        self._end = 0
+        self.eof = False
+
+    def available(self) -> int:
+        """Bytes read and not taken yet."""
+        return self._end - self._start
+
+    def fill(self, want: int) -> None:
+        """Read until ``want`` bytes are available or the input ends."""
+        while self.available() < want and not self.eof:
+            if self._reader is not None:
+                self._room(self._read_bytes)
+                with memoryview(self._buf) as view:
+                    n = self._reader.readinto(view[self._end:self._end + self._read_bytes])
+                if not n:
+                    self.eof = True
+                    break
+                self._end += n
+                if self._progress is not None:
+                    self._progress(n)
+                continue
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                self.eof = True
+                break
+            n = len(chunk)
+            self._room(n)
+            self._buf[self._end:self._end + n] = chunk
+            self._end += n
+
+    def _room(self, n: int) -> None:
+        """Room for ``n`` more bytes after the last: the untaken bytes moved to the front (the
+        buffer grown if need be)."""
+        if self._end + n <= len(self._buf):
+            return
+        rest = self._buf[self._start:self._end]
+        if len(rest) + n > len(self._buf):
+            self._buf = bytearray(max(2 * len(self._buf), len(rest) + n))
+        self._buf[:len(rest)] = rest
+        self._start, self._end = 0, len(rest)
+
+    def first_byte(self) -> int | None:
+        """The first available byte that is not JSON whitespace (None: there is none yet)."""
+        m = self._NOT_WS.search(self._buf, self._start, self._end)
+        return None if m is None else self._buf[m.start()]
+
+    def cut(self, size: int) -> int:
+        """The length of the next block: up to its last newline within ``size`` bytes, else to
+        the first newline after them; 0 when no newline is available."""
+        start, end = self._start, self._end
+        limit = min(start + size, end)
+        return (self._buf.rfind(b"\n", start, limit) + 1
+                or self._buf.find(b"\n", limit, end) + 1 or start) - start
+
+    def peek(self, n: int) -> bytes:
+        """The next ``n`` bytes (at most those available), not taken."""
+        with memoryview(self._buf) as view:
+            return bytes(view[self._start:min(self._start + n, self._end)])
+
+    def skip(self, n: int) -> None:
+        """Take ``n`` bytes."""
+        self._start = min(self._start + n, self._end)
+
+    def take(self, n: int) -> bytes:
+        """The next ``n`` bytes, taken."""
+        block = self.peek(n)
+        self.skip(n)
+        return block
+
+    def rest(self) -> bytes:
+        """Every available byte, taken (what was not read is still in the chunk iterator)."""
+        return self.take(self.available())

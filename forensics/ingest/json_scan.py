@@ -4,8 +4,9 @@
 Why: the ``msgspec`` paths (:mod:`stats_fast`, :mod:`trace_fast`) decode each line into Python
 structs and gather every column back out of them with Python calls (``attrgetter``, lists,
 ``pa.array``): that gathering, not the parse, is most of their time. This module reads the
-bytes once in a numba loop (``nogil``; ``cache``: compiled once per install) straight into
-numpy columns, for the line shapes the simulator and TensorRT-LLM write, and declines any
+bytes once in a compiled loop straight into the columns' buffers (a stats block's typed
+columns, ``fields`` map and timestamps: Python only wraps them as Arrow arrays), for the line
+shapes the simulator and TensorRT-LLM write, and declines any
 block holding a line it does not take with certainty; a declined block goes to the
 ``msgspec`` path and from there, if need be, to the per-line reader, so rows, line numbers,
 ``unparsed`` rows and errors are the same whichever path reads a block.
@@ -23,30 +24,57 @@ Numbers are exact: a decimal ``m * 10**e`` with ``m < 2**53`` and ``|e| <= 22`` 
 correctly rounded IEEE operation (Clinger's fast path, as in :mod:`_scan_kernel`); any other
 decimal's text is read by Python's ``float``, as ``json`` does.
 
+The kernels (:mod:`_json_kernel`) are numba ``cfunc`` functions called through ctypes (the GIL is
+released during a call): numba compiles them once per install (or kernel change) and
+:mod:`native_code` saves their object code, which later processes link with llvmlite alone
+(~0.03 s instead of ~0.9 s for loading numba and its cache).
+
 ``FORENSICS_INGEST_PATH`` (:data:`native_scan.PATH_ENV`) switches it as for logs:
-``reference`` off, ``native`` on whatever the size. Without numba the ``msgspec`` path reads
-everything.
+``reference`` off, ``native`` on whatever the size. Without a saved object and numba (or
+without llvmlite) the ``msgspec`` path reads everything.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import threading
 
 import numpy as np
 import pyarrow as pa
 
+from forensics.ingest import native_code
 from forensics.ingest.native_scan import PATH_ENV, chosen
 
-#: Inputs smaller than this (bytes on disk) are read without numba. Measured (whole
-#: ``forensics ingest`` process, CPU, paired): loading numba and the cached kernels costs
-#: ~0.8-1.0 s and ~130 MiB once; a 32 MB stats or trace file costs ~0.8 s more this way,
-#: a 67 MB stats file about the same, a 118 MB trace ~0.5 s less, 335 MB ~1.7x less.
-MIN_BYTES = 64 << 20
+#: Inputs smaller than this (bytes on disk) are read without the kernels (and without
+#: llvmlite). Measured (whole ``forensics ingest`` processes, CPU, back to back, load ~7):
+#: the kernels loaded from their saved object cost ~0.03 s (numba's own cache cost ~0.9 s);
+#: 5 MB of stats or trace cost the same either way, 21 MB of stats 1.3-1.6 s against 2.0 s,
+#: 26 MB of trace 1.35-1.55 s against 1.4-2.0 s. The log scanner's threshold is the same.
+MIN_BYTES = 16 << 20
 #: Block size on this path (whole lines): 2, 4 and 8 MB cost the same CPU (32x20000, in
 #: process); 4 MB peaked ~30 MiB lower than 8 MB.
 BLOCK_BYTES = 4 << 20
 #: Most slots (keys and nested objects) a learnt stats shape may grow to before it is reset.
 MAX_SLOTS = 256
+
+# status codes of the scanners (the caller only tests != 0; the codes help a reader of a
+# failing test)
+OK, BAD_LINE, BAD_VALUE, UNKNOWN_KEY, FULL, NEW_OBJECT = 0, 1, 2, 3, 4, 5
+
+#: The C signatures of :mod:`_json_kernel`'s entry points (both sides are built from these):
+#: each letter an argument, ``i`` an int64, the others pointers to ``b`` uint8, ``h`` int16,
+#: ``l`` int32, ``q`` int64, ``Q`` uint64, ``d`` float64, ``?`` bool; they return an int64.
+SIGNATURES = {"stats": "biQbiQiqiqdibiiiiqd?bildlbl?qq",
+              "frames": "biQibiqQiibiqQiiiiqqllq?qh?q",
+              "count": "bii"}
+#: Their ctypes prototypes.
+PROTOTYPES = {name: ctypes.CFUNCTYPE(ctypes.c_int64, *(ctypes.c_int64 if c == "i"
+                                                       else ctypes.c_void_p for c in spec))
+              for name, spec in SIGNATURES.items()}
+#: The kernels as one saved object (:mod:`native_code`): numba compiles them once per install,
+#: later processes link them with llvmlite alone.
+LIBRARY = native_code.Library("json", "forensics.ingest._json_kernel",
+                              ("_json_kernel.py", "json_scan.py"), PROTOTYPES)
 
 _kernel = None
 
@@ -58,18 +86,24 @@ def enabled(size: int) -> bool:
 
 
 def kernel():
-    """The compiled kernels module, or None when numba is not importable."""
+    """The kernels' entry points (``PROTOTYPES`` and ``failed()``, :func:`native_code.
+    entry_points`), or None when neither a saved object nor numba can give them."""
     global _kernel
     if _kernel is None:
         try:
-            from forensics.ingest import _json_kernel
-            # compiled (or loaded from numba's cache) here, so a numba that refuses the kernels'
-            # options (``_nrt`` is private) turns this path off instead of failing an ingest
-            _json_kernel.count_byte(np.zeros(1, np.uint8), 10)
-            _kernel = _json_kernel
-        except Exception:  # ImportError (no numba), a numba compile error
+            _kernel = native_code.entry_points(LIBRARY) or False
+        except Exception:   # numba refusing the kernels' options (``_nrt`` is private)
             _kernel = False
     return _kernel or None
+
+
+def _call(name: str, *args) -> int:
+    """Entry point ``name`` with numpy arrays passed as pointers."""
+    k = kernel()
+    status = k[name](*(a.ctypes.data if isinstance(a, np.ndarray) else a for a in args))
+    if k["failed"]():
+        raise RuntimeError("the JSON Lines scanner returned an error (a bug: please report it)")
+    return status
 
 
 #: The last block counted, and its count, per thread: a Dask worker's threads may read two
@@ -81,7 +115,7 @@ def newlines(block: bytes) -> int:
     """The newlines in ``block`` (the last block's count is kept: its reader asks again)."""
     got = getattr(_last, "count", None)
     if got is None or got[0] is not block:
-        got = _last.count = (block, int(kernel().count_byte(np.frombuffer(block, np.uint8), 10)))
+        got = _last.count = (block, _call("count", np.frombuffer(block, np.uint8), len(block), 10))
     return got[1]
 
 
@@ -94,24 +128,48 @@ class _TraceTables:
         from forensics.ingest.trace_fast import OPTIONAL
         from replay.states import RequestState
 
-        from forensics.ingest._json_kernel import word_table
-
         keys = ("kind", "iter", "rank", "requests", *OPTIONAL)
-        self.keys, self.key_offs = _name_table(keys)
-        self.key_words = word_table(keys)
-        self.opt_is_int = np.array([pa.types.is_integer(FRAMES.field(k).type) for k in OPTIONAL])
+        self.keys, key_offs = _name_table(keys)
+        self.key_words, kwo, kwl = word_table(keys)
+        opt_is_int = [pa.types.is_integer(FRAMES.field(k).type) for k in OPTIONAL]
+        # rows: offsets, first word, length with the quote, optional key is an int (from 4 on)
+        self.key_tab = _table(key_offs, kwo, kwl, opt_is_int)
         self.opt_types = [FRAMES.field(k).type for k in OPTIONAL]
         self.optional = OPTIONAL
         names, codes = [], []
         for s in RequestState:
             names += [s.name, f"LlmRequestState.{s.name}"]
             codes += [int(s), int(s)]
-        self.states, self.state_offs = _name_table(names)
-        self.state_words = word_table(names)
-        self.state_codes = np.array(codes, np.int16)
+        self.states, state_offs = _name_table(names)
+        self.state_words, swo, swl = word_table(names)
+        # rows: offsets, first word, length with the quote, state code
+        self.state_tab = _table(state_offs, swo, swl, codes)
+        self.n_keys, self.n_states = len(keys), len(names)
 
 
 _TRACE: _TraceTables | None = None
+
+
+def word_table(names) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``names`` (each followed by its closing quote) as little-endian 8-byte words for
+    ``_json_kernel.name_here``: (words, first word of each name, length of each with the quote)."""
+    words, woffs, lens = [], [0], []
+    for name in names:
+        raw = name.encode() + b'"'
+        lens.append(len(raw))
+        raw += bytes(-len(raw) % 8)
+        words += [int.from_bytes(raw[i:i + 8], "little") for i in range(0, len(raw), 8)]
+        woffs.append(len(words))
+    return (np.array(words, np.uint64), np.array(woffs, np.int64), np.array(lens, np.int64))
+
+
+
+def _table(*rows) -> np.ndarray:
+    """Rows of different lengths as one int64 array (width of the longest, zero-padded)."""
+    out = np.zeros((len(rows), max(len(r) for r in rows)), np.int64)
+    for i, r in enumerate(rows):
+        out[i, :len(r)] = r
+    return out
 
 
 def _name_table(names) -> tuple[np.ndarray, np.ndarray]:
@@ -154,12 +212,14 @@ def frames(block: bytes, line: int, tp_size: int):
     r_id = np.empty(r_cap, np.int64)
     r_state = np.empty(r_cap, np.int16)
     r_dummy = np.empty(r_cap, np.bool_)
-    status, nf, nr = k.frames(buf, _words(buf), tp_size, t.keys, t.key_offs, *t.key_words,
-                              t.opt_is_int, t.states, t.state_offs, *t.state_words,
-                              t.state_codes, f_iter, f_rank, f_nreq, f_nd,
-                              opt_val, opt_valid, r_id, r_state, r_dummy)
+    out = np.zeros(2, np.int64)
+    status = _call("frames", buf, len(buf), _words(buf), tp_size, t.keys, t.keys.size,
+                   t.key_tab, t.key_words, t.key_words.size, t.n_keys, t.states, t.states.size,
+                   t.state_tab, t.state_words, t.state_words.size, t.n_states, cap, r_cap,
+                   f_iter, f_rank, f_nreq, f_nd, opt_val, opt_valid, r_id, r_state, r_dummy, out)
     if status != 0:
         return None
+    nf, nr = int(out[0]), int(out[1])
     it = f_iter[:nf]
     if nf and int(it.max()) > ((1 << 63) - 1 - tp_size) // tp_size:
         return None    # the frame key would overflow: the builder words that error
@@ -178,10 +238,33 @@ def frames(block: bytes, line: int, tp_size: int):
 
 
 # ------------------------------------------------------------------------------------- stats
+class _Columns:
+    """The typed ``stats`` columns as the scanner's arrays (built once)."""
+
+    def __init__(self):
+        from forensics.dataset.schema import STATS_READ
+        from forensics.ingest.stats_json import _FLOAT_COLUMNS, _INT_BOUNDS, TYPED_COLUMNS
+
+        self.names = list(dict.fromkeys(TYPED_COLUMNS.values()))
+        self.index = {key: self.names.index(col) for key, col in TYPED_COLUMNS.items()}
+        self.types = [STATS_READ.field(c).type for c in self.names]
+        self.is_float = np.array([c in _FLOAT_COLUMNS for c in self.names])
+        bounds = [_INT_BOUNDS.get(c, 2 ** 63 - 1) for c in self.names]
+        # rows: a float column, lowest and highest int; whole floats within ±lim (2**31, 2**63)
+        self.tab = _table(self.is_float, [-b - 1 for b in bounds], bounds)
+        self.lim = np.array([float(b + 1) for b in bounds])
+
+
+_COLUMNS: _Columns | None = None
+
+
 class _Template:
     """A stats shape as the scanner's slot arrays (depth-first key order)."""
 
     def __init__(self, shape: tuple):
+        global _COLUMNS
+        if _COLUMNS is None:
+            _COLUMNS = _Columns()
         self.shape = shape
         names, parent, is_obj, dotted = [], [], [], []
 
@@ -198,22 +281,24 @@ class _Template:
         if len(set(dotted)) != len(dotted):
             raise ValueError("two keys flatten to one dotted name")
         self.n = len(names)
-        self.names, self.offs = _name_table(names)
-        from forensics.ingest._json_kernel import word_table
-        self.words = word_table(names)
-        self.parent = np.array(parent, np.int64)
-        self.is_obj = np.array(is_obj, np.bool_)
-        self.dotted = dotted
-        self.next_sib = np.full(self.n, -1, np.int64)
-        self.first_child = np.full(self.n + 1, -1, np.int64)
+        self.n_leaves = self.n - sum(is_obj)
+        self.names, offs = _name_table(names)
+        self.words, wo, wl = word_table(names)
+        self.dotted, dotted_offs = _name_table(dotted)
+        self.key_bytes = int(max(np.diff(dotted_offs), default=0))
+        next_sib = np.full(self.n, -1, np.int64)
+        first_child = np.full(self.n + 1, -1, np.int64)
         last: dict[int, int] = {}
         for s, par in enumerate(parent):
             if par in last:
-                self.next_sib[last[par]] = s
+                next_sib[last[par]] = s
             else:
-                self.first_child[par + 1] = s
+                first_child[par + 1] = s
             last[par] = s
-        self.leaves = [s for s in range(self.n) if not is_obj[s]]
+        col_of = [-1 if is_obj[s] else _COLUMNS.index.get(dotted[s], -1) for s in range(self.n)]
+        # the rows _json_kernel.stats_c unpacks (``first_child`` is indexed by slot + 1)
+        self.slots = _table(offs, parent, is_obj, next_sib, first_child, col_of, dotted_offs,
+                            wo, wl)
         self.timestamp = next((s for s in range(self.n)
                                if names[s] == "timestamp" and parent[s] == -1), -1)
 
@@ -249,17 +334,13 @@ def stats(block: bytes, line: int, source: str):
     from forensics.ingest.json_object_lines import DeclineBlock
     from forensics.ingest.stats_fast import _merge
 
-    k = kernel()
-    if k is None or not block.endswith(b"\n") or b"\\" in block:
+    if kernel() is None or not block.endswith(b"\n") or b"\\" in block:
         return None
-    if not block.isascii():
-        try:
-            block.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
     buf = np.frombuffer(block, np.uint8)
-    cap = newlines(block)
-    where = np.zeros(33, np.int64)
+    # a bound on the rows, not a count (the arrays' pages are committed only where written):
+    # lines of half the first one's length; more rows (FULL) are counted and read again
+    cap = len(block) // max((block.find(b"\n") + 1) // 2, 1) + 2
+    where = np.zeros(37, np.int64)
     words = _words(buf)
     starts = None
     try:
@@ -267,16 +348,18 @@ def stats(block: bytes, line: int, source: str):
             _TEMPLATE = _Template(_shape_of(block[:block.find(b"\n") + 1]))
         for attempt in range(MAX_LEARN + 2):
             t = _TEMPLATE
-            kind = np.zeros((t.n, cap), np.uint8)
-            ival = np.empty((t.n, cap), np.int64)
-            fval = np.empty((t.n, cap), np.float64)
-            sa = np.empty((t.n, cap), np.int64)
-            sb = np.empty((t.n, cap), np.int64)
-            status, rows = k.stats(buf, words, t.names, t.offs, *t.words, t.parent, t.is_obj, t.next_sib,
-                                   t.first_child, kind, ival, fval, sa, sb, where)
-            if status == 0:
+            out = _StatsOut(len(_COLUMNS.names), cap, t, len(block))
+            status = _call("stats", buf, len(buf), words, t.names, t.names.size, t.words,
+                           t.words.size, t.slots, t.n, _COLUMNS.tab, _COLUMNS.lim,
+                           len(_COLUMNS.names), t.dotted, t.dotted.size, t.timestamp,
+                           *out.arrays(), where)
+            rows = int(where[35])
+            if status == OK:
                 break
-            if status not in (k.UNKNOWN_KEY, k.NEW_OBJECT, k.BAD_LINE) or attempt > MAX_LEARN:
+            if status == FULL and cap < len(block):
+                cap = newlines(block)
+                continue
+            if status not in (UNKNOWN_KEY, NEW_OBJECT, BAD_LINE) or attempt > MAX_LEARN:
                 return None
             if starts is None:
                 nl = np.flatnonzero(buf == 10)
@@ -287,7 +370,7 @@ def stats(block: bytes, line: int, source: str):
                 other = _shape_of(text)
             except (ValueError, RecursionError):
                 return None
-            if status == k.BAD_LINE:
+            if status == BAD_LINE:
                 if attempt:            # another key order: start again from this block
                     return None
                 _TEMPLATE = _Template(_shape_of(block[:block.find(b"\n") + 1]))
@@ -297,94 +380,104 @@ def stats(block: bytes, line: int, source: str):
     except (DeclineBlock, ValueError, RecursionError):
         _TEMPLATE = None
         return None
-    return _stats_batch(block, line, source, t, rows, kind, ival, fval, sa, sb)
+    if where[36]:                        # a string with bytes >= 0x80: the block is UTF-8?
+        try:
+            block.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    _last.count = (block, rows)          # every line is a row: the reader asks next
+    return out.batch(block, line, source, t, rows, int(where[1]), int(where[2]))
 
 
-def _stats_batch(block: bytes, line: int, source: str, t: _Template, n: int, kind, ival, fval,
-                 sa, sb):
-    """The ``stats`` rows from the scanner's per-slot values (the rules of ``stats_row``)."""
-    from forensics.dataset.schema import EVENTS, STATS_READ, UNPARSED
-    from forensics.ingest._json_kernel import K_FALSE, K_FLOAT, K_FTEXT, K_INT, K_STR, K_TRUE
-    from forensics.ingest.stats_json import _FLOAT_COLUMNS, _INT_BOUNDS, TYPED_COLUMNS, StatsBatch
+class _StatsOut:
+    """The stats scanner's output arrays for one block (bounds, not counts: ``np.empty``
+    pages are committed only where written)."""
 
-    kd = kind[:, :n]                            # (slots, rows); object slots are K_OBJ
-    is_int = kd == K_INT
-    is_float = kd == K_FLOAT
-    vals = fval[:, :n]
-    text = kd == K_FTEXT
-    if text.any():
-        for s, r in zip(*np.nonzero(text)):
-            vals[s, r] = float(block[int(sa[s, r]):int(sb[s, r])])
-        is_float |= text
-    num = is_int | is_float | (kd == K_TRUE) | (kd == K_FALSE)
-    in_fields = num
-    cols: dict[str, pa.Array] = {}
-    for s in t.leaves:
-        column = TYPED_COLUMNS.get(t.dotted[s])
-        if column is None or not num[s].any():
-            continue
-        v, ii, ff = vals[s], is_int[s], is_float[s]
-        if column in _FLOAT_COLUMNS:
-            typed_ok = ii | ff
-            cols[column] = pa.array(v, pa.float64(), mask=None if typed_ok.all() else ~typed_ok)
-        else:
-            limit = float(_INT_BOUNDS.get(column, 2 ** 63 - 1) + 1)    # 2**31 or 2**63
-            ints = ival[s, :n]
-            typed_ok = ii & (ints >= -limit) & (ints < limit)
-            if ff.any():
-                with np.errstate(invalid="ignore"):
-                    whole = ff & np.isfinite(v) & (v == np.floor(v)) & (v >= -limit) & (v < limit)
-                ints = np.where(ii, ints, 0)
-                ints[whole] = v[whole].astype(np.int64)
-                typed_ok = typed_ok | whole
-            target = STATS_READ.field(column).type
-            data = np.where(typed_ok, ints, 0).astype(target.to_pandas_dtype(), copy=False)
-            cols[column] = pa.array(data, target, mask=None if typed_ok.all() else ~typed_ok)
-        in_fields[s] &= ~typed_ok
-    cols["timestamp"] = _strings(block, kind[t.timestamp, :n] == K_STR, sa[t.timestamp, :n],
-                                 sb[t.timestamp, :n]) if t.timestamp >= 0 \
-        else pa.nulls(n, pa.string())
-    keep = np.flatnonzero(in_fields.any(axis=1))
-    cols["fields"] = _fields_map(n, [t.dotted[i] for i in keep], vals[keep], in_fields[keep])
-    ln = pa.array(np.arange(line, line + n, dtype=np.int64))
-    cols["line"] = cols["line_end"] = ln
-    cols["source"] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)),
-                                                    pa.array([source])).cast(pa.string())
-    table = pa.table([cols[f.name] if f.name in cols else pa.nulls(n, f.type)
-                      for f in STATS_READ], schema=STATS_READ)
-    return StatsBatch(stats=table, events=EVENTS.empty_table(), unparsed=UNPARSED.empty_table())
+    def __init__(self, n_cols: int, cap: int, t: _Template, size: int):
+        self.cap = cap
+        self.coli = np.empty((n_cols, cap), np.int64)
+        self.colf = np.empty((n_cols, cap), np.float64)
+        self.colv = np.empty((n_cols, cap), np.bool_)
+        self.entries = entries = cap * max(t.n_leaves, 1)
+        self.kbytes = np.empty(entries * t.key_bytes, np.uint8)
+        self.koff = np.empty(entries + 1, np.int32)
+        self.fval = np.empty(entries, np.float64)
+        self.foff = np.empty(cap + 1, np.int32)
+        self.ts_bytes = np.empty(size, np.uint8)
+        self.ts_off = np.empty(cap + 1, np.int32)
+        self.ts_valid = np.empty(cap, np.bool_)
+        self.fix = np.empty((3, entries), np.int64)
 
+    def arrays(self) -> tuple:
+        """The arguments of the stats entry point from ``cap`` on."""
+        return (self.cap, self.entries, self.coli, self.colf, self.colv, self.kbytes,
+                self.kbytes.size, self.koff, self.fval, self.foff, self.ts_bytes, self.ts_off,
+                self.ts_valid, self.fix)
 
-def _fields_map(n: int, names: list[str], vals: np.ndarray, mask: np.ndarray) -> pa.MapArray:
-    """The ``fields`` map: per row, the leaves whose ``mask`` is set, in ``names`` order
-    (``vals`` and ``mask`` are (leaves, rows))."""
-    from forensics.dataset.schema import STATS_READ
+    def batch(self, block: bytes, line: int, source: str, t: _Template, n: int, entries: int,
+              fixes: int):
+        """The ``stats`` rows (the scanner wrote them by the rules of ``stats_row``)."""
+        from forensics.dataset.schema import EVENTS, STATS_READ, UNPARSED
+        from forensics.ingest.stats_json import StatsBatch
 
-    typ = STATS_READ.field("fields").type
-    if not names:
-        return pa.MapArray.from_arrays(np.zeros(n + 1, np.int32), pa.array([], pa.string()),
-                                       pa.array([], pa.float64()), type=typ)
-    m = np.ascontiguousarray(mask.T)              # (rows, leaves): row-major = per-row order
-    idx = np.flatnonzero(m)
-    offsets = np.zeros(n + 1, np.int32)
-    np.cumsum(m.sum(axis=1), out=offsets[1:])
-    keys = pa.DictionaryArray.from_arrays(pa.array((idx % len(names)).astype(np.int32)),
-                                          pa.array(names, pa.string())).cast(pa.string())
-    values = np.ascontiguousarray(vals.T).ravel()[idx]
-    return pa.MapArray.from_arrays(pa.array(offsets), keys, pa.array(values, pa.float64()),
-                                   type=typ)
+        cap = self.coli.shape[1]
+        for dest, a, b in self.fix[:, :fixes].T.tolist():
+            v = float(block[a:b])
+            if dest >= 0:
+                self.fval[dest] = v
+            else:
+                c, r = divmod(-1 - dest, cap)
+                self.colf[c, r] = v
+        # What the rows hold, cut to size: the writer keeps a row group's batches, and the
+        # bounds above (committed pages once the allocator reuses memory) held 2-3x more.
+        coli, colf, colv = (np.ascontiguousarray(x[:, :n]) for x in
+                            (self.coli, self.colf, self.colv))
+        kbytes, koff, fval, foff, ts_bytes, ts_off = (
+            _cut(x, size) for x, size in ((self.kbytes, int(self.koff[entries])),
+                                          (self.koff, entries + 1), (self.fval, entries),
+                                          (self.foff, n + 1),
+                                          (self.ts_bytes, int(self.ts_off[n])),
+                                          (self.ts_off, n + 1)))
+        cols: dict[str, pa.Array] = {}
+        for c, (name, typ) in enumerate(zip(_COLUMNS.names, _COLUMNS.types)):
+            if pa.types.is_floating(typ):
+                data = colf[c]
+            else:
+                data = coli[c].astype(typ.to_pandas_dtype(), copy=False)
+            cols[name] = pa.Array.from_buffers(typ, n, [_bitmap(colv[c]), pa.py_buffer(data)])
+        cols["timestamp"] = pa.StringArray.from_buffers(
+            n, pa.py_buffer(ts_off), pa.py_buffer(ts_bytes), _bitmap(self.ts_valid[:n]))
+        keys = pa.StringArray.from_buffers(entries, pa.py_buffer(koff), pa.py_buffer(kbytes))
+        cols["fields"] = pa.MapArray.from_arrays(pa.array(foff), keys, pa.array(fval),
+                                                 type=STATS_READ.field("fields").type)
+        ln = pa.array(np.arange(line, line + n, dtype=np.int64))
+        cols["line"] = cols["line_end"] = ln
+        cols["source"] = _repeated(source, n)
+        table = pa.table([cols[f.name] for f in STATS_READ], schema=STATS_READ)
+        return StatsBatch(stats=table, events=EVENTS.empty_table(),
+                          unparsed=UNPARSED.empty_table())
 
 
-def _strings(block: bytes, present: np.ndarray, a: np.ndarray, b: np.ndarray) -> pa.Array:
-    """The strings at spans ``[a, b)`` of ``block`` where ``present``, else null."""
-    n = present.size
-    a = np.where(present, a, 0)
-    b = np.where(present, b, 0)
-    out = np.empty(int((b - a).sum()), np.uint8)
-    offs = np.empty(n + 1, np.int32)
-    kernel().gather(np.frombuffer(block, np.uint8), a, b, out, offs)
-    valid = None if present.all() else pa.py_buffer(np.packbits(present, bitorder="little"))
-    return pa.StringArray.from_buffers(n, pa.py_buffer(offs), pa.py_buffer(out), valid)
+def _cut(a: np.ndarray, n: int) -> np.ndarray:
+    """``a`` (1-D, owning its data, no view of it alive) shrunk to ``n`` items in place (a
+    ``realloc``: the rest goes back to the allocator, nothing is copied)."""
+    a.resize(max(n, 1), refcheck=False)
+    return a[:n]
+
+
+def _bitmap(valid: np.ndarray) -> pa.Buffer | None:
+    """An Arrow validity bitmap of ``valid`` (None when every value is valid)."""
+    return None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+
+
+def _repeated(text: str, n: int) -> pa.StringArray:
+    """``text`` ``n`` times as a plain string array, built from its buffers."""
+    raw = text.encode()
+    if n * len(raw) >= 2 ** 31:         # past int32 offsets: a dictionary cast makes it
+        return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)),
+                                              pa.array([text])).cast(pa.string())
+    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(raw))
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw * n))
 
 
 __all__ = ["BLOCK_BYTES", "MIN_BYTES", "enabled", "frames", "kernel", "newlines", "stats"]

@@ -1,4 +1,6 @@
-"""The scanner's machine code, kept as an object file and loaded with llvmlite alone.
+"""The compiled scanners' machine code, kept as object files and loaded with llvmlite alone
+(a :class:`Library` each: the log scanner's, :data:`SCAN`, and the JSON Lines scanner's,
+``json_scan.LIBRARY``).
 
 Why: numba's own cache still costs ~0.75 s CPU per process (importing numba, then loading
 its typing and lowering registries before the first cached call, which imports scipy), a
@@ -18,7 +20,9 @@ below. A saved object is checked against its digest first: LLVM crashes on a dam
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import hashlib
+import importlib
 import json
 import os
 import tempfile
@@ -78,16 +82,31 @@ PROTOTYPES = {
     "count": ctypes.CFUNCTYPE(_I64, _PTR, _I64),
 }
 
+
+
+@dataclasses.dataclass(frozen=True)
+class Library:
+    """A kernel module whose ``ENTRY_POINTS`` (name -> cfunc) are saved and loaded together."""
+
+    stem: str                       # the saved files are ``{stem}-{key}.*``
+    module: str                     # imports numba; defines ENTRY_POINTS
+    sources: tuple[str, ...]        # files beside this one whose text keys the object
+    prototypes: dict[str, Any]      # ctypes prototype of each entry point
+
+
+#: The log scanner (:mod:`forensics.ingest._scan_kernel`).
+SCAN = Library("scan", "forensics.ingest._scan_kernel", _SOURCES, PROTOTYPES)
+
 #: The MCJIT engines holding loaded code: never dropped (freeing one frees the code that
 #: functions handed out still point to).
 _engines: list[Any] = []
 
 
-def _key(llvm: Any) -> str:
+def _key(llvm: Any, lib: Library = SCAN) -> str:
     import llvmlite
 
     h = hashlib.sha256()
-    for name in _SOURCES:
+    for name in lib.sources:
         h.update((_HERE / name).read_bytes())
     h.update(llvmlite.__version__.encode())
     h.update(llvm.get_process_triple().encode())
@@ -102,27 +121,27 @@ def _cache_dirs() -> list[Path]:
                    Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "forensics"]
 
 
-def entry_points() -> dict[str, Any] | None:
-    """The entry points as ctypes functions (``PROTOTYPES``) and ``failed()``: whether a call
-    returned an error (see ``_STUBS_IR``); None without numba/llvmlite (the caller uses the
-    reference path then)."""
+def entry_points(lib: Library = SCAN) -> dict[str, Any] | None:
+    """The entry points of ``lib`` as ctypes functions (``lib.prototypes``) and ``failed()``:
+    whether a call returned an error (see ``_STUBS_IR``); None without numba/llvmlite (the
+    caller uses the reference path then)."""
     try:
         import llvmlite.binding as llvm
     except ImportError:
         return None
-    key = _key(llvm)
+    key = _key(llvm, lib)
     for d in _cache_dirs():
-        loaded = _load(llvm, d / f"scan-{key}")
+        loaded = _load(llvm, d / f"{lib.stem}-{key}", lib)
         if loaded is not None:
             return loaded
-    return _compile(key)
+    return _compile(key, lib)
 
 
 def _file(stem: Path, suffix: str) -> Path:
     return stem.parent / (stem.name + suffix)
 
 
-def _load(llvm: Any, stem: Path) -> dict[str, Any] | None:
+def _load(llvm: Any, stem: Path, lib: Library = SCAN) -> dict[str, Any] | None:
     try:
         meta = json.loads(_file(stem, ".json").read_text())
         objects = [_file(stem, f".{name}.o").read_bytes() for name in meta["symbols"]]
@@ -158,21 +177,21 @@ def _load(llvm: Any, stem: Path) -> dict[str, Any] | None:
         addr = engine.get_function_address(symbol)
         if not addr:
             return None
-        funcs[name] = PROTOTYPES[name](addr)
+        funcs[name] = lib.prototypes[name](addr)
     _engines.append(engine)
     flag = ctypes.c_int32.from_address(engine.get_global_value_address("forensics_scan_failed"))
     funcs["failed"] = lambda: flag.value != 0
     return funcs
 
 
-def _compile(key: str) -> dict[str, Any] | None:
+def _compile(key: str, lib: Library = SCAN) -> dict[str, Any] | None:
     """Compile with numba (numba's own cache makes this cheap after the first time), save the
     object for the next processes, and return numba's functions."""
     try:
-        from forensics.ingest._scan_kernel import ENTRY_POINTS
+        ENTRY_POINTS = importlib.import_module(lib.module).ENTRY_POINTS
     except ImportError:
         return None
-    funcs: dict[str, Any] = {name: PROTOTYPES[name](cf.address)
+    funcs: dict[str, Any] = {name: lib.prototypes[name](cf.address)
                              for name, cf in ENTRY_POINTS.items()}
     funcs["failed"] = lambda: False   # numba's wrapper reports an error itself
     try:
@@ -180,7 +199,7 @@ def _compile(key: str) -> dict[str, Any] | None:
     except Exception:   # numba internals moved: run from numba's functions, save nothing
         return funcs
     for d in _cache_dirs():
-        if _save(d / f"scan-{key}", objects, meta):
+        if _save(d / f"{lib.stem}-{key}", objects, meta):
             break
     return funcs
 

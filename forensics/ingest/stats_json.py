@@ -37,7 +37,6 @@ carries several objects (a compact one-line array) is the line of each of them.
 from __future__ import annotations
 
 import codecs
-import collections
 import itertools
 import json
 import logging
@@ -53,6 +52,7 @@ from forensics.dataset.schema import EVENTS, STATS_READ, UNPARSED
 from forensics.errors import InputError, StatsFormatError
 from forensics.ingest import json_scan
 from forensics.ingest.event_kinds import INPUT_TRUNCATED
+from forensics.ingest.json_object_lines import LineBlocks
 from forensics.ingest.sources import compression_of, content_size, decompressed_chunks, open_raw
 
 logger = logging.getLogger(__name__)
@@ -296,73 +296,68 @@ def read_stats(path: str | os.PathLike, source: str, *,
         raise InputError(f"cannot read: {e.strerror}", path=source) from None
     with raw:
         chunks = decompressed_chunks(raw, comp, READ_BYTES)
-        yield from _read(chunks, source, progress, json_scan.enabled(content_size(path)))
+        yield from _read(chunks, source, progress, json_scan.enabled(content_size(path)),
+                         reader=raw if comp is None else None)
 
 
 def _read(chunks: Iterator[tuple[bytes, int, str | None]], source: str,
-          progress: Callable[[int], None] | None, native: bool = False) -> Iterator[StatsBatch]:
+          progress: Callable[[int], None] | None, native: bool = False,
+          reader: Any = None) -> Iterator[StatsBatch]:
     """JSON Lines in blocks of whole lines (vectorised: :mod:`json_scan` when ``native``, then
     :mod:`stats_fast`); anything else, and the tail after the last newline, through the
-    per-object parser (:func:`_parse`)."""
+    per-object parser (:func:`_parse`). ``reader``: the plain file ``chunks`` reads, read
+    straight into the blocks' buffer (``chunks`` then reads what the blocks did not)."""
     from forensics.ingest.stats_fast import BLOCK_BYTES, fast_block
 
     block_bytes, fast = (json_scan.BLOCK_BYTES, _native_first) if native \
         else (BLOCK_BYTES, fast_block)
-    buf = b""
-    start = 0             # buf[start:] is not read yet; buf[start] is on line `line`
-    line = 1
-    layout = None         # "lines" once the first value is an object, else "other"
-    error: str | None = None
-    eof = False
-    pending: collections.deque[memoryview] = collections.deque()
-    pending_bytes = 0
-    while layout != "other":
-        if layout is None:
-            head = buf.lstrip(b" \t\r\n")
-            if head:
-                layout = "lines" if head[:1] == b"{" else "other"
-                continue
-        if layout == "lines" and (len(buf) - start >= block_bytes or (eof and not pending)):
-            limit = start + block_bytes
-            cut = buf.rfind(b"\n", start, limit) + 1 or buf.find(b"\n", limit) + 1
-            if not cut:
-                break              # no newline in a whole block: per-object from here on
-            block = buf[start:cut]
-            batches = _block(block, line, source, fast)
-            if batches is None:
-                break              # an object runs past the block: per-object from here on
-            start = cut
-            line += json_scan.newlines(block) if native else block.count(b"\n")
-            yield from batches
-            continue
-        if not eof and pending_bytes < block_bytes - (len(buf) - start):
-            data, consumed, err = next(chunks, (b"", 0, None))
+    error: list[str] = []
+    done: list[bool] = []
+
+    def data() -> Iterator[bytes]:
+        for chunk, consumed, err in chunks:
             if progress is not None and consumed:
                 progress(consumed)
-            # A decompressed chunk can be ~100 MB (1 MB of zstd): joined a block at a time.
-            view = memoryview(data)
-            pending.extend(view[i:i + block_bytes] for i in range(0, len(view), block_bytes))
-            pending_bytes += len(view)
             if err is not None:
-                error, eof = err, True
-            elif not data and not consumed:
-                eof = True
+                error.append(err)         # kept before the chunk is handed on
+            if chunk:
+                yield chunk
+            if err is not None:
+                break
+        done.append(True)
+
+    blocks = LineBlocks(reader=reader, progress=progress, read_bytes=block_bytes) \
+        if reader is not None else LineBlocks(data())
+    line = 1              # the line of the first byte not taken
+    layout = None         # "lines" once the first value is an object, else "other"
+    while layout != "other":
+        if layout is None:
+            first = blocks.first_byte()
+            if first is not None:
+                layout = "lines" if first == ord("{") else "other"
+                continue
+            if blocks.eof:
+                break
+            blocks.fill(blocks.available() + 1)
             continue
-        if not pending:
-            break                      # end of input
-        # One join per block (appending piece by piece copied the block several times over).
-        want = block_bytes - (len(buf) - start)
-        take = [memoryview(buf)[start:]]
-        while pending and want > 0:
-            want -= len(pending[0])
-            pending_bytes -= len(pending[0])
-            take.append(pending.popleft())
-        buf, start = b"".join(take), 0
-        take.clear()
-    rest = [(b, 0, None) for b in (buf[start:], *map(bytes, pending)) if b]
-    if error is not None:
-        rest.append((b"", 0, error))
-    text = _Text(itertools.chain(rest, () if eof else chunks), progress, start_line=line)
+        blocks.fill(block_bytes)
+        if not blocks.available():
+            break                          # end of input
+        cut = blocks.cut(block_bytes)
+        if not cut:
+            break              # no newline in a whole block: per-object from here on
+        block = blocks.peek(cut)
+        batches = _block(block, line, source, fast)
+        if batches is None:
+            break              # an object runs past the block: per-object from here on
+        blocks.skip(cut)
+        line += json_scan.newlines(block) if native else block.count(b"\n")
+        yield from batches
+    rest = [(b, 0, None) for b in (blocks.rest(),) if b]
+    if error:
+        rest.append((b"", 0, error[0]))
+    text = _Text(itertools.chain(rest, () if error or done or blocks.eof else chunks), progress,
+                 start_line=line)
     yield from _parse(text, _Rows(source), source, array_allowed=layout != "lines")
 
 

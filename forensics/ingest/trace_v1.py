@@ -38,6 +38,7 @@ from forensics.dataset.schema import EVENTS, FRAMES, REQUESTS, RUNS, UNPARSED
 from forensics.errors import TraceFormatError
 from forensics.ingest import json_scan
 from forensics.ingest.frame_keys import FrameKeys
+from forensics.ingest.json_object_lines import LineBlocks
 from forensics.ingest.sources import compression_of, content_size, decompressed_chunks, open_raw
 from forensics.ingest.trace_fast import BLOCK_BYTES, FrameColumns, fast_frames
 from replay.states import (CURRENT_NUMBERING, RequestState, UnknownStateError, numbering_decoder,
@@ -236,41 +237,46 @@ def _blocks(path: str | os.PathLike, progress: Callable[[int], None] | None,
     is not yielded but left in ``stop["tail"]`` (it is kept verbatim, never parsed as a record).
     """
     stop = {} if stop is None else stop
-    buf = b""
-    parts: list[bytes] = []
-    size = 0
-    for chunk in _chunks(path, progress, stop):
-        parts.append(chunk)
-        size += len(chunk)
-        if size < block_bytes:
-            continue
-        buf = b"".join([buf, *parts])
-        parts.clear()
-        # Blocks are sliced from where the last one ended and the rest is copied once: slicing
-        # off each block and keeping ``buf[cut:]`` copied the rest of a decompressed chunk (about
-        # 13 MB from 1 MB of zstd) once per block, ~2 M page faults and 3 s of system time
-        # for a 589 MB trace.
-        start = 0
-        while len(buf) - start >= block_bytes:
-            end = start + block_bytes
-            cut = buf.rfind(b"\n", start, end) + 1 or buf.find(b"\n", end) + 1
-            if not cut:
-                break
-            yield buf[start:cut]
-            start = cut
-        if start:
-            buf = buf[start:]
-        size = len(buf)
-    buf = b"".join([buf, *parts])
-    if buf:
-        cut = buf.rfind(b"\n") + 1
+    if compression_of(path) is not None:
+        yield from _cut(LineBlocks(_chunks(path, progress, stop)), block_bytes, stop)
+        return
+    left = os.path.getsize(path)       # progress adds up to the size, as in _chunks
+
+    def report(n: int) -> None:
+        nonlocal left
+        step = min(n, left)
+        if step and progress is not None:
+            left -= step
+            progress(step)
+    with open_raw(path) as raw:        # read straight into the blocks' buffer
+        yield from _cut(LineBlocks(reader=raw, progress=report, read_bytes=block_bytes),
+                        block_bytes, stop)
+    if progress is not None and left:
+        progress(left)
+
+
+def _cut(blocks: LineBlocks, block_bytes: int, stop: dict[str, Any]) -> Iterator[bytes]:
+    """:func:`_blocks` of the bytes of ``blocks``."""
+    want = block_bytes
+    while True:
+        blocks.fill(want)
+        if blocks.eof:
+            break
+        cut = blocks.cut(block_bytes)
         if cut:
-            yield buf[:cut]
-        if buf[cut:]:
-            if "error" in stop:
-                stop["tail"] = buf[cut:]
-            else:
-                yield buf[cut:]
+            yield blocks.take(cut)
+            want = block_bytes
+        else:                 # a line longer than a block: read on to its end
+            want = blocks.available() + 1
+    cut = blocks.cut(blocks.available())
+    if cut:
+        yield blocks.take(cut)
+    tail = blocks.rest()
+    if tail:
+        if "error" in stop:
+            stop["tail"] = tail
+        else:
+            yield tail
 
 
 def _chunks(path: str | os.PathLike, progress: Callable[[int], None] | None,

@@ -186,6 +186,20 @@ def test_stats_values_hand_checked(monkeypatch):
     assert rows[2]["fields"] == [("kv.a", 123456789012345678.0)]
 
 
+def test_stats_rows_past_the_first_lines_bound(monkeypatch):
+    """The row bound comes from the first line's length: a block of shorter lines than that
+    is counted and read again, with every row."""
+    monkeypatch.setattr(json_scan, "_TEMPLATE", None)
+    first = json.dumps(_stats_line(0, 0), separators=(",", ":"))
+    block = ("\n".join([first] + [f'{{"iter":{i}}}' for i in range(1, 400)]) + "\n").encode()
+    assert len(block) // (len(first) // 2) < 400
+    got = json_scan.stats(block, 1, "s.jsonl")
+    assert got is not None
+    assert got.stats.column("iter").to_pylist() == list(range(400))
+    assert got.stats.column("line").to_pylist() == list(range(1, 401))
+    assert json_scan.newlines(block) == 400
+
+
 @pytest.mark.parametrize("text", ["0.1", "1e22", "1e23", "9007199254740993e-5", "5e-324",
                                   "1.7976931348623157e308", "123.456e-7", "0.000001234",
                                   "-0.0", "4.35", "12345678901234567.0", "1e-22", "1e-23"])
@@ -440,7 +454,7 @@ def test_shared_json_lines_same(native, monkeypatch):
 
 def test_without_numba_the_msgspec_path_reads(tmp_path):
     stats = _stats_file(tmp_path, 0, [])
-    code = ("import sys; sys.modules['numba'] = None\n"
+    code = ("import sys; sys.modules['numba'] = sys.modules['llvmlite'] = None\n"
             "from forensics.ingest import json_scan, stats_json, trace_v1\n"
             "assert json_scan.kernel() is None and not json_scan.enabled(1 << 40)\n"
             "n = sum(b.stats.num_rows for b in stats_json.read_stats(sys.argv[1], 'x'))\n"
@@ -455,33 +469,94 @@ def test_without_numba_the_msgspec_path_reads(tmp_path):
 
 
 def test_a_numba_that_refuses_the_kernels_turns_the_path_off(tmp_path):
-    """``_nrt`` is a private numba option: a numba that refuses it (here: every compile fails)
-    leaves the msgspec path, not a failed ingest."""
+    """``_nrt`` is a private numba option: a numba that refuses it (here: njit raises when
+    given it) leaves the msgspec path, not a failed ingest. No saved object to load (an empty
+    cache directory), so the kernels must be compiled."""
     stats = _stats_file(tmp_path, 0, [])
     code = ("import sys, numba\n"
             "from numba.core.errors import UnsupportedError\n"
             "real = numba.njit\n"
             "def njit(*a, **k):\n"
-            "    def wrap(f):\n"
-            "        def fails(*x):\n"
-            "            raise UnsupportedError('option _nrt')\n"
-            "        return fails\n"
-            "    return wrap\n"
+            "    if '_nrt' in k:\n"
+            "        raise UnsupportedError('option _nrt')\n"
+            "    return real(*a, **k)\n"
             "numba.njit = njit\n"
-            "from forensics.ingest import json_scan, stats_json\n"
+            "from forensics.ingest import json_scan, native_code, stats_json\n"
+            "native_code._cache_dirs = lambda: [__import__('pathlib').Path(sys.argv[2])]\n"
             "assert json_scan.kernel() is None and not json_scan.enabled(1 << 40)\n"
             "print(sum(b.stats.num_rows for b in stats_json.read_stats(sys.argv[1], 'x')))\n")
-    out = subprocess.run([sys.executable, "-c", code, str(stats)], capture_output=True, text=True,
-                         check=False,
+    out = subprocess.run([sys.executable, "-c", code, str(stats), str(tmp_path)],
+                         capture_output=True, text=True, check=False,
                          env=dict(os.environ, PYTHONPATH=str(REPO), FORENSICS_INGEST_PATH="native"))
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["300"]
 
 
+def _saved_object(directory: Path) -> Path:
+    """The kernels' object files saved into ``directory``; their common stem."""
+    import llvmlite.binding as llvm
+
+    from forensics.ingest import _json_kernel, native_code
+
+    objects, meta = native_code._objects(_json_kernel.ENTRY_POINTS)
+    stem = directory / f"{json_scan.LIBRARY.stem}-{native_code._key(llvm, json_scan.LIBRARY)}"
+    assert native_code._save(stem, objects, meta)
+    return stem
+
+
+def test_saved_object_runs_without_numba(tmp_path, monkeypatch):
+    """The kernels' object file, loaded by llvmlite alone in a process where numba cannot be
+    imported, reads stats and trace blocks (every one of them) as the reference paths do."""
+    _saved_object(tmp_path / "cache")
+    stats = _stats_file(tmp_path, 0, [])
+    code = ("import sys; sys.modules['numba'] = None\n"
+            "from forensics.ingest import json_scan, native_code, stats_json, trace_v1\n"
+            "assert json_scan.kernel() is not None and native_code._engines\n"
+            "real = json_scan.stats, json_scan.frames\n"
+            "took = []\n"
+            "def spy(f):\n"
+            "    def run(*a):\n"
+            "        out = f(*a)\n"
+            "        took.append(out is not None)\n"
+            "        return out\n"
+            "    return run\n"
+            "json_scan.stats, json_scan.frames = map(spy, real)\n"
+            "s = [b.stats for b in stats_json.read_stats(sys.argv[1], 's.jsonl')]\n"
+            "t = [b.frames for b in trace_v1.iter_trace(sys.argv[2], 't.jsonl')]\n"
+            "import pyarrow as pa, pickle\n"
+            "sys.stdout.buffer.write(pickle.dumps((pa.concat_tables(s).to_pylist(), "
+            "pa.concat_tables(t).to_pylist(), took, sys.modules.get('numba') is not None)))\n")
+    out = subprocess.run([sys.executable, "-c", code, str(stats), str(TRACE_SAMPLES[2])],
+                         capture_output=True, check=False,
+                         env=dict(os.environ, PYTHONPATH=str(REPO), FORENSICS_INGEST_PATH="native",
+                                  NUMBA_CACHE_DIR=str(tmp_path / "cache")))
+    assert out.returncode == 0, out.stderr.decode()
+    import pickle
+    s_rows, t_rows, took, numba_loaded = pickle.loads(out.stdout)
+    assert took and all(took) and not numba_loaded
+    assert s_rows == _stats_reference(stats.read_bytes())[0]
+    ref = _trace_tables(TRACE_SAMPLES[2], reference=True, monkeypatch=monkeypatch,
+                        batch_frames=1 << 20)
+    assert t_rows == pa.concat_tables([b[_TRACE_FIELDS.index("frames")] for b in ref]).to_pylist()
+
+
+def test_damaged_object_file_is_not_loaded(tmp_path):
+    """A damaged saved object of the JSON kernels is refused by its digest (LLVM would crash)."""
+    import llvmlite.binding as llvm
+
+    from forensics.ingest import native_code
+
+    stem = _saved_object(tmp_path)
+    assert native_code._load(llvm, stem, json_scan.LIBRARY) is not None
+    obj = stem.parent / (stem.name + ".stats.o")
+    obj.write_bytes(obj.read_bytes()[:1000])
+    assert native_code._load(llvm, stem, json_scan.LIBRARY) is None
+
+
 def test_small_inputs_never_import_numba(tmp_path):
     code = ("import sys, forensics\n"
             "forensics.ingest(sys.argv[1:3], sys.argv[3])\n"
-            "print('numba' in sys.modules)\n")
+            "print('numba' in sys.modules or 'llvmlite' in sys.modules)\n")
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop(json_scan.PATH_ENV, None)
     d = SAMPLES / "healthy"
