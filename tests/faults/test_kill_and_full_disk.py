@@ -23,10 +23,11 @@ SMALL = REPO / "traces" / "samples" / "healthy" / "trace.jsonl"
 
 @pytest.fixture(scope="module")
 def big(tmp_path_factory) -> Path:
-    """About 8 MB of log, stats and trace: an ingest of a few seconds."""
+    """About 16 MB of log, stats and trace (a dataset well over the 256 KB file system below):
+    an ingest of a few seconds."""
     from forensics.simulate import simulate
     d = tmp_path_factory.mktemp("big")
-    simulate("healthy", out_dir=d, iters=1500)
+    simulate("healthy", out_dir=d, iters=3000)
     (d / "trace.expect.toml").unlink()
     return d
 
