@@ -663,21 +663,16 @@ def _run_config(runs: pa.Table, run: str | None) -> tuple[str, str, RunConfig, b
     return run, str(rec["source"]), config, len(set(names)) > 1
 
 
-_CONTEXT_INTENT_STATES = np.array(sorted(int(x) for x in CONTEXT_INTENT_STATES), np.int16)
-_CONTEXT_ONLY_STATES = np.array(sorted(int(x) for x in CONTEXT_ONLY_STATES), np.int16)
-_GENERATION_ONLY_STATES = np.array(sorted(int(x) for x in GENERATION_ONLY_STATES), np.int16)
-
-
 def _state_lut(states) -> np.ndarray:
     """Membership of each histogram column (``ALL_STATES`` order) in ``states``, then False:
     indexed by ``state_index``, whose -1 (an unknown state) lands on that last False, as
     ``np.isin`` of the state values gives."""
-    return np.r_[np.isin(np.array([int(s) for s in ALL_STATES]), states), False]
+    return np.r_[np.isin([int(s) for s in ALL_STATES], [int(s) for s in states]), False]
 
 
-_CONTEXT_INTENT = _state_lut(_CONTEXT_INTENT_STATES)
-_CONTEXT_ONLY = _state_lut(_CONTEXT_ONLY_STATES)
-_GENERATION_ONLY = _state_lut(_GENERATION_ONLY_STATES)
+_CONTEXT_INTENT = _state_lut(CONTEXT_INTENT_STATES)
+_CONTEXT_ONLY = _state_lut(CONTEXT_ONLY_STATES)
+_GENERATION_ONLY = _state_lut(GENERATION_ONLY_STATES)
 
 #: Requests columns the replay reads, with the compact dtypes they are held in.
 _REQ_COLUMNS = (("iter", np.int64), ("rank", np.int32), ("request_id", np.int64),
@@ -702,7 +697,7 @@ def _read_real_requests(file: Path, run: str | None) -> tuple[np.ndarray, ...]:
     pf = pq.ParquetFile(file)
     total = pf.metadata.num_rows
     bufs = [np.empty(total, dtype) for _, dtype in _REQ_COLUMNS]
-    columns = [name for name, _ in _REQ_COLUMNS] + ["dummy"] + (["run"] if run is not None else [])
+    columns = _REQUEST_COLUMNS + (["run"] if run is not None else [])
     n = 0
     batch = parts = None
     for batch in pf.iter_batches(batch_size=1 << 18, columns=columns):
