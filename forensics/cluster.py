@@ -72,6 +72,20 @@ def dask_available() -> bool:
     return True
 
 
+def in_worker_task() -> bool:
+    """Whether this runs inside a Dask worker's task: the cluster already has one worker per
+    core, so work there takes one thread (the replay) and reads one file at a time (the
+    ingest); more would only contend for the same cores. Never imports Dask itself."""
+    if "distributed" not in sys.modules:
+        return False
+    try:
+        from distributed import get_worker
+        get_worker()
+    except (ImportError, ValueError):
+        return False
+    return True
+
+
 def require_dask(what: str = "--workers/--scheduler") -> None:
     """Raise a :class:`ConfigError` naming the extra to install when Dask is missing."""
     if not dask_available():
@@ -344,6 +358,7 @@ __all__ = [
     "connect",
     "dask_available",
     "dashboard_link",
+    "in_worker_task",
     "ingest_parallel",
     "map_tasks",
     "require_dask",

@@ -189,6 +189,7 @@ def input_rows(source: PathLike, label: str, extra: dict[str, Any], policies: Se
     column, ``source`` what is read (the input itself or a dataset ingested from it). A long
     run is replayed in windows (``replay.engine.stream_windows``; ``window`` iterations each),
     one policy at a time, in bounded memory."""
+    from forensics import cluster
     from forensics.ingest import as_dataset
     from replay.engine import replay_windows, stream_windows
     from replay.engine import run as replay_run
@@ -209,7 +210,7 @@ def input_rows(source: PathLike, label: str, extra: dict[str, Any], policies: Se
             frames = windows
             # Every policy in one pass over the windows; the metrics read a few columns of
             # each policy's files (removed with the results).
-            streamed = replay_windows(windows, pols, None, threads=1 if _in_dask_worker() else None)
+            streamed = replay_windows(windows, pols, None, threads=1 if cluster.in_worker_task() else None)
             metrics = {p.name: run_metrics(streamed[p.name]) for p in pols}
             del streamed
         else:
@@ -271,20 +272,6 @@ def write_parquet(table: pd.DataFrame, path: PathLike, *, table_name: str,
     finally:
         tmp.unlink(missing_ok=True)
     return out
-
-
-def _in_dask_worker() -> bool:
-    """Running as a Dask task: the cluster already has one worker per core, so a replay there
-    takes one thread (more would only contend for the same cores)."""
-    import sys
-    if "distributed" not in sys.modules:
-        return False
-    from distributed import get_worker
-    try:
-        get_worker()
-        return True
-    except ValueError:
-        return False
 
 
 def _input_bytes(path: str) -> int:

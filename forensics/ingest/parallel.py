@@ -43,18 +43,6 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _in_cluster_task() -> bool:
-    """Whether this runs inside a Dask worker's task: the cluster already uses the cores."""
-    if "distributed" not in sys.modules:
-        return False
-    try:
-        from distributed import get_worker
-        get_worker()
-    except (ImportError, ValueError):
-        return False
-    return True
-
-
 def _text_at_least(paths: list[Path], limit: int) -> bool:
     """Whether the files hold ``limit`` bytes of text, decompressed (sampled only as needed)."""
     from forensics.ingest.sources import content_size
@@ -84,8 +72,10 @@ def readers(jobs: int | None, paths: list[Path]) -> tuple[str, int]:
     if jobs is not None:
         n = max(1, min(int(jobs), files))
         return ("processes", n) if n > 1 else ("serial", 1)
+    from forensics.cluster import in_worker_task
+
     n = min(files, usable_cores(), MAX_THREADS)
-    if n < 2 or _in_cluster_task() or not _text_at_least(paths, THREADS_MIN_BYTES):
+    if n < 2 or in_worker_task() or not _text_at_least(paths, THREADS_MIN_BYTES):
         return "serial", 1
     return "threads", n
 
