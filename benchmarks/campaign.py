@@ -10,17 +10,21 @@ log (rank 0 printing iteration lines), the IterationStats JSON Lines and the req
 trace, zstd-compressed (``--compress none`` for plain files). Generating them is not measured.
 
 Measured, each as a whole process started as a user starts it (interpreter start-up included),
-in paired interleaved rounds (serial, cluster, serial, cluster, ...):
+in paired interleaved rounds (serial, default, cluster, serial, ...):
 
-- serial: ``forensics fleet RUN... --json`` (the baseline: what the command does without the
-  extra, one run after the other);
+- serial: ``forensics fleet RUN... --json`` pinned to one CPU (``sched_setaffinity`` before
+  ``exec``, as ``taskset -c N`` would): one run after the other, one thing at a time (the
+  baseline the goal names);
+- default: ``forensics fleet RUN... --json`` unpinned: what the command does without the extra.
+  It is no longer serial: a run's files of at least 64 MB of text are read on two threads
+  (``forensics.ingest.parallel.readers``), so it already uses part of the second core;
 - cluster: ``forensics fleet RUN... --json --workers 2`` (cluster start-up and shut-down
   included).
 
 Printed: medians of wall seconds and of CPU seconds (user + system of the process and every
-descendant it waited for: the worker processes of the cluster count), the serial / cluster
-ratios, peak RSS of the serial process and of each worker process (sampled every 50 ms with
-psutil by the measuring process), and whether the two ``--json`` outputs are identical.
+descendant it waited for: the worker processes of the cluster count), the serial / cluster and
+default / cluster ratios, peak RSS of the serial process and of each worker process (sampled every 50 ms with
+psutil by the measuring process), and whether the ``--json`` outputs are identical.
 
 On a shared machine wall time depends on what else runs: the CPU-seconds ratio (the work the
 cluster adds, about 1.0 when it adds none) is the robust figure; the speed-up in wall time
@@ -128,6 +132,14 @@ def measure(cmd: list[str], cwd: str) -> tuple[dict, str]:
         return json.loads(proc.stdout.strip().splitlines()[-1]), f.read()
 
 
+def _pinned(cmd: list[str]) -> list[str]:
+    """``cmd`` run on one CPU: the launcher pins itself, then becomes ``cmd`` (the affinity is
+    inherited, so the fleet sees one usable core and reads and replays serially)."""
+    cpu = min(os.sched_getaffinity(0))
+    pin = f"import os, sys; os.sched_setaffinity(0, {{{cpu}}}); os.execvp(sys.argv[1], sys.argv[1:])"
+    return [sys.executable, "-c", pin, *cmd]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every run's iterations (default 1)")
@@ -166,7 +178,9 @@ def main() -> None:
         base = [sys.executable, "-m", "forensics", "fleet", *runs, "--json"]
         for p in args.policy or []:
             base += ["--policy", p]
-        variants = {"serial": base, f"{args.workers} workers": base + ["--workers", str(args.workers)]}
+        cluster = f"{args.workers} workers"
+        variants = {"serial": _pinned(base), "default": base,
+                    cluster: base + ["--workers", str(args.workers)]}
         figures: dict[str, list[dict]] = {k: [] for k in variants}
         outputs: dict[str, set[str]] = {k: set() for k in variants}
         for rnd in range(args.rounds):
@@ -182,13 +196,14 @@ def main() -> None:
             peaks = figures[name][-1]["peaks"]
             workers = sorted(v for k, v in peaks.items() if k != "main" and v > 60)
             mem = f"main {peaks.get('main', 0):.0f} MiB"
-            if name != "serial":
+            if name == cluster:
                 mem += ", per worker " + ", ".join(f"{v:.0f}" for v in workers[-args.workers:]) + " MiB"
             print(f"{name:>10s}: median {wall:7.1f} s wall, {cpu:7.1f} s CPU; peak RSS {mem}")
-        (sw, sc), (cw, cc) = med["serial"], med[f"{args.workers} workers"]
-        print(f"ratio serial / {args.workers} workers: {sw / cw:.2f}x wall (goal >= 1.6x on 2 free "
-              f"cores), CPU {cc / sc:.2f}x of serial")
-        same = len(outputs["serial"] | outputs[f"{args.workers} workers"]) == 1
+        (cw, cc) = med[cluster]
+        for name, goal in (("serial", " (goal >= 1.6x on 2 free cores)"), ("default", "")):
+            w, c = med[name]
+            print(f"ratio {name} / {cluster}: {w / cw:.2f}x wall{goal}, CPU {cc / c:.2f}x of {name}")
+        same = len(set().union(*outputs.values())) == 1
         print("results identical: " + ("yes" if same else "NO"))
         if not same:
             raise SystemExit(1)
