@@ -7,6 +7,7 @@ import click
 
 from forensics.cli.cluster_options import cluster_client, cluster_options
 from forensics.cli.errors import library_errors
+from forensics.cli.process_setup import imports_without_gc, one_blas_thread, started_as
 from forensics.cli.options import (
     Output,
     echo_json,
@@ -132,7 +133,13 @@ def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], fo
       forensics postmortem traces/samples/nvbug-6438685 -o report
       forensics postmortem fleet-logs/ -o report --workers 2
     """
-    from forensics.report.postmortem import postmortem
+    lean = started_as("postmortem")
+    if lean:
+        one_blas_thread()
+    with imports_without_gc() if lean else contextlib.nullcontext():
+        from forensics.report.postmortem import postmortem
+        # What every traced post-mortem imports on its way, here with the collector off.
+        import forensics.cluster, forensics.ingest, replay.engine, replay.frames  # noqa: F401,E401
 
     show = progress_enabled(quiet)
     with library_errors(), cluster_client(workers, scheduler) as client, \
