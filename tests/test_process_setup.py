@@ -69,6 +69,7 @@ def test_imports_without_gc_freezes_and_restores():
 def test_postmortem_in_process_leaves_the_collector_alone(tmp_path):
     """A program or test invoking the command is not set up (its process is not the command)."""
     from click.testing import CliRunner
+
     from forensics.cli import cli
     before = gc.get_freeze_count()
     sample = REPO / "traces" / "samples" / "healthy"

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 
 import click
 
 from forensics.cli.cluster_options import cluster_client, cluster_options
 from forensics.cli.errors import library_errors
-from forensics.cli.process_setup import imports_without_gc, one_blas_thread, started_as
 from forensics.cli.options import (
     Output,
     echo_json,
@@ -17,6 +17,7 @@ from forensics.cli.options import (
     run_option,
     verdict_markup,
 )
+from forensics.cli.process_setup import imports_without_gc, one_blas_thread, started_as
 
 
 @contextlib.contextmanager
@@ -139,7 +140,8 @@ def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], fo
     with imports_without_gc() if lean else contextlib.nullcontext():
         from forensics.report.postmortem import postmortem
         # What every traced post-mortem imports on its way, here with the collector off.
-        import forensics.cluster, forensics.ingest, replay.engine, replay.frames  # noqa: F401,E401
+        for name in ("forensics.cluster", "forensics.ingest", "replay.engine", "replay.frames"):
+            importlib.import_module(name)
 
     show = progress_enabled(quiet)
     with library_errors(), cluster_client(workers, scheduler) as client, \

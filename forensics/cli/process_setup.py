@@ -7,7 +7,7 @@ import contextlib
 import gc
 import os
 import sys
-from typing import Iterator
+from collections.abc import Iterator
 
 
 def started_as(command: str) -> bool:
