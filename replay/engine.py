@@ -74,6 +74,7 @@ from replay.resolve import resolve_policy
 from replay.results import (
     DIVERGENCE_FIELDS,
     Crash,
+    DeferredTable,
     Divergence,
     Leak,
     Piece,
@@ -393,9 +394,6 @@ class _Rows:
     removed: np.ndarray
     columns: dict
 
-    @functools.cached_property
-    def decisions(self) -> pd.DataFrame:
-        return _decisions_frame(self.columns)
 
 
 def _rows(frames: RunFrames, st: _State, crash_row: int | None) -> _Rows | None:
@@ -459,7 +457,8 @@ def _result(frames: RunFrames, pol: Policy, cfg: RunConfig, st: _State,
     ledger, leaks = _ledger(frames, rows.o, st, rows.n, rows.survives, rows.removed, rows.crashed_row)
     crash = _crash(frames, rows, st) if crash_row is not None else None
     div = _first_divergence(frames, rows.o, rows.n, rows.stopped, rows.crashed_row)
-    return ReplayResult(policy=pol, config=cfg, run=frames.run, decisions=rows.decisions,
+    return ReplayResult(policy=pol, config=cfg, run=frames.run,
+                        decisions=DeferredTable(functools.partial(_decisions_frame, rows.columns)),
                         ledger=ledger, leaks=tuple(leaks), crash=crash,
                         skipped_iters=_skipped_iters(frames, rows), first_divergence=div,
                         notes=notes, frames=frames, dropped_iters=frames.dropped_iters)
@@ -970,14 +969,17 @@ def _ledger(frames, o, st, n, survives, removed, crashed_row):
     end_row = np.where(has_rm, rm_row, n - 1)
     skips = cs[end_row, cr] - np.where(ci > 0, cs[np.maximum(ci - 1, 0), cr], 0)
     leaked = skips > 0
-    origin = np.where(o["postpadded"][ci, cr], "postpad", "pad")
-    role = np.where(o["role_context"][ci, cr] & o["padded"][ci, cr], "context", "generation")
-    path = [REMOVAL_PATH_NAMES[int(removed[a, b])] if h else None
-            for a, b, h in zip(rm_row, cr, has_rm)]
-    iter_removed = [int(iters[a]) if h else None for a, h in zip(rm_row, has_rm)]
+    # The categorical and nullable columns from codes, not from Python lists of names.
+    context = o["role_context"][ci, cr] & o["padded"][ci, cr]
+    origin = _cat(o["postpadded"][ci, cr], ("pad", "postpad"))
+    role = _cat(~context, ("context", "generation"))
+    path = _cat(np.where(has_rm, removed[rm_row, cr], 0), REMOVAL_PATH_NAMES)
+    iter_removed = pd.arrays.IntegerArray(np.where(has_rm, iters[rm_row], 0).astype(np.int64),
+                                          ~has_rm)
     ledger = _ledger_frame(np.arange(ci.size), cr, iters[ci], origin, role, iter_removed, path,
                            skips, leaked)
-    leaks = [_leak(frames, o, int(ci[d]), int(cr[d]), str(role[d]), int(d))
+    leaks = [_leak(frames, o, int(ci[d]), int(cr[d]), "context" if context[d] else "generation",
+                   int(d))
              for d in np.flatnonzero(leaked)]
     return ledger, leaks
 
