@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +151,15 @@ class Divergence:
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+class DeferredTable:
+    """A table built from arrays on first use (``ReplayResult`` of an in-memory replay): a
+    post-mortem reads the decisions of a few policies only, and building a DataFrame costs
+    more than replaying a small run (measured on the bundled sample)."""
+
+    def __init__(self, build: Callable[[], pd.DataFrame]):
+        self.build = build
 
 
 class StoredTable:
@@ -451,7 +461,8 @@ class ReplayResult:
     gated: "GatedReplay | None" = dataclasses.field(default=None, repr=False)
 
     def __init__(self, policy: Policy, config: RunConfig, run: str,
-                 decisions: pd.DataFrame | StoredTable, ledger: pd.DataFrame | StoredTable,
+                 decisions: pd.DataFrame | StoredTable | DeferredTable,
+                 ledger: pd.DataFrame | StoredTable,
                  leak_records: tuple[Leak, ...] = (), crash: Crash | None = None,
                  skipped_iters: tuple[int, ...] = (), first_divergence: Divergence | None = None,
                  notes: tuple[str, ...] = (), dropped_iters: tuple[int, ...] = (),
@@ -523,6 +534,9 @@ class ReplayResult:
         if isinstance(t, StoredTable):  # read once, on first use
             t = t.read()
             self._tables[name] = t
+        elif isinstance(t, DeferredTable):
+            t = t.build()
+            self._tables[name] = t
         return t
 
     def read_decisions(self, filters: list[tuple] | None = None,
@@ -539,7 +553,7 @@ class ReplayResult:
     def _read(self, name: str, filters, columns) -> pd.DataFrame:
         if name in self._files and isinstance(self._tables[name], StoredTable):
             return self._files[name].read(filters, columns)   # not read whole yet: filter the file
-        out = filter_frame(self._tables[name], filters)
+        out = filter_frame(self._table(name), filters)
         return out[list(columns)] if columns is not None else out
 
     def at_iterations(self, iters) -> ReplayResult:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 
 import click
 
@@ -16,6 +17,7 @@ from forensics.cli.options import (
     run_option,
     verdict_markup,
 )
+from forensics.cli.process_setup import imports_without_gc, one_blas_thread, started_as
 
 
 @contextlib.contextmanager
@@ -132,7 +134,14 @@ def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], fo
       forensics postmortem traces/samples/nvbug-6438685 -o report
       forensics postmortem fleet-logs/ -o report --workers 2
     """
-    from forensics.report.postmortem import postmortem
+    lean = started_as("postmortem")
+    if lean:
+        one_blas_thread()
+    with imports_without_gc() if lean else contextlib.nullcontext():
+        from forensics.report.postmortem import postmortem
+        # What every traced post-mortem imports on its way, here with the collector off.
+        for name in ("forensics.cluster", "forensics.ingest", "replay.engine", "replay.frames"):
+            importlib.import_module(name)
 
     show = progress_enabled(quiet)
     with library_errors(), cluster_client(workers, scheduler) as client, \

@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from replay.explain import describe_requests
+from replay.explain import FrameRow, describe_requests
 from replay.states import STATE_INDEX, RequestState, micro_batch_window
 
 _PATHS = {"update_states_tp": "_update_request_states_tp",
@@ -81,7 +81,7 @@ def _index(res):
 def _row(res, it: int, rank: int):
     sub, rows, _ = _index(res)
     k = rows.get((int(it), int(rank)))
-    return None if k is None else sub.iloc[k]
+    return None if k is None else FrameRow(sub, k)
 
 
 def _gap(res, states) -> tuple[str, ...]:
@@ -135,7 +135,7 @@ def _ledger_entry(res, leak):
     if leak.dummy < 0:
         return None
     k = _index(res)[2].get(int(leak.dummy))
-    return None if k is None else res.ledger.iloc[k]
+    return None if k is None else FrameRow(res.ledger, k)
 
 
 def leak_outcome(res, leak) -> str:

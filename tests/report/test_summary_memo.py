@@ -1,0 +1,40 @@
+"""``summarize`` reuses the summary of the dataset write it made last (the ingest's, asked for
+again by the post-mortem), and only of that write."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from forensics.dataset.store import Dataset
+from forensics.ingest import ingest
+from forensics.report.summary import summarize
+
+SAMPLES = Path(__file__).resolve().parents[2] / "traces" / "samples"
+
+
+@pytest.fixture
+def logs():
+    a, b = SAMPLES / "nvbug-6438685" / "executor.log", SAMPLES / "healthy"
+    if not (a.is_file() and b.is_dir()):
+        pytest.skip("bundled samples absent")
+    return a, b
+
+
+def test_the_ingests_summary_is_the_one_asked_for_again(logs, tmp_path):
+    report = ingest([logs[0]], tmp_path / "ds", quiet=True)
+    again = summarize(Dataset(tmp_path / "ds"))
+    assert again is report.summary
+    assert summarize(tmp_path / "ds") is report.summary
+
+
+def test_a_rewritten_dataset_is_summarised_anew(logs, tmp_path):
+    first = ingest([logs[0]], tmp_path / "ds", quiet=True).summary
+    other = ingest([logs[1]], tmp_path / "other", quiet=True).summary
+    assert other is not first
+    # the same path rewritten from other inputs, straight after: a new summary of the new data
+    second = ingest([logs[1]], tmp_path / "ds", quiet=True).summary
+    assert second is not first
+    fresh = summarize(Dataset(tmp_path / "ds"))
+    assert fresh.inputs == other.inputs != first.inputs
+    assert fresh.rows == other.rows and fresh.events_by_kind == other.events_by_kind

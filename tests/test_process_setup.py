@@ -1,0 +1,78 @@
+"""The set-up of a process started as one command (``forensics.cli.process_setup``)."""
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from forensics.cli import process_setup as ps
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("argv, command, expected", [
+    (["/venv/bin/forensics", "postmortem", "x"], "postmortem", True),
+    (["/repo/forensics/__main__.py", "postmortem"], "postmortem", True),
+    (["/venv/bin/forensics", "ingest", "x"], "postmortem", False),
+    (["/venv/bin/pytest", "postmortem"], "postmortem", False),
+    (["/venv/bin/forensics"], "postmortem", False),
+    ([], "postmortem", False),
+])
+def test_started_as(monkeypatch, argv, command, expected):
+    monkeypatch.setattr(sys, "argv", argv)
+    assert ps.started_as(command) is expected
+
+
+def test_one_blas_thread_keeps_the_users_setting(monkeypatch):
+    monkeypatch.delitem(sys.modules, "numpy", raising=False)
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "3")
+    ps.one_blas_thread()
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "3"
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS")
+    ps.one_blas_thread()
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
+
+
+def test_one_blas_thread_too_late_changes_nothing(monkeypatch):
+    import numpy  # noqa: F401  (already imported: the pool exists, the variable would lie)
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    ps.one_blas_thread()
+    assert "OPENBLAS_NUM_THREADS" not in os.environ
+
+
+_PROBE = """
+import gc, sys
+from forensics.cli.process_setup import imports_without_gc
+assert gc.isenabled()
+with imports_without_gc():
+    inside = gc.isenabled()
+    made = [[] for _ in range(10)]
+print(inside, gc.isenabled(), gc.get_freeze_count() > 0)
+gc.disable()
+with imports_without_gc():
+    pass
+print(gc.isenabled())
+"""
+
+
+def test_imports_without_gc_freezes_and_restores():
+    # In a fresh interpreter: gc.freeze is process-wide, not for the test process.
+    out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=str(REPO)), check=True).stdout.split()
+    assert out == ["False", "True", "True", "False"]
+
+
+def test_postmortem_in_process_leaves_the_collector_alone(tmp_path):
+    """A program or test invoking the command is not set up (its process is not the command)."""
+    from click.testing import CliRunner
+
+    from forensics.cli import cli
+    before = gc.get_freeze_count()
+    sample = REPO / "traces" / "samples" / "healthy"
+    r = CliRunner().invoke(cli, ["postmortem", str(sample), "-o", str(tmp_path / "r"), "-q"])
+    assert r.exit_code == 0, r.output
+    assert gc.isenabled() and gc.get_freeze_count() == before
