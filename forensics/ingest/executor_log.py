@@ -938,7 +938,9 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
     streams = _Streams()
     next_line = 1
     pool = concurrent.futures.ThreadPoolExecutor(threads) if threads > 1 else None
-    pending: deque[concurrent.futures.Future[_Block] | _Block | LongLine] = deque()
+    pending: deque[concurrent.futures.Future[_Block | _Scanned] | _Block | _Scanned | LongLine]\
+        = deque()
+    ready: deque[_Block] = deque()   # blocks finished with an earlier one's group, next out
     error: str | None = None
 
     def placed(b: _Block) -> _Block:
@@ -957,6 +959,8 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
         return item.result() if isinstance(item, concurrent.futures.Future) else item
 
     def drain_one() -> LogBatch:
+        if ready:
+            return batch_of(ready.popleft())
         item = pending.popleft()
         if isinstance(item, LongLine):
             return long_line(item)
@@ -971,17 +975,15 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
                 group.append(nxt)
                 pending.popleft()
             got, *rest = _finish_scanned(group, source, layouts, streams)
-            pending.extendleft(reversed(rest))
+            ready.extend(rest)
+        return batch_of(got)
+
+    def batch_of(got: _Block) -> LogBatch:
         b = placed(got)
         claimed = scanner.process(b)
         rows, extra = scanner.take_rows()
         return dataclasses.replace(_assemble(b, claimed, rows, extra, source),
                                    traceback_frames=scanner.take_frames())
-
-    def in_flight() -> int:
-        # blocks read and not yet through the vectorised stage (each holds its bytes); blocks
-        # finished by a group's call wait behind them
-        return sum(not isinstance(p, _Block) for p in pending)
 
     def long_line(item: LongLine) -> LogBatch:
         nonlocal next_line
@@ -1015,9 +1017,9 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
                 pending.append(pool.submit(_analyse, block, source, layouts, streams, native))
             else:
                 pending.append(_analyse(block, source, layouts, streams, native))
-            while in_flight() > (threads if pool is not None else 0):
+            while len(pending) > (threads if pool is not None else 0):
                 yield drain_one()
-        while pending:
+        while pending or ready:
             yield drain_one()
     finally:
         for item in pending:
