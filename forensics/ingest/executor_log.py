@@ -77,6 +77,10 @@ BLOCK_BYTES = 4 << 20
 READ_BYTES = 1 << 20
 #: Worker threads analysing blocks (the machine has 2 cores).
 THREADS = 2
+#: At most this many consecutive natively scanned blocks have their other lines read by the
+#: reference path in one call (:func:`_finish_scanned`): the blocks already read, so no more
+#: are held than without it.
+GROUP_BLOCKS = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -531,18 +535,19 @@ def _finish(lines: pa.Array, f: _Features, nul: np.ndarray | None,
 
 
 def _analyse(block: bytes | bytearray, source: str, layouts: iteration_line.Layouts,
-             streams: _Streams | None = None, native: bool = False) -> _Block:
+             streams: _Streams | None = None, native: bool = False) -> "_Block | _Scanned":
     """The per-block vectorised work (runs in a worker thread).
 
     Its line numbers are not known yet (earlier blocks may still be in other threads), so
     they start at 1 and the caller moves the block into place (``placed`` in
     :func:`parse_executor_log`; counting lines in the reading thread cost it 1 ms per block).
     With ``native``, the lines :mod:`native_scan` reads are taken from its one pass and only
-    the others go through the reference path's per-line work.
+    the others go through the reference path's per-line work, later and for several blocks
+    at once (a :class:`_Scanned` block, :func:`_finish_scanned`).
     """
     scan = native_scan.scan_block(block) if native else None
     if scan is not None:
-        return _analyse_scanned(block, scan, source, layouts, streams)
+        return _scanned(block, scan, source, streams)
     lines, nul = _lines(block)
     n = len(lines)
     docker_time = None
@@ -556,21 +561,36 @@ def _analyse(block: bytes | bytearray, source: str, layouts: iteration_line.Layo
                    streams)
 
 
-def _analyse_scanned(block: bytes | bytearray, scan: native_scan.Scan, source: str,
-                     layouts: iteration_line.Layouts, streams: _Streams | None) -> _Block:
-    """:func:`_analyse` of a block the native scanner read: its fast lines' rows and prefix
-    values come from the scan, the other lines' from the reference path, merged by line."""
+@dataclasses.dataclass
+class _Scanned:
+    """A block the native scanner read, before the reference path's per-line work on the lines
+    it left (``other``): that work has a fixed cost per call (RE2 compiles its patterns each
+    time, ~5 ms for the ~240 lines of a 16 MB block, measured), so it is done for several
+    consecutive blocks at once (:func:`_finish_scanned`)."""
+
+    n: int
+    other: np.ndarray           # indices of the lines left to the reference path
+    fast_line: np.ndarray       # indices of the fast lines (the scan's rows)
+    lines: pa.Array             # every line; the fast ones empty (never read again)
+    fast_rows: pa.Table
+    prefix_ranks: pa.Array
+    severities: pa.Array
+
+
+def _scanned(block: bytes | bytearray, scan: native_scan.Scan, source: str,
+             streams: _Streams | None) -> "_Block | _Scanned":
+    """:func:`_analyse` of a block the native scanner read: the :class:`_Block` when the scan
+    took every line, else the :class:`_Scanned` block (the block's bytes are not kept)."""
     n = scan.n
     fast = np.zeros(n, dtype=bool)
     fast[scan.fast_line] = True
     other = np.flatnonzero(~fast)
-    k, m = len(scan.fast_line), len(other)
     data = pa.py_buffer(block)
     # the fast lines' text is never read again (they are iteration rows): kept empty
     lines = line_prefix.spans(data, scan.starts, np.where(fast, scan.starts, scan.ends))\
         .take(pa.array(np.arange(0, 2 * n, 2))) if n else pa.array([], pa.string())
     fast_rows = native_scan.iterations(scan, block, source)
-    if m == 0:
+    if len(other) == 0:
         none = pa.nulls(n, pa.string())
         pre = line_prefix.Prefixes(
             launcher_rank=pa.nulls(n, pa.int32()),
@@ -582,9 +602,51 @@ def _analyse_scanned(block: bytes | bytearray, scan: native_scan.Scan, source: s
                       is_cand=np.zeros(n, dtype=bool), is_collector=np.zeros(n, dtype=bool),
                       body_lead=np.zeros(n, dtype=bool), iterations=fast_rows)
         return _finish(lines, f, None, None, streams)
-    sub = _features(lines.take(pa.array(other)), pa.array(other + 1), source, layouts)
+    return _Scanned(n=n, other=other, fast_line=scan.fast_line, lines=lines,
+                    fast_rows=fast_rows, prefix_ranks=native_scan.prefix_ranks(scan),
+                    severities=native_scan.severities(scan))
+
+
+def _finish_scanned(parts: list[_Scanned], source: str, layouts: iteration_line.Layouts,
+                    streams: _Streams | None) -> list[_Block]:
+    """The blocks of consecutive :class:`_Scanned` ``parts``: the reference path's per-line
+    work (:func:`_features`, which looks at no neighbour) done once over all their other lines,
+    numbered apart (part ``j``'s lines after the ``n`` of the parts before it), then cut back
+    into parts and merged with each part's fast lines by line."""
+    base = np.cumsum([0] + [p.n for p in parts[:-1]])
+    lines = pa.concat_arrays([p.lines.take(pa.array(p.other)) for p in parts])
+    line_no = pa.array(np.concatenate([p.other + 1 + b for p, b in zip(parts, base)]))
+    sub = _features(lines, line_no, source, layouts)
+    body_at = np.concatenate([[0], np.cumsum(~sub.is_iter)])
+    row_at = np.concatenate([[0], np.cumsum(sub.is_iter)])
+    blocks = []
+    a = 0
+    for p, b in zip(parts, base):
+        e = a + len(p.other)
+        iters = sub.iterations.slice(row_at[a], row_at[e] - row_at[a])
+        if b and iters.num_rows:
+            i = iters.schema.get_field_index("line")
+            iters = iters.set_column(i, iters.schema.field(i), pc.subtract(iters.column(i), b))
+        piece = _Features(
+            pre=line_prefix.Prefixes(**{
+                f.name: (v.slice(a, e - a) if isinstance(v, pa.Array) else v[a:e])
+                for f in dataclasses.fields(line_prefix.Prefixes)
+                for v in [getattr(sub.pre, f.name)]}),
+            is_iter=sub.is_iter[a:e], body=sub.body.slice(body_at[a], body_at[e] - body_at[a]),
+            is_cand=sub.is_cand[a:e], is_collector=sub.is_collector[a:e],
+            body_lead=sub.body_lead[a:e], iterations=iters)
+        blocks.append(_merged(p, piece, streams))
+        a = e
+    return blocks
+
+
+def _merged(part: _Scanned, sub: _Features, streams: _Streams | None) -> _Block:
+    """The block of ``part`` from its other lines' features ``sub``: fast and other lines'
+    values merged by line."""
+    n, other = part.n, part.other
+    k, m = len(part.fast_line), len(other)
     order = np.empty(n, dtype=np.int64)
-    order[scan.fast_line] = np.arange(k)
+    order[part.fast_line] = np.arange(k)
     order[other] = k + np.arange(m)
     order_a = pa.array(order)
 
@@ -605,21 +667,21 @@ def _analyse_scanned(block: bytes | bytearray, scan: native_scan.Scan, source: s
     none = pa.nulls(k, pa.string())
     pre = line_prefix.Prefixes(
         launcher_rank=merge(pa.nulls(k, pa.int32()), p.launcher_rank),
-        logger_rank=merge(native_scan.prefix_ranks(scan), p.logger_rank),
-        severity=merge(native_scan.severities(scan), p.severity),
+        logger_rank=merge(part.prefix_ranks, p.logger_rank),
+        severity=merge(part.severities, p.severity),
         log_time=merge(none, p.log_time), collector_time=merge(none, p.collector_time),
         collector=merge(none, p.collector), host=merge(none, p.host),
         has_logger=spread(True, p.has_logger), is_cpp=spread(False, p.is_cpp),
         body_offset=spread(-1, p.body_offset))
-    iters = fast_rows
+    iters = part.fast_rows
     if sub.iterations.num_rows:
-        iters = pa.concat_tables([fast_rows, sub.iterations])
+        iters = pa.concat_tables([part.fast_rows, sub.iterations])
         iters = iters.take(pc.sort_indices(iters, [("line", "ascending")]))
     f = _Features(pre=pre, is_iter=spread(True, sub.is_iter), body=sub.body,
                   is_cand=spread(False, sub.is_cand),
                   is_collector=spread(False, sub.is_collector),
                   body_lead=spread(False, sub.body_lead), iterations=iters)
-    return _finish(lines, f, None, None, streams)
+    return _finish(part.lines, f, None, None, streams)
 
 
 # --------------------------------------------------------------------------- sequential stage
@@ -876,7 +938,9 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
     streams = _Streams()
     next_line = 1
     pool = concurrent.futures.ThreadPoolExecutor(threads) if threads > 1 else None
-    pending: deque[concurrent.futures.Future[_Block] | _Block | LongLine] = deque()
+    pending: deque[concurrent.futures.Future[_Block | _Scanned] | _Block | _Scanned | LongLine]\
+        = deque()
+    ready: deque[_Block] = deque()   # blocks finished with an earlier one's group, next out
     error: str | None = None
 
     def placed(b: _Block) -> _Block:
@@ -890,11 +954,32 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
         next_line += len(b.lines)
         return b
 
+    def analysed(item: concurrent.futures.Future[_Block | _Scanned] | _Block | _Scanned
+                 ) -> _Block | _Scanned:
+        return item.result() if isinstance(item, concurrent.futures.Future) else item
+
     def drain_one() -> LogBatch:
+        if ready:
+            return batch_of(ready.popleft())
         item = pending.popleft()
         if isinstance(item, LongLine):
             return long_line(item)
-        b = placed(item.result() if isinstance(item, concurrent.futures.Future) else item)
+        got = analysed(item)
+        if isinstance(got, _Scanned):
+            # the other lines of the scanned blocks queued behind it too, in one call
+            group = [got]
+            while len(group) < GROUP_BLOCKS and pending and not isinstance(pending[0], LongLine):
+                nxt = analysed(pending[0])
+                if not isinstance(nxt, _Scanned):
+                    break
+                group.append(nxt)
+                pending.popleft()
+            got, *rest = _finish_scanned(group, source, layouts, streams)
+            ready.extend(rest)
+        return batch_of(got)
+
+    def batch_of(got: _Block) -> LogBatch:
+        b = placed(got)
         claimed = scanner.process(b)
         rows, extra = scanner.take_rows()
         return dataclasses.replace(_assemble(b, claimed, rows, extra, source),
@@ -934,7 +1019,7 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
                 pending.append(_analyse(block, source, layouts, streams, native))
             while len(pending) > (threads if pool is not None else 0):
                 yield drain_one()
-        while pending:
+        while pending or ready:
             yield drain_one()
     finally:
         for item in pending:

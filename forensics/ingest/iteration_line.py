@@ -317,7 +317,9 @@ def parse(lines: pa.Array, *, source: str, line: pa.Array, rank: pa.Array,
 # ``states``, and values a cast accepts but the field pattern does not (``-1``, ``0x10``,
 # ``nan``, ``inf``).
 
-_LAYOUT_PAIR = re.compile(r"^(?P<key>(?:states ?(?:=|:) ?\{)?'?(?P<name>[A-Za-z_][\w.]*)'?"
+# ``states`` then a separator :func:`parse` splits on (`` = ``, ``: ``; ``states ={`` is one
+# name there, so it is no layout either)
+_LAYOUT_PAIR = re.compile(r"^(?P<key>(?:states(?: = | ?: )\{)?'?(?P<name>[A-Za-z_][\w.]*)'?"
                           r"(?: = |: ))(?P<value>.*)$", re.ASCII)
 _V_INT32 = r"^(?:\d{1,9}|N/A)$"
 _V_INT64 = r"^(?:\d{1,18}|N/A)$"

@@ -344,6 +344,27 @@ def test_layout_fast_path_equals_general_path():
     assert any("глобальный" in e for e in bad)
 
 
+@pytest.mark.parametrize("sep", [" = {", ": {", " : {", " ={", "= {", "={", ":{", " :{"])
+def test_layout_reads_the_states_dict_as_the_general_path(sep):
+    """``states`` then a separator the per-pair reader does not split on (``states ={``) is no
+    states dict there: the learnt layout reads it the same way (it once took ``states ={`` as
+    the dict, so the row depended on which reader the line went to)."""
+    import pyarrow as pa
+
+    from forensics.ingest import iteration_line
+    line = ("[07/09/2026-16:18:39] [TRT-LLM] [RANK 7] [E] iter = 9, global_rank = 7, rank = 7, "
+            "num_scheduled_requests = 0, kv_cache_util = N/A, currank_total_requests = 0/0, "
+            f"host_step_time = 5ms, states{sep}'num_ctx_requests': 2, 'num_ctx_tokens': 3, "
+            "'num_generation_tokens': 4}")
+    kw = {"source": "s", "line": pa.array([1], pa.int64()), "rank": pa.nulls(1, pa.int32()),
+          "log_time": pa.nulls(1, pa.string())}
+    fast = iteration_line.Layouts().parse(pa.array([line]), **kw)
+    slow = iteration_line.parse(pa.array([line]), **kw)
+    assert fast.equals(slow)
+    dict_read = sep in (" = {", ": {", " : {")
+    assert fast.column("num_ctx_requests").to_pylist() == [2 if dict_read else None]
+
+
 @pytest.mark.parametrize("compression", ["gzip", "zstd"])
 def test_multi_member_compressed_input_read_whole(tmp_path, compression):
     parts = [("\n".join(log_lines.iteration("V2", it=i * 10 + j, rank=0).lines[0]

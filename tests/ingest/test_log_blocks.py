@@ -81,3 +81,27 @@ def test_a_block_without_long_lines_is_not_copied():
     assert len(block) > 4096
     parts = list(executor_log._split_long(block, 4096))
     assert len(parts) == 1 and parts[0] is block
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("native", [False, True])
+def test_a_parse_reads_only_a_few_blocks_ahead(tmp_path, threads, native):
+    """Batches come out while the file is still being read, on every path: at most the worker
+    threads' blocks, a scanned group and the one being read are ahead of the first batch."""
+    if native and executor_log.native_scan.kernel() is None:
+        pytest.skip("numba not importable")
+    line = ("[11/30/2026-12:00:01] [TRT-LLM] [RANK 3] [I] iter = 12, global_rank = 3, rank = 3, "
+            "num_scheduled_requests = 2, states = {'num_ctx_requests': 1, 'num_ctx_tokens': 5, "
+            "'num_generation_tokens': 3}\n")
+    odd = "[11/30/2026-12:00:01] [TRT-LLM] [RANK 3] [W] something else\n"
+    path = tmp_path / "a.log"
+    path.write_text((line * 20 + odd) * 2000)
+    read: list[int] = []
+    batches = executor_log.parse_executor_log(path, "a.log", progress=read.append,
+                                              block_bytes=1 << 14, threads=threads,
+                                              native=native)
+    first = next(batches)
+    assert first.iterations.num_rows > 0
+    assert sum(read) <= (threads + executor_log.GROUP_BLOCKS + 1) * (1 << 14) + 4096
+    rest = sum(b.iterations.num_rows for b in batches)
+    assert first.iterations.num_rows + rest == 40000 and sum(read) == path.stat().st_size

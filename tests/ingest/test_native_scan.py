@@ -358,3 +358,46 @@ def test_more_lines_than_the_last_blocks_density_predicts(tmp_path, monkeypatch)
     assert scan is not None and scan.n == 20000
     assert len(calls) == 2 and calls[1] == 20001   # overflowed, then counted
     assert native_scan._lines_per_byte == 20000 / len(short)
+
+
+def test_other_lines_of_consecutive_blocks_are_read_in_one_call(tmp_path, monkeypatch):
+    """The reference path's per-line work on the lines the scanner left is done once for up to
+    ``GROUP_BLOCKS`` consecutive scanned blocks: fewer calls than such blocks, and the same
+    tables as one call per block and as the reference path (iteration lines the scanner does
+    not take, events and tracebacks running across blocks, a long line between groups)."""
+    from forensics.ingest import executor_log
+
+    log = tmp_path / "groups.log"
+    _bench_module().generate_bench(log, 1, "V4")
+    text = log.read_bytes().splitlines(keepends=True)
+    odd = [b"[11/30/2026-12:00:01] [TRT-LLM] [RANK 3] [I] iter = 987654, global_rank = 3, "
+           b"rank = 3, host_step_time = 1.5e3ms\n",     # exponent: the reference path's
+           b"Traceback (most recent call last):\n", b'  File "x.py", line 3, in f\n',
+           b"RuntimeError: boom\n"]
+    lines = []
+    for i, line in enumerate(text):
+        lines.append(line)
+        if i % 50 == 0:
+            lines.extend(odd)
+        if i == len(text) // 2:
+            lines.append(b"y" * 5000 + b"\n")     # a long line (max_line_bytes below)
+    log.write_bytes(b"".join(lines))
+    kw = dict(block_bytes=1 << 15, max_line_bytes=4096)
+    grouped = assert_same(log, **kw)
+    calls: list[int] = []
+    real = executor_log._features
+    monkeypatch.setattr(executor_log, "_features",
+                        lambda lines, *a: calls.append(len(lines)) or real(lines, *a))
+    assert _parse(log, True, **kw)["iterations"].equals(grouped["iterations"])
+    n_grouped = len(calls)
+    calls.clear()
+    monkeypatch.setattr(executor_log, "GROUP_BLOCKS", 1)
+    single = _parse(log, True, **kw)
+    n_single = len(calls)   # one call per scanned block with lines left
+    assert n_single > 20 and n_single / 3 <= n_grouped < n_single / 2, (n_single, n_grouped)
+    for t in TABLES:
+        assert single[t].equals(grouped[t]), t
+    assert grouped["iterations"].filter(pa.compute.equal(
+        grouped["iterations"].column("iter"), 987654)).num_rows == len(range(0, len(text), 50))
+    assert grouped["events"].filter(pa.compute.equal(
+        grouped["events"].column("kind"), "long_line")).num_rows == 1
