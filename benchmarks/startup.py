@@ -58,10 +58,8 @@ def main() -> None:
     py = sys.executable
 
     def env_for(tree: Path) -> dict[str, str]:
-        env = dict(os.environ, PYTHONPATH=str(tree), MPLBACKEND="Agg",
-                   PYTHONPYCACHEPREFIX=str(work / "pycache"))
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        return env
+        return wp.warm_bytecode(dict(os.environ, PYTHONPATH=str(tree), MPLBACKEND="Agg"),
+                                work / "pycache")
 
     trees = {"": REPO}
     if args.before:
