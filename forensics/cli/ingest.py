@@ -1,29 +1,19 @@
 """``forensics ingest``: logs, stats JSON and traces into a Parquet dataset."""
 from __future__ import annotations
 
-import os
 import sys
 
 import click
 
-
-def _process_is_the_ingest_command() -> bool:
-    """Whether this process was started as ``forensics ingest ...`` (console script or
-    ``python -m forensics``): the set-up below is for such a process only, not for a program
-    or test run that imports this module and may make pandas objects afterwards."""
-    prog = os.path.basename(sys.argv[0]) if sys.argv else ""
-    if prog == "__main__.py":
-        prog = os.path.basename(os.path.dirname(sys.argv[0]))
-    return prog == "forensics" and sys.argv[1:2] == ["ingest"]
+from forensics.cli.process_setup import one_blas_thread, started_as
 
 
 def _lean_process() -> None:
     """Set up this process for an ingest, before numpy and pyarrow are imported: no OpenBLAS
     threads, and pyarrow told there is no pandas (each unless already imported).
 
-    numpy's OpenBLAS starts one thread per core at import, which spins for a while (~0.08 s
-    CPU, measured); an ingest does no linear algebra (``OPENBLAS_NUM_THREADS`` is the user's
-    to set otherwise).
+    OpenBLAS: :func:`~forensics.cli.process_setup.one_blas_thread` (an ingest does no linear
+    algebra).
 
     pyarrow asks once per process whether pandas is importable, on the first ``pa.array``,
     ``pa.table`` or ``pyarrow.dataset`` import, and importing it then costs ~0.3 s CPU that an
@@ -33,10 +23,9 @@ def _lean_process() -> None:
     at most a pandas object handed to ``pa.array`` before that could be read as a plain
     sequence, and this process makes none.
     """
-    if not _process_is_the_ingest_command():
+    if not started_as("ingest"):
         return
-    if "numpy" not in sys.modules:
-        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    one_blas_thread()
     if "pandas" in sys.modules or "pyarrow" in sys.modules:
         return
 
