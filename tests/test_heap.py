@@ -28,6 +28,7 @@ def mapped_for(nbytes):
 
 size = heap.READING_MMAP_BYTES + (2 << 20)
 with heap.large_blocks_mapped():
+    mapped_for(24 << 20)    # freed: glibc's dynamic threshold would rise above ``size`` here
     inside = mapped_for(size), mapped_for(heap.READING_MMAP_BYTES // 4)
 after = mapped_for(size), mapped_for(heap.AFTER_MMAP_BYTES + (1 << 20))
 print(*inside, *after)
