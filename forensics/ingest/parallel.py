@@ -201,25 +201,33 @@ def write_threaded(writer: Any, plan: list, traces: Any, advance: Callable[[int]
             advance(n)
 
     def read(i: int):
+        from forensics.heap import release_arrow
+
         cand, kind = plan[i]
-        return _read_part(cand, kind, scratch / f"{i:05d}", progress)
+        try:
+            return _read_part(cand, kind, scratch / f"{i:05d}", progress)
+        finally:
+            release_arrow()
+
+    from forensics.heap import large_blocks_mapped
 
     _load_scanners(plan)
     order = sorted(range(len(plan)), key=lambda i: -_size(plan[i][0].path))
     fingerprints: list = []
     pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="ingest")
-    try:
-        futures = {i: pool.submit(read, i) for i in order}
-        for i, (cand, kind) in enumerate(plan):
-            fp = futures[i].result()
-            part = scratch / f"{i:05d}"
-            if several and kind == "trace":
-                _check_part(traces, part, cand.name)
-            writer.adopt(part)
-            fingerprints.append(fp)
-    finally:
-        stop.set()
-        pool.shutdown(wait=True, cancel_futures=True)
+    with large_blocks_mapped():
+        try:
+            futures = {i: pool.submit(read, i) for i in order}
+            for i, (cand, kind) in enumerate(plan):
+                fp = futures[i].result()
+                part = scratch / f"{i:05d}"
+                if several and kind == "trace":
+                    _check_part(traces, part, cand.name)
+                writer.adopt(part)
+                fingerprints.append(fp)
+        finally:
+            stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
     return fingerprints
 
 
