@@ -189,6 +189,8 @@ def write_threaded(writer: Any, plan: list, traces: Any, advance: Callable[[int]
     import concurrent.futures
     import threading
 
+    from forensics.heap import large_blocks_mapped, release_arrow
+
     scratch = writer.scratch()
     several = sum(1 for _, k in plan if k == "trace") > 1
     stop = threading.Event()
@@ -201,15 +203,11 @@ def write_threaded(writer: Any, plan: list, traces: Any, advance: Callable[[int]
             advance(n)
 
     def read(i: int):
-        from forensics.heap import release_arrow
-
         cand, kind = plan[i]
         try:
             return _read_part(cand, kind, scratch / f"{i:05d}", progress)
         finally:
             release_arrow()
-
-    from forensics.heap import large_blocks_mapped
 
     _load_scanners(plan)
     order = sorted(range(len(plan)), key=lambda i: -_size(plan[i][0].path))
