@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import gzip
 import os
 import zlib
@@ -252,17 +253,27 @@ def content_size(path: str | os.PathLike) -> int:
     """The bytes a reader will read from ``path`` once decompressed: the file's size when it is
     plain; when compressed, its size times the ratio of its first ``SAMPLE_BYTES`` (exact for a
     file no larger than that). An estimate, for choosing a reader by how much text there is: a
-    16 MB ``stats.jsonl.zst`` holds ~1.7 GB of JSON."""
-    size = os.path.getsize(path)
+    16 MB ``stats.jsonl.zst`` holds ~1.7 GB of JSON.
+
+    The ingest asks up to three times per file (the reading plan, the scanners to load, the
+    reader); a compressed file's sample is decompressed once per version of the file."""
+    st = os.stat(path)
     comp = compression_of(path)
-    if comp is None or size == 0:
-        return size
+    if comp is None or st.st_size == 0:
+        return st.st_size
+    return _estimated_size(os.path.realpath(path), comp, SAMPLE_BYTES,
+                           (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev))
+
+
+@functools.lru_cache(maxsize=256)
+def _estimated_size(path: str, comp: str, sample: int, version: tuple) -> int:
+    size = version[0]
     out = fed = 0
     with open(path, "rb") as raw:
-        for data, consumed, err in decompressed_chunks(raw, comp, SAMPLE_BYTES):
+        for data, consumed, err in decompressed_chunks(raw, comp, sample):
             out += len(data)
             fed += consumed
-            if err is not None or fed >= SAMPLE_BYTES:
+            if err is not None or fed >= sample:
                 break
     return size if not fed else max(size, out * size // fed)
 

@@ -88,6 +88,27 @@ def test_content_size(tmp_path, monkeypatch):
     assert sources.content_size(empty) == 0
 
 
+def test_content_size_decompresses_each_version_of_a_file_once(tmp_path, monkeypatch):
+    calls = []
+    real = sources.decompressed_chunks
+
+    def counted(*args, **kwargs):
+        calls.append(args[1])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sources, "decompressed_chunks", counted)
+    monkeypatch.setattr(sources, "SAMPLE_BYTES", 1 << 30)   # the whole file: exact sizes
+    p = tmp_path / "s.jsonl.zst"
+    data = _text(100_000, seed=2)
+    p.write_bytes(_compress("zstd", data))
+    first = [sources.content_size(p) for _ in range(3)]
+    assert first == [len(data)] * 3 and calls == ["zstd"]
+    # rewritten in place (another size): estimated again, from the new content
+    more = data * 3
+    p.write_bytes(_compress("zstd", more))
+    assert sources.content_size(p) == len(more) and len(calls) == 2
+
+
 @pytest.mark.skipif(json_scan.kernel() is None, reason="numba not importable")
 def test_compressed_input_read_by_its_decompressed_size(tmp_path, monkeypatch):
     """A zstd stats file small on disk but holding more text than ``json_scan.MIN_BYTES`` is
