@@ -96,7 +96,7 @@ print(wall, ru.ru_utime + ru.ru_stime, max(peak[0] / 1024, ru.ru_maxrss), ru.ru_
 
 _ONE_WINDOW = """
 import sys
-from forensics.report.postmortem import postmortem
+from forensics.pipeline import postmortem
 postmortem([sys.argv[1]], sys.argv[2], window=10 ** 9)
 """
 

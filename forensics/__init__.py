@@ -24,7 +24,7 @@ def __getattr__(name: str):
         from forensics.ingest import ingest
         return ingest
     if name == "postmortem":
-        from forensics.report.postmortem import postmortem
+        from forensics.pipeline import postmortem
         return postmortem
     if name == "investigate":
         from forensics.investigate import investigate

@@ -27,6 +27,7 @@ import pandas as pd
 
 from forensics.callable_module import make_module_callable
 from forensics.errors import DatasetError, NoTraceError
+from forensics.verdicts import matches_log_crash, story_policy
 from replay.leak_table import LEAK_COLUMNS as _REPLAY_LEAK_COLUMNS
 
 log = logging.getLogger(__name__)
@@ -246,7 +247,6 @@ class Investigation:
     def verdicts(self) -> pd.DataFrame:
         """One row per policy: crash / leak / clean, the crash point, the first leak, whether it
         reproduces the crash the logs show, and the first recorded decision it departs from."""
-        from forensics.report.postmortem import matches_log_crash
         rows = []
         if self.run is not None:
             build = self.config.build
@@ -416,10 +416,9 @@ class Investigation:
 
     def _story_policy(self) -> str | None:
         """The policy whose story to tell, chosen as the post-mortem report chooses it
-        (``forensics.report.postmortem.story_policy``), else the first policy."""
+        (``forensics.verdicts.story_policy``), else the first policy."""
         if self.run is None or not self.policies:
             return None
-        from forensics.report.postmortem import story_policy
         return story_policy(self.verdicts.itertuples()) or self.policies[0]
 
     def _strip_policies(self) -> list[str]:

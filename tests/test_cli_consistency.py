@@ -176,7 +176,7 @@ def test_hints_fit_the_error(runner, tmp_path):
 
 
 def test_progress_totals_are_real(tmp_path):
-    from forensics.report.postmortem import postmortem
+    from forensics.pipeline import postmortem
     from forensics.simulate import simulate
     seen = []
     simulate("nvbug-6438685", out_dir=tmp_path / "s", iters=20, progress=lambda d, t: seen.append((d, t)))

@@ -169,6 +169,22 @@ def discover(inputs: Iterable[PathLike], *, exclude: PathLike | None = None
     return files, refused, skipped
 
 
+def inputs_outside(inputs: list, out: Path) -> list:
+    """The inputs with the report directory left out: ``forensics postmortem logs/ -o
+    logs/report`` must not ingest its own ``findings.json`` on the next run, so a directory
+    input holding the report directory is expanded into its files."""
+    out_r = out.resolve()
+    result: list = []
+    for inp in inputs:
+        p = Path(inp)
+        if p.is_dir() and (out_r == p.resolve() or p.resolve() in out_r.parents):
+            found, _, _ = discover([inp], exclude=out)
+            result.extend(str(c.path) for c in found if out_r not in c.path.resolve().parents)
+        else:
+            result.append(inp)
+    return result
+
+
 def _check_readable(cand: _Candidate) -> None:
     """Refuse a file that cannot be opened (permissions, a vanished entry) before reading."""
     try:
@@ -476,7 +492,7 @@ def _log_refused(report: IngestReport) -> None:
         logger.warning("input not ingested: %s", r)
 
 
-__all__ = ["IngestReport", "RefusedInput", "ingest", "as_dataset", "discover", "classify"]
+__all__ = ["IngestReport", "RefusedInput", "ingest", "as_dataset", "discover", "classify", "inputs_outside"]
 
 
 make_module_callable(__name__, ingest)  # ``forensics.ingest(...)`` after the import, too

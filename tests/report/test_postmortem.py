@@ -15,7 +15,7 @@ from report_scenarios import CLEAN_FRAMES, CRASH_FRAMES, SAMPLES, crash_log, wri
 
 from forensics.cli import cli
 from forensics.errors import ForensicsError
-from forensics.report.postmortem import postmortem
+from forensics.pipeline import postmortem
 
 SVG_ROOT = "{http://www.w3.org/2000/svg}svg"
 
@@ -321,7 +321,7 @@ def test_story_policy_prefers_the_policy_that_reproduces_the_logged_crash():
     recording build among those), then the recording build if it fails, then any crash, any leak."""
     from types import SimpleNamespace as V
 
-    from forensics.report.postmortem import story_policy
+    from forensics.verdicts import story_policy
     rows = [V(policy="a", verdict="leak", reproduces_log_crash=False, is_recording_build=True),
             V(policy="b", verdict="crash", reproduces_log_crash=None, is_recording_build=False),
             V(policy="c", verdict="crash", reproduces_log_crash=True, is_recording_build=False)]

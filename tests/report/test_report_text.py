@@ -9,7 +9,7 @@ from report_scenarios import RUN_RECORD, SAMPLES, _frame, write_trace
 
 import replay
 from forensics.report.chain import mechanisms, opening_sentence
-from forensics.report.postmortem import postmortem
+from forensics.pipeline import postmortem
 
 #: Two leaks by two different predicate gaps under prefix-2026 (2 ranks, max_batch_size 4, cap 4,
 #: disaggregated, so no crash): at iter 0 rank 0 holds only GENERATION_TO_COMPLETE (counted, refused
