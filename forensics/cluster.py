@@ -13,7 +13,7 @@ scheduler never carries trace data. See ``docs/scale.md``.
 - :func:`map_tasks`: run a function over items, as Dask tasks or in this process, results in
   input order, with a completion callback that feeds a progress bar.
 - :func:`task_bar`: that progress bar (rich, on stderr, only on a terminal).
-- :func:`as_dataset`: :func:`forensics.ingest.as_dataset` with the files of the inputs ingested
+- :func:`as_dataset`: :func:`forensics.readers.as_dataset` with the files of the inputs ingested
   in parallel, one task per file, merged into one dataset identical to a serial ingest.
 """
 from __future__ import annotations
@@ -236,7 +236,7 @@ def task_bar(description: str, *, enabled: bool = True) -> Iterator[Done]:
 
 def _ingest_one(path: str, part: str) -> str:
     """Task: ingest one input file into its own dataset ``part``; returns the path."""
-    from forensics.ingest import ingest
+    from forensics.readers import ingest
 
     return str(ingest([path], part).path)
 
@@ -254,7 +254,7 @@ def _merge_parts(parts: list[str], output: str, refused: list[dict], skipped: li
     from forensics import __version__
     from forensics.dataset.schema import REFERENCE_TABLES, TABLES
     from forensics.dataset.store import Dataset, DatasetWriter
-    from forensics.ingest import _TraceRuns
+    from forensics.readers import _TraceRuns
 
     traces = _TraceRuns()
     inputs: list[dict] = []
@@ -278,7 +278,7 @@ def ingest_parallel(inputs: Sequence[PathLike], output: PathLike, *, client: Any
                     done: Done | None = None) -> Path:
     """Ingest ``inputs`` into the dataset ``output`` with one task per input file.
 
-    The same files, names and checks as :func:`forensics.ingest.ingest` (refused inputs are
+    The same files, names and checks as :func:`forensics.readers.ingest` (refused inputs are
     recorded, not fatal); parts are written beside ``output`` (a file system the workers
     share) and removed afterwards.
 
@@ -286,7 +286,7 @@ def ingest_parallel(inputs: Sequence[PathLike], output: PathLike, *, client: Any
         InputError: nothing to ingest; TraceFormatError, StatsFormatError: as ``ingest``.
     """
     from forensics.errors import InputError
-    from forensics.ingest import classify, discover
+    from forensics.readers import classify, discover
 
     out = Path(output)
     candidates, refused, skipped = discover(inputs, exclude=out)
@@ -296,7 +296,7 @@ def ingest_parallel(inputs: Sequence[PathLike], output: PathLike, *, client: Any
             classify(cand.path)
             files.append(cand)
         except InputError as e:
-            from forensics.ingest import RefusedInput
+            from forensics.readers import RefusedInput
             refused.append(RefusedInput(cand.name, e.message))
     if not files:
         listing = "; ".join(str(r) for r in refused) or "no recognised input file"
@@ -318,17 +318,17 @@ def ingest_parallel(inputs: Sequence[PathLike], output: PathLike, *, client: Any
 
 def as_dataset(inputs: Sequence[PathLike], *, cache_dir: PathLike | None = None, client: Any = None,
                done: Done | None = None, quiet: bool = True, jobs: int | None = None):
-    """:func:`forensics.ingest.as_dataset`, ingesting file by file on ``client`` when given.
+    """:func:`forensics.readers.as_dataset`, ingesting file by file on ``client`` when given.
 
-    Without a client this is ``forensics.ingest.as_dataset`` (``jobs`` processes reading the
+    Without a client this is ``forensics.readers.as_dataset`` (``jobs`` processes reading the
     files). With one, a dataset input is
     loaded as is, a ``cache_dir`` holding a dataset of the same inputs is reused, and otherwise
     every file becomes a task (into ``cache_dir``, or a temporary directory removed with the
     returned dataset).
     """
     from forensics.dataset.store import META_FILE, Dataset
-    from forensics.ingest import _cached
-    from forensics.ingest import as_dataset as serial
+    from forensics.readers import _cached
+    from forensics.readers import as_dataset as serial
 
     inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     if client is None or (len(inputs) == 1 and (Path(inputs[0]) / META_FILE).is_file()):

@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional, Sequence
 from forensics import verdicts as V
 from forensics.cluster import as_dataset
 from forensics.errors import InputError
-from forensics.ingest import inputs_outside
+from forensics.readers import inputs_outside
 from forensics.output_dir import ReportDir, refuse_input_as_output
 from forensics.report.crash_signatures import Signature, crash_in_logs, find_signatures
 from forensics.report.figure_views import figure_views

@@ -25,7 +25,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from forensics.ingest import event_kinds as K
+from forensics.readers import event_kinds as K
 from forensics.report.chain import mechanisms, opening_sentence
 from forensics.report.crash_signatures import REPLAY_CRASH_KIND, Signature, excerpt
 from forensics.report.document import code

@@ -81,7 +81,7 @@ def test_log_format_accepts_any_case(runner, tmp_path):
     (["record", "status"], 0),
 ])
 def test_quiet_silences_stdout_and_json_is_one_object(runner, tmp_path, args, code):
-    from forensics.ingest import ingest
+    from forensics.readers import ingest
     ds = tmp_path / "ds"
     ingest([TRACE], ds)
     args = [a.format(tmp=tmp_path, ds=ds) for a in args]

@@ -19,7 +19,7 @@ import forensics
 from forensics import cluster
 from forensics.cli import cli
 from forensics.errors import TraceFormatError
-from forensics.fleet import fleet_table
+from forensics.fleet_table import fleet_table
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "traces" / "samples"
@@ -206,7 +206,7 @@ def near_run(tmp_path) -> Path:
 @needs_dask
 def test_fleet_of_a_simulated_grid_on_a_cluster(client, tmp_path):
     """A runs DataFrame (simulate_grid's) keeps its parameter columns and dtypes on the cluster."""
-    from forensics.fleet import simulate_grid
+    from forensics.fleet_table import simulate_grid
 
     grid = simulate_grid(tmp_path, grid={"ranks": (4,), "overlap": (True, False)}, iters=60)
     on_cluster = forensics.fleet(grid, ["prefix-2026"], client=client, layout="long")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from forensics.ingest import as_dataset
+from forensics.readers import as_dataset
 from replay.engine import replay_windows, run_all
 from replay.frames import FrameWindows, RunFrames
 
@@ -235,7 +235,7 @@ def test_fleet_and_replay_cli_stream_like_in_memory(tmp_path):
     from click.testing import CliRunner
 
     from forensics.cli import cli
-    from forensics.fleet import fleet_table
+    from forensics.fleet_table import fleet_table
     from forensics.simulate import simulate
     import replay.engine as engine
 

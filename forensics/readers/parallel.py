@@ -3,9 +3,9 @@
 A post-mortem's inputs are independent files (the executor log, the IterationStats JSON, the
 request-state trace, per-rank files of each): each is read into a part dataset of its own
 inside the writer's temporary directory, either on a thread of this process
-(:func:`write_threaded`) or by a worker process (``python -m forensics.ingest.parallel``, a
+(:func:`write_threaded`) or by a worker process (``python -m forensics.readers.parallel``, a
 fresh interpreter: nothing of the caller's threads or ``__main__`` is inherited, so a script
-calling :func:`forensics.ingest.ingest` needs no ``if __name__ == "__main__"`` guard;
+calling :func:`forensics.readers.ingest` needs no ``if __name__ == "__main__"`` guard;
 :func:`write_parallel`). The parts' Parquet files are then moved into the dataset in input
 order (``DatasetWriter.adopt``: renamed, not rewritten), and the checks across trace files run
 on them as a serial ingest runs them, so the dataset reads the same rows in the same order.
@@ -45,7 +45,7 @@ def usable_cores() -> int:
 
 def _text_at_least(paths: list[Path], limit: int) -> bool:
     """Whether the files hold ``limit`` bytes of text, decompressed (sampled only as needed)."""
-    from forensics.ingest.sources import content_size
+    from forensics.readers.sources import content_size
 
     if sum(_size(p) for p in paths) >= limit:
         return True
@@ -123,7 +123,7 @@ def write_parallel(writer: Any, plan: list, traces: Any, advance: Callable[[int]
     """Read each ``(candidate, kind)`` of ``plan`` in a worker process, at most ``jobs`` at
     once, the largest files first (the longest sets the wall time), and move the parts into
     ``writer`` in input order. Returns the inputs' fingerprints in input order."""
-    from forensics.ingest.meta import InputFingerprint
+    from forensics.readers.meta import InputFingerprint
 
     scratch = writer.scratch()
     # Checks across files only matter with several traces (one is checked as it is read).
@@ -140,7 +140,7 @@ def write_parallel(writer: Any, plan: list, traces: Any, advance: Callable[[int]
                 cand, kind = plan[i]
                 err = open(scratch / f"{i:05d}.err", "w+")
                 running[i] = (subprocess.Popen(
-                    [sys.executable, "-m", "forensics.ingest.parallel", os.fspath(cand.path),
+                    [sys.executable, "-m", "forensics.readers.parallel", os.fspath(cand.path),
                      cand.name, kind, os.fspath(scratch / f"{i:05d}")],
                     stdout=subprocess.PIPE, stderr=err, text=True), err)
             for i, (proc, err) in list(running.items()):
@@ -232,8 +232,8 @@ def write_threaded(writer: Any, plan: list, traces: Any, advance: Callable[[int]
 def _load_scanners(plan: list) -> None:
     """Load here, once, the compiled scanners the readers will choose: their first load links
     code with LLVM (through ctypes, without the GIL), which two threads must not do at once."""
-    from forensics.ingest import json_scan, native_scan
-    from forensics.ingest.sources import content_size
+    from forensics.readers import json_scan, native_scan
+    from forensics.readers.sources import content_size
 
     loaded: set = set()
     for cand, kind in plan:
@@ -246,8 +246,8 @@ def _read_part(cand: Any, kind: str, part: Path, progress: Callable[[int], None]
     """One input into its own dataset ``part`` (checks within the file as a serial ingest
     makes them); its fingerprint."""
     from forensics.dataset.store import DatasetWriter
-    from forensics.ingest import _ingest_file, _TraceRuns
-    from forensics.ingest.sources import recording_reads
+    from forensics.readers import _ingest_file, _TraceRuns
+    from forensics.readers.sources import recording_reads
 
     with DatasetWriter(part) as writer, recording_reads() as reads:
         fp = _ingest_file(writer, cand, kind, _TraceRuns(), progress, reads)
@@ -258,7 +258,7 @@ def _read_part(cand: Any, kind: str, part: Path, progress: Callable[[int], None]
 def _worker(path: str, name: str, kind: str, part: str) -> dict:
     """One input into its own dataset ``part`` (checks within the file as a serial ingest
     makes them); its fingerprint as JSON."""
-    from forensics.ingest import _Candidate
+    from forensics.readers import _Candidate
 
     fp = _read_part(_Candidate(Path(path), name), kind, Path(part), None)
     return {"fingerprint": {"name": fp.name, "size": fp.size, "xxh3_128": fp.xxh3_128,

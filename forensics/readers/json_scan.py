@@ -42,8 +42,8 @@ import threading
 import numpy as np
 import pyarrow as pa
 
-from forensics.ingest import native_code
-from forensics.ingest.native_scan import PATH_ENV, chosen
+from forensics.readers import native_code
+from forensics.readers.native_scan import PATH_ENV, chosen
 
 #: Inputs smaller than this (bytes on disk) are read without the kernels (and without
 #: llvmlite). Measured (whole ``forensics ingest`` processes, CPU, back to back, load ~7):
@@ -73,7 +73,7 @@ PROTOTYPES = {name: ctypes.CFUNCTYPE(ctypes.c_int64, *(ctypes.c_int64 if c == "i
               for name, spec in SIGNATURES.items()}
 #: The kernels as one saved object (:mod:`native_code`): numba compiles them once per install,
 #: later processes link them with llvmlite alone.
-LIBRARY = native_code.Library("json", "forensics.ingest._json_kernel",
+LIBRARY = native_code.Library("json", "forensics.readers._json_kernel",
                               ("_json_kernel.py", "json_scan.py"), PROTOTYPES)
 
 _kernel = None
@@ -125,7 +125,7 @@ class _TraceTables:
 
     def __init__(self):
         from forensics.dataset.schema import FRAMES
-        from forensics.ingest.trace_fast import OPTIONAL
+        from forensics.readers.trace_fast import OPTIONAL
         from replay.states import RequestState
 
         keys = ("kind", "iter", "rank", "requests", *OPTIONAL)
@@ -187,9 +187,9 @@ def _words(buf: np.ndarray) -> np.ndarray:
 
 
 def frames(block: bytes, line: int, tp_size: int):
-    """The :class:`~forensics.ingest.trace_fast.FrameColumns` of ``block`` (whole lines, the
+    """The :class:`~forensics.readers.trace_fast.FrameColumns` of ``block`` (whole lines, the
     first being line ``line``), or None when a line is not a frame this scanner takes."""
-    from forensics.ingest.trace_fast import FrameColumns
+    from forensics.readers.trace_fast import FrameColumns
 
     global _TRACE
     k = kernel()
@@ -243,7 +243,7 @@ class _Columns:
 
     def __init__(self):
         from forensics.dataset.schema import STATS_READ
-        from forensics.ingest.stats_json import _FLOAT_COLUMNS, _INT_BOUNDS, TYPED_COLUMNS
+        from forensics.readers.stats_json import _FLOAT_COLUMNS, _INT_BOUNDS, TYPED_COLUMNS
 
         self.names = list(dict.fromkeys(TYPED_COLUMNS.values()))
         self.index = {key: self.names.index(col) for key, col in TYPED_COLUMNS.items()}
@@ -309,7 +309,7 @@ MAX_LEARN = 8
 
 
 def _shape_of(text: bytes) -> tuple:
-    from forensics.ingest.stats_fast import _shape
+    from forensics.readers.stats_fast import _shape
 
     return _shape(json.loads(text))
 
@@ -328,11 +328,11 @@ def _objects_of(shape: tuple, other: tuple) -> tuple:
 
 
 def stats(block: bytes, line: int, source: str):
-    """The :class:`~forensics.ingest.stats_json.StatsBatch` of ``block`` (whole lines, the
+    """The :class:`~forensics.readers.stats_json.StatsBatch` of ``block`` (whole lines, the
     first being line ``line``), or None when a line is not one this scanner takes."""
     global _TEMPLATE
-    from forensics.ingest.json_object_lines import DeclineBlock
-    from forensics.ingest.stats_fast import _merge
+    from forensics.readers.json_object_lines import DeclineBlock
+    from forensics.readers.stats_fast import _merge
 
     if kernel() is None or not block.endswith(b"\n") or b"\\" in block:
         return None
@@ -418,7 +418,7 @@ class _StatsOut:
               fixes: int):
         """The ``stats`` rows (the scanner wrote them by the rules of ``stats_row``)."""
         from forensics.dataset.schema import EVENTS, STATS_READ, UNPARSED
-        from forensics.ingest.stats_json import StatsBatch
+        from forensics.readers.stats_json import StatsBatch
 
         cap = self.coli.shape[1]
         for dest, a, b in self.fix[:, :fixes].T.tolist():

@@ -1,7 +1,7 @@
 """Fast reading of a block of IterationStats JSON Lines (``msgspec`` typed decoding).
 
 :func:`fast_block` turns a block of whole lines, each one JSON object, into exactly the rows the
-per-object reader (:mod:`forensics.ingest.stats_json`) would make, or returns None so that reader
+per-object reader (:mod:`forensics.readers.stats_json`) would make, or returns None so that reader
 takes the block (and its bad lines go to ``unparsed`` with their line numbers). The block's first
 line gives the shape (its keys, nested objects as nested structs); every line is decoded into
 that ``msgspec`` struct (no dict per object, ``gc=False``), then each leaf becomes one Arrow
@@ -14,7 +14,7 @@ made:
 
 - a line that is not one object from its first byte to its last (blank lines, leading or trailing
   text, two objects on a line), a backslash anywhere (escapes), text that is not UTF-8 (the shape
-  check of :mod:`forensics.ingest.json_object_lines`);
+  check of :mod:`forensics.readers.json_object_lines`);
 - a first line with a list, a key name other than ``[A-Za-z0-9_]+``, a name used twice in its
   shape, or nesting deeper than ``MAX_DEPTH``;
 - a line ``msgspec`` refuses for that shape: bad JSON (as strict as ``json``: no NaN, no trailing
@@ -43,8 +43,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from forensics.dataset.schema import EVENTS, STATS_READ, UNPARSED
-from forensics.ingest.json_object_lines import DeclineBlock, object_line_ends
-from forensics.ingest.stats_json import _FLOAT_COLUMNS, _INT_BOUNDS, TYPED_COLUMNS, StatsBatch
+from forensics.readers.json_object_lines import DeclineBlock, object_line_ends
+from forensics.readers.stats_json import _FLOAT_COLUMNS, _INT_BOUNDS, TYPED_COLUMNS, StatsBatch
 
 #: Bytes of whole lines per vectorised block (~4k rows of a 32-rank IterationStats file):
 #: 2 MB blocks peaked ~35 MB lower than 8 MB ones at the same CPU (benchmarks/trace_ingest.py).

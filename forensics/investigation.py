@@ -25,7 +25,6 @@ from typing import Any
 
 import pandas as pd
 
-from forensics.callable_module import make_module_callable
 from forensics.errors import DatasetError, NoTraceError
 from forensics.verdicts import matches_log_crash, story_policy
 from replay.leak_table import LEAK_COLUMNS as _REPLAY_LEAK_COLUMNS
@@ -59,7 +58,7 @@ def investigate(*inputs: PathLike | Iterable[PathLike], policies: Sequence[str] 
         InputError, DatasetError, PolicyError: bad input or an unknown policy (the message names
             the file and line).
     """
-    from forensics.ingest import as_dataset
+    from forensics.readers import as_dataset
     from replay.resolve import resolve_policies
 
     flat: list[PathLike] = []
@@ -454,6 +453,5 @@ def _table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, header: boo
     return "".join(out)
 
 
-make_module_callable(__name__, investigate)  # ``forensics.investigate(...)`` after the import
 
 __all__ = ["LEAK_COLUMNS", "VERDICT_COLUMNS", "Investigation", "investigate"]

@@ -24,8 +24,8 @@ Bad input, decided so that nothing is lost and a corrupt file is never half-beli
   does not exist, as the log parser does) records it.
 
 Speed: JSON Lines are read in blocks of whole lines, for big files by a compiled byte scanner
-(:mod:`forensics.ingest.json_scan`), else (or when it declines a block) by typed ``msgspec``
-decoding (:mod:`forensics.ingest.stats_fast`; ``benchmarks/trace_ingest.py`` measures both); a
+(:mod:`forensics.readers.json_scan`), else (or when it declines a block) by typed ``msgspec``
+decoding (:mod:`forensics.readers.stats_fast`; ``benchmarks/trace_ingest.py`` measures both); a
 block neither can reproduce exactly (a bad line, a key order that differs, escapes, ...) goes
 through the per-object parser below, so rows, line numbers and ``unparsed`` are the same either
 way.
@@ -50,10 +50,10 @@ import pyarrow as pa
 
 from forensics.dataset.schema import EVENTS, STATS_READ, UNPARSED
 from forensics.errors import InputError, StatsFormatError
-from forensics.ingest import json_scan
-from forensics.ingest.event_kinds import INPUT_TRUNCATED
-from forensics.ingest.json_object_lines import LineBlocks
-from forensics.ingest.sources import compression_of, content_size, decompressed_chunks, open_raw
+from forensics.readers import json_scan
+from forensics.readers.event_kinds import INPUT_TRUNCATED
+from forensics.readers.json_object_lines import LineBlocks
+from forensics.readers.sources import compression_of, content_size, decompressed_chunks, open_raw
 
 logger = logging.getLogger(__name__)
 
@@ -307,7 +307,7 @@ def _read(chunks: Iterator[tuple[bytes, int, str | None]], source: str,
     :mod:`stats_fast`); anything else, and the tail after the last newline, through the
     per-object parser (:func:`_parse`). ``reader``: the plain file ``chunks`` reads, read
     straight into the blocks' buffer (``chunks`` then reads what the blocks did not)."""
-    from forensics.ingest.stats_fast import BLOCK_BYTES, fast_block
+    from forensics.readers.stats_fast import BLOCK_BYTES, fast_block
 
     block_bytes, fast = (json_scan.BLOCK_BYTES, _native_first) if native \
         else (BLOCK_BYTES, fast_block)
@@ -363,7 +363,7 @@ def _read(chunks: Iterator[tuple[bytes, int, str | None]], source: str,
 
 def _native_first(block: bytes, line: int, source: str) -> StatsBatch | None:
     """The block read by :mod:`json_scan`, else by :mod:`stats_fast` (None: neither)."""
-    from forensics.ingest.stats_fast import fast_block
+    from forensics.readers.stats_fast import fast_block
 
     got = json_scan.stats(block, line, source)
     return got if got is not None else fast_block(block, line, source)

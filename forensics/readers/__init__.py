@@ -10,10 +10,10 @@ Library entry points:
 Inputs are files or directories. A directory contributes every *recognised* file below it,
 recursively, in sorted order: a name ending in ``.log .txt .out .err .stdout .stderr .json
 .jsonl .ndjson``, optionally followed by ``.gz``/``.zst``/``.zstd`` (see
-:func:`forensics.ingest.kinds.recognised`); hidden files and directories and nested datasets
+:func:`forensics.readers.kinds.recognised`); hidden files and directories and nested datasets
 (directories holding ``_meta.json``) are skipped. A file named explicitly is always read. The kind
 of each file (``log``, ``stats``, ``trace``) comes from its decompressed content
-(:func:`forensics.ingest.kinds.detect_kind`) unless ``kind=`` forces one for all.
+(:func:`forensics.readers.kinds.detect_kind`) unless ``kind=`` forces one for all.
 
 Bad inputs: a missing path or a binary (non-text) file is refused (listed in
 ``IngestReport.refused`` and ``_meta.json``) while the others are still ingested; a trace or a
@@ -36,14 +36,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from forensics import __version__
-from forensics.callable_module import make_module_callable
 from forensics.dataset.store import META_FILE, Dataset, DatasetWriter
 from forensics.errors import DatasetError, InputError, TraceFormatError
-from forensics.ingest.frame_keys import FrameKeys
-from forensics.ingest.kinds import (KINDS, detect_kind, head_after_nul_run, nul_padded_text,
+from forensics.readers.frame_keys import FrameKeys
+from forensics.readers.kinds import (KINDS, detect_kind, head_after_nul_run, nul_padded_text,
                                     recognised)
-from forensics.ingest.meta import InputFingerprint, fingerprint, identities
-from forensics.ingest.sources import (
+from forensics.readers.meta import InputFingerprint, fingerprint, identities
+from forensics.readers.sources import (
     display_name,
     head_bytes,
     looks_binary,
@@ -220,7 +219,7 @@ class _TraceRuns:
         self._current: str | None = None  # run of the trace being read (batches after the first)
 
     def check(self, tables: Any, source: str) -> None:
-        """Check one batch of :func:`~forensics.ingest.trace_v1.iter_trace` (the first holds
+        """Check one batch of :func:`~forensics.readers.trace_v1.iter_trace` (the first holds
         the run record; later batches belong to the same run)."""
         if tables.runs.num_rows:
             import json
@@ -259,7 +258,7 @@ def _write_file(writer: DatasetWriter, cand: _Candidate, kind: str, traces: _Tra
                 progress: Callable[[int], None] | None) -> None:
     """Stream one input into the writer."""
     if kind == "log":
-        from forensics.ingest.executor_log import parse_executor_log
+        from forensics.readers.executor_log import parse_executor_log
 
         for batch in parse_executor_log(cand.path, cand.name, progress=progress):
             writer.write("iterations", batch.iterations)
@@ -267,16 +266,16 @@ def _write_file(writer: DatasetWriter, cand: _Candidate, kind: str, traces: _Tra
             writer.write("unparsed", batch.unparsed)
             writer.write("traceback_frames", batch.traceback_frames)
     elif kind == "stats":
-        from forensics.ingest.stats_json import read_stats
+        from forensics.readers.stats_json import read_stats
 
-        from forensics.ingest.timestamps import typed_stats
+        from forensics.readers.timestamps import typed_stats
 
         for sbatch in read_stats(cand.path, cand.name, progress=progress):
             writer.write("stats", typed_stats(sbatch.stats))
             writer.write("events", sbatch.events)
             writer.write("unparsed", sbatch.unparsed)
     elif kind == "trace":
-        from forensics.ingest.trace_v1 import iter_trace
+        from forensics.readers.trace_v1 import iter_trace
 
         # Streamed in batches: memory stays flat however long the trace (the writer discards
         # everything if a later line breaks the format).
@@ -297,7 +296,7 @@ def _size(path: Path) -> int:
 
 def _progress_bar(total: int, n_files: int, quiet: bool):
     """``advance(n_bytes)`` context: a bar on stderr for large inputs when it is a terminal."""
-    from forensics.ingest.progress import ingest_progress
+    from forensics.readers.progress import ingest_progress
 
     return ingest_progress(total, f"ingest {n_files} file(s)",
                            quiet=quiet or total < PROGRESS_MIN_BYTES)
@@ -328,7 +327,7 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
         quiet: no progress bar (it is also off when stderr is not a terminal).
         jobs: processes reading the files at once (one file each; the dataset is the same);
             1: one file after the other. Default: large inputs of several files are read on
-            two threads of this process (``forensics.ingest.parallel.readers`` says why).
+            two threads of this process (``forensics.readers.parallel.readers`` says why).
 
     Returns:
         An :class:`IngestReport`; ``report.refused`` lists missing and binary inputs.
@@ -377,7 +376,7 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
     total = sum(_size(c.path) for c, _ in plan)
     traces = _TraceRuns()
     fingerprints: list[InputFingerprint] = []
-    from forensics.ingest.parallel import readers, write_parallel, write_threaded
+    from forensics.readers.parallel import readers, write_parallel, write_threaded
 
     how, n = readers(jobs, [c.path for c, _ in plan])
     with DatasetWriter(out) as writer, _progress_bar(total, len(plan), quiet) as advance, \
@@ -493,6 +492,3 @@ def _log_refused(report: IngestReport) -> None:
 
 
 __all__ = ["IngestReport", "RefusedInput", "ingest", "as_dataset", "discover", "classify", "inputs_outside"]
-
-
-make_module_callable(__name__, ingest)  # ``forensics.ingest(...)`` after the import, too

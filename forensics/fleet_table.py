@@ -54,7 +54,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from forensics.callable_module import make_module_callable
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +189,7 @@ def input_rows(source: PathLike, label: str, extra: dict[str, Any], policies: Se
     run is replayed in windows (``replay.engine.stream_windows``; ``window`` iterations each),
     one policy at a time, in bounded memory."""
     from forensics import cluster
-    from forensics.ingest import as_dataset
+    from forensics.readers import as_dataset
     from replay.engine import replay_windows, stream_windows
     from replay.engine import run as replay_run
     from replay.frames import RunFrames
@@ -500,6 +499,3 @@ __all__ = [
     "run_metrics",
     "simulate_grid",
 ]
-
-
-make_module_callable(__name__, fleet)  # ``forensics.fleet(...)`` after the import, too
