@@ -11,7 +11,7 @@ Pipeline: ingest -> dataset -> reconstruct -> replay -> report. The library entr
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from forensics.version import __version__
 
 
 def __getattr__(name: str):

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from forensics import verdicts as V
-from forensics.cluster import as_dataset
+from forensics.readers.on_cluster import as_dataset
 from forensics.errors import InputError
 from forensics.readers import inputs_outside
 from forensics.output_dir import ReportDir, refuse_input_as_output

@@ -119,10 +119,6 @@ def command(spec_file, scenario, grid_items, policies, seeds, iters, output, run
                 task_bar(f"simulating {spec.size} runs", enabled=not quiet) as done:
             result = sweep(spec, client=client, output=output, runs_output=runs_output, done=done)
     if as_json:
-        from forensics.fleet_table import _plain
-
-        rows = [{k: _plain(v) for k, v in row.items()}
-                for row in result.configurations.astype(object).to_dict("records")]
-        click.echo(json.dumps({"spec": spec.to_json(), "configurations": rows}))
+        click.echo(json.dumps(result.to_json()))
     elif not quiet:
         _render(result)

@@ -22,36 +22,36 @@ and no dataset is written (a half-read trace would mislead a replay).
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import shutil
 import tempfile
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from forensics import __version__
 from forensics.dataset.store import META_FILE, Dataset, DatasetWriter
-from forensics.errors import DatasetError, InputError, TraceFormatError
-from forensics.readers.frame_keys import FrameKeys
-from forensics.readers.kinds import (KINDS, detect_kind, head_after_nul_run, nul_padded_text,
-                                    recognised)
-from forensics.readers.meta import InputFingerprint, fingerprint, identities
-from forensics.readers.sources import (
-    display_name,
-    head_bytes,
-    looks_binary,
-    name_bytes_hex,
-    recording_reads,
+from forensics.errors import DatasetError, InputError
+from forensics.heap import trim
+from forensics.output_dir import refuse_input_as_output
+from forensics.readers.files import (
+    Candidate,
+    RefusedInput,
+    TraceRuns,
+    check_readable,
+    classify,
+    discover,
+    ingest_file,
+    inputs_outside,
 )
-
-if TYPE_CHECKING:
-    from forensics.report.summary import DatasetSummary
+from forensics.readers.kinds import KINDS
+from forensics.readers.meta import InputFingerprint, fingerprint, identities
+from forensics.readers.parallel import readers, write_parallel, write_threaded
+from forensics.readers.sources import recording_reads
+from forensics.readers.progress import ingest_progress
+from forensics.report.summary import DatasetSummary, summarize
+from forensics.version import __version__
 
 logger = logging.getLogger(__name__)
 
@@ -59,22 +59,6 @@ PathLike = str | os.PathLike
 
 #: Inputs smaller than this in total ingest in moments: no progress bar.
 PROGRESS_MIN_BYTES = 8 << 20
-
-
-@dataclass(frozen=True)
-class RefusedInput:
-    """An input that was not ingested.
-
-    Attributes:
-        name: the path as given.
-        reason: why (``no such file or directory``, ``binary file ...``).
-    """
-
-    name: str
-    reason: str
-
-    def __str__(self) -> str:
-        return f"{self.name}: {self.reason}"
 
 
 @dataclass(frozen=True)
@@ -103,190 +87,6 @@ class IngestReport:
         return not self.refused
 
 
-@dataclass(frozen=True)
-class _Candidate:
-    path: Path
-    name: str
-
-
-def discover(inputs: Iterable[PathLike], *, exclude: PathLike | None = None
-             ) -> tuple[list[_Candidate], list[RefusedInput], list[str]]:
-    """The files to ingest, the refused paths and the skipped names, in a stable order.
-
-    Args:
-        inputs: files or directories, in the order given.
-        exclude: a directory not to descend into (the output dataset).
-    """
-    files: list[_Candidate] = []
-    refused: list[RefusedInput] = []
-    skipped: list[str] = []
-    seen: set[Path] = set()
-    excluded = Path(exclude).resolve() if exclude is not None else None
-
-    def add(path: Path, name: str) -> None:
-        key = path.resolve()
-        if key not in seen:
-            seen.add(key)
-            files.append(_Candidate(path, name))
-
-    for inp in inputs:
-        path = Path(inp)
-        name = display_name(inp)
-        if path.is_dir() and (path / META_FILE).is_file():
-            refused.append(RefusedInput(name, "is a dataset, not raw input (open it with "
-                                              "forensics.load or `forensics summary`)"))
-        elif path.is_dir():
-            found = False
-
-            def unreadable(e: OSError) -> None:
-                # An entry the walk cannot list is refused and reported; the walk goes on.
-                where = e.filename if e.filename is not None else inp
-                refused.append(RefusedInput(display_name(where),
-                                            f"cannot list directory: {e.strerror or e}"))
-
-            for root, dirs, names in os.walk(path, onerror=unreadable):
-                root_path = Path(root)
-                dirs[:] = sorted(d for d in dirs if not d.startswith(".")
-                                 and not (root_path / d / META_FILE).is_file()
-                                 and (excluded is None or (root_path / d).resolve() != excluded))
-                for n in sorted(names):
-                    child = root_path / n
-                    child_name = display_name(child)
-                    if recognised(n) and child.is_file():
-                        add(child, child_name)
-                        found = True
-                    elif not n.startswith("."):
-                        skipped.append(child_name)
-            if not found:
-                logger.warning("%s: no recognised input file in directory", name)
-        elif path.is_file():
-            add(path, name)
-        elif path.exists():
-            refused.append(RefusedInput(name, "not a regular file or directory"))
-        else:
-            refused.append(RefusedInput(name, "no such file or directory"))
-    return files, refused, skipped
-
-
-def inputs_outside(inputs: list, out: Path) -> list:
-    """The inputs with the report directory left out: ``forensics postmortem logs/ -o
-    logs/report`` must not ingest its own ``findings.json`` on the next run, so a directory
-    input holding the report directory is expanded into its files."""
-    out_r = out.resolve()
-    result: list = []
-    for inp in inputs:
-        p = Path(inp)
-        if p.is_dir() and (out_r == p.resolve() or p.resolve() in out_r.parents):
-            found, _, _ = discover([inp], exclude=out)
-            result.extend(str(c.path) for c in found if out_r not in c.path.resolve().parents)
-        else:
-            result.append(inp)
-    return result
-
-
-def _check_readable(cand: _Candidate) -> None:
-    """Refuse a file that cannot be opened (permissions, a vanished entry) before reading."""
-    try:
-        with open(cand.path, "rb") as f:
-            f.read(1)
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", path=cand.name) from None
-
-
-def classify(path: PathLike, *, kind: str | None = None) -> str:
-    """The kind of one file (``log``/``stats``/``trace``); raises for a binary file.
-
-    Raises:
-        BinaryInputError: the file is not text.
-    """
-    from forensics.errors import BinaryInputError
-
-    head = head_after_nul_run(path, head_bytes(path))
-    if looks_binary(head) and not (kind == "log" and nul_padded_text(head)):
-        raise BinaryInputError("binary file, not a text log, JSON or trace; refused", path=str(path))
-    if kind is not None:
-        return kind
-    return detect_kind(head.decode("utf-8", errors="replace"))
-
-
-class _TraceRuns:
-    """Cross-file checks for traces: per-rank files of one run must agree and not overlap."""
-
-    def __init__(self) -> None:
-        self._config: dict[str, tuple[str, str, int]] = {}
-        self._keys: dict[str, FrameKeys] = {}   # frame keys of every file of each run
-        self._tp: dict[str, int] = {}
-        self._current: str | None = None  # run of the trace being read (batches after the first)
-
-    def check(self, tables: Any, source: str) -> None:
-        """Check one batch of :func:`~forensics.readers.trace_v1.iter_trace` (the first holds
-        the run record; later batches belong to the same run)."""
-        if tables.runs.num_rows:
-            import json
-
-            run = tables.runs.column("run")[0].as_py()
-            record = json.loads(tables.runs.column("record_json")[0].as_py())
-            record.pop("rank", None)
-            config = json.dumps(record, sort_keys=True)
-            line = tables.runs.column("line")[0].as_py()
-            if run in self._config and self._config[run][0] != config:
-                first = self._config[run]
-                raise TraceFormatError(
-                    f"run record of run {run!r} differs from the one in {first[1]}:{first[2]}",
-                    path=source, line=line, hint="per-rank files of one run share one run record")
-            self._config.setdefault(run, (config, source, line))
-            self._tp.setdefault(run, int(tables.runs.column("tp_size")[0].as_py()))
-            self._current = run
-        if tables.frames.num_rows == 0 or self._current is None:
-            return
-        run = self._current
-        iters = tables.frames.column("iter").to_numpy(zero_copy_only=False).astype(np.int64)
-        ranks = tables.frames.column("rank").to_numpy(zero_copy_only=False).astype(np.int64)
-        keys = iters * self._tp[run] + ranks     # ranks < tp_size: the reader checked
-        seen = self._keys.setdefault(run, FrameKeys())
-        dup = seen.hits(keys)
-        if dup.any():
-            i = int(np.argmax(dup))
-            raise TraceFormatError(
-                f"duplicate frame (iter {int(iters[i])}, rank {int(ranks[i])}) of run {run!r}: "
-                "another input of this run has it", path=source,
-                line=tables.frames.column("line")[i].as_py())
-        seen.add(keys)
-
-
-def _write_file(writer: DatasetWriter, cand: _Candidate, kind: str, traces: _TraceRuns,
-                progress: Callable[[int], None] | None) -> None:
-    """Stream one input into the writer."""
-    if kind == "log":
-        from forensics.readers.executor_log import parse_executor_log
-
-        for batch in parse_executor_log(cand.path, cand.name, progress=progress):
-            writer.write("iterations", batch.iterations)
-            writer.write("events", batch.events)
-            writer.write("unparsed", batch.unparsed)
-            writer.write("traceback_frames", batch.traceback_frames)
-    elif kind == "stats":
-        from forensics.readers.stats_json import read_stats
-
-        from forensics.readers.timestamps import typed_stats
-
-        for sbatch in read_stats(cand.path, cand.name, progress=progress):
-            writer.write("stats", typed_stats(sbatch.stats))
-            writer.write("events", sbatch.events)
-            writer.write("unparsed", sbatch.unparsed)
-    elif kind == "trace":
-        from forensics.readers.trace_v1 import iter_trace
-
-        # Streamed in batches: memory stays flat however long the trace (the writer discards
-        # everything if a later line breaks the format).
-        for tables in iter_trace(cand.path, cand.name, progress=progress):
-            traces.check(tables, cand.name)
-            for name in ("runs", "frames", "requests", "events", "unparsed"):
-                writer.write(name, getattr(tables, name))
-    else:  # pragma: no cover - kinds are validated before
-        raise InputError(f"unknown input kind {kind!r}", path=cand.name)
-
-
 def _size(path: Path) -> int:
     try:
         return os.stat(path).st_size
@@ -296,23 +96,8 @@ def _size(path: Path) -> int:
 
 def _progress_bar(total: int, n_files: int, quiet: bool):
     """``advance(n_bytes)`` context: a bar on stderr for large inputs when it is a terminal."""
-    from forensics.readers.progress import ingest_progress
-
     return ingest_progress(total, f"ingest {n_files} file(s)",
                            quiet=quiet or total < PROGRESS_MIN_BYTES)
-
-
-def _ingest_file(writer: DatasetWriter, cand: _Candidate, kind: str, traces: _TraceRuns,
-                 advance: Callable[[int], None] | None, reads: dict) -> InputFingerprint:
-    """Stream one input into ``writer``; its fingerprint (of the bytes the reader read)."""
-    logger.info("ingesting %s as %s", cand.name, kind)
-    _write_file(writer, cand, kind, traces, advance)
-    # The bytes the reader actually read, hashed as it read them (a file still
-    # growing, or a read stopped by a corrupt block, is described as read).
-    digest = reads.get(os.fspath(cand.path))
-    fp = (fingerprint(cand.path, cand.name, kind) if digest is None else
-          InputFingerprint(cand.name, digest.size, digest.xxh3_128, kind))
-    return dataclasses.replace(fp, name_hex=name_bytes_hex(cand.path))
 
 
 def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str | None = None,
@@ -349,17 +134,16 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
     if not inputs:
         raise InputError("no input given", hint="forensics ingest LOG_OR_DIR... -o DATASET")
     out = Path(output)
-    from forensics.output_dir import refuse_input_as_output
     refuse_input_as_output(out, inputs)
     if out.exists() and not (out / META_FILE).is_file() and (not out.is_dir() or any(out.iterdir())):
         raise DatasetError("exists and is not a dataset; refusing to replace it", path=str(out),
                            hint="choose a new output directory (a dataset is replaced atomically)")
     candidates, refused, skipped = discover(inputs, exclude=out)
 
-    plan: list[tuple[_Candidate, str]] = []
+    plan: list[tuple[Candidate, str]] = []
     for cand in candidates:
         try:
-            _check_readable(cand)
+            check_readable(cand)
             plan.append((cand, classify(cand.path, kind=kind)))
         except InputError as e:
             refused.append(RefusedInput(cand.name, e.message))
@@ -374,10 +158,8 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
         raise InputError(f"nothing to ingest ({listing})", hint=hint)
 
     total = sum(_size(c.path) for c, _ in plan)
-    traces = _TraceRuns()
+    traces = TraceRuns()
     fingerprints: list[InputFingerprint] = []
-    from forensics.readers.parallel import readers, write_parallel, write_threaded
-
     how, n = readers(jobs, [c.path for c, _ in plan])
     with DatasetWriter(out) as writer, _progress_bar(total, len(plan), quiet) as advance, \
             recording_reads() as reads:
@@ -387,7 +169,7 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
             fingerprints = write_threaded(writer, plan, traces, advance, n)
         else:
             for cand, k in plan:
-                fingerprints.append(_ingest_file(writer, cand, k, traces, advance, reads))
+                fingerprints.append(ingest_file(writer, cand, k, traces, advance, reads))
         meta = {
             "tool": "adp-forensics",
             "tool_version": __version__,
@@ -397,17 +179,14 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
         }
         path = writer.finish(meta)
         rows = dict(writer.rows)
-    from forensics.heap import trim
     trim()   # the readers' freed blocks: the caller (a replay) would add its own on top
-
-    from forensics.report.summary import summarize
 
     summary = summarize(Dataset(path))
     return IngestReport(path=path, inputs=tuple(fingerprints), refused=tuple(refused),
                         skipped=tuple(skipped), rows=rows, summary=summary)
 
 
-def _cached(cache: Path, inputs: list[PathLike]) -> Dataset | None:
+def cached_dataset(cache: Path, inputs: list[PathLike]) -> Dataset | None:
     """The dataset at ``cache`` if its recorded inputs match the current files exactly."""
     if not (cache / META_FILE).is_file():
         return None
@@ -466,7 +245,7 @@ def as_dataset(inputs: PathLike | Iterable[PathLike], *, cache_dir: PathLike | N
         return Dataset(inputs[0])
     if cache_dir is not None:
         cache = Path(cache_dir)
-        ds = _cached(cache, inputs)
+        ds = cached_dataset(cache, inputs)
         if ds is not None:
             logger.info("%s: inputs unchanged, reusing the dataset", cache)
             return ds
@@ -491,4 +270,5 @@ def _log_refused(report: IngestReport) -> None:
         logger.warning("input not ingested: %s", r)
 
 
-__all__ = ["IngestReport", "RefusedInput", "ingest", "as_dataset", "discover", "classify", "inputs_outside"]
+__all__ = ["IngestReport", "RefusedInput", "as_dataset", "cached_dataset", "classify", "discover", "ingest",
+           "inputs_outside"]

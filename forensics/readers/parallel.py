@@ -18,16 +18,29 @@ wins, as in a serial ingest.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
+
+from forensics import errors
+from forensics.cluster import in_worker_task
+from forensics.dataset.schema import SCHEMAS
+from forensics.dataset.store import Dataset, DatasetWriter
+from forensics.errors import ForensicsError
+from forensics.heap import large_blocks_mapped, release_arrow
+from forensics.readers.files import Candidate, TraceRuns, ingest_file
+from forensics.readers.meta import InputFingerprint
+from forensics.readers.sources import content_size, recording_reads
 
 #: Inputs holding less text than this in all (decompressed, estimated) are read on one thread:
 #: they take moments.
@@ -45,8 +58,6 @@ def usable_cores() -> int:
 
 def _text_at_least(paths: list[Path], limit: int) -> bool:
     """Whether the files hold ``limit`` bytes of text, decompressed (sampled only as needed)."""
-    from forensics.readers.sources import content_size
-
     if sum(_size(p) for p in paths) >= limit:
         return True
     total = 0
@@ -72,8 +83,6 @@ def readers(jobs: int | None, paths: list[Path]) -> tuple[str, int]:
     if jobs is not None:
         n = max(1, min(int(jobs), files))
         return ("processes", n) if n > 1 else ("serial", 1)
-    from forensics.cluster import in_worker_task
-
     n = min(files, usable_cores(), MAX_THREADS)
     if n < 2 or in_worker_task() or not _text_at_least(paths, THREADS_MIN_BYTES):
         return "serial", 1
@@ -90,11 +99,6 @@ def _size(path: Path) -> int:
 def _check_part(traces: Any, part: Path, source: str) -> None:
     """The cross-file trace checks of a serial ingest on a part's runs and frames, a row group
     at a time."""
-    import pyarrow.parquet as pq
-
-    from forensics.dataset.schema import SCHEMAS
-    from forensics.dataset.store import Dataset
-
     ds = Dataset(part)
     runs = ds.arrow("runs")
     for i in range(runs.num_rows):
@@ -109,8 +113,6 @@ def _check_part(traces: Any, part: Path, source: str) -> None:
 
 
 def _raise_reported(report: dict, name: str, stderr: str) -> None:
-    from forensics import errors
-
     cls = getattr(errors, str(report.get("error", "")), None)
     if isinstance(cls, type) and issubclass(cls, errors.ForensicsError):
         raise cls(report.get("message", ""), path=report.get("path"), line=report.get("line"),
@@ -123,8 +125,6 @@ def write_parallel(writer: Any, plan: list, traces: Any, advance: Callable[[int]
     """Read each ``(candidate, kind)`` of ``plan`` in a worker process, at most ``jobs`` at
     once, the largest files first (the longest sets the wall time), and move the parts into
     ``writer`` in input order. Returns the inputs' fingerprints in input order."""
-    from forensics.readers.meta import InputFingerprint
-
     scratch = writer.scratch()
     # Checks across files only matter with several traces (one is checked as it is read).
     several = sum(1 for _, k in plan if k == "trace") > 1
@@ -186,11 +186,6 @@ def write_threaded(writer: Any, plan: list, traces: Any, advance: Callable[[int]
 
     The first error in input order is raised; readers still running then stop at their next
     block (their progress callback raises), and none is left writing when this returns."""
-    import concurrent.futures
-    import threading
-
-    from forensics.heap import large_blocks_mapped, release_arrow
-
     scratch = writer.scratch()
     several = sum(1 for _, k in plan if k == "trace") > 1
     stop = threading.Event()
@@ -232,9 +227,8 @@ def write_threaded(writer: Any, plan: list, traces: Any, advance: Callable[[int]
 def _load_scanners(plan: list) -> None:
     """Load here, once, the compiled scanners the readers will choose: their first load links
     code with LLVM (through ctypes, without the GIL), which two threads must not do at once."""
+    # The compiled scanners are imported only when an ingest reads on threads.
     from forensics.readers import json_scan, native_scan
-    from forensics.readers.sources import content_size
-
     loaded: set = set()
     for cand, kind in plan:
         module = native_scan if kind == "log" else json_scan
@@ -245,12 +239,8 @@ def _load_scanners(plan: list) -> None:
 def _read_part(cand: Any, kind: str, part: Path, progress: Callable[[int], None] | None) -> Any:
     """One input into its own dataset ``part`` (checks within the file as a serial ingest
     makes them); its fingerprint."""
-    from forensics.dataset.store import DatasetWriter
-    from forensics.readers import _ingest_file, _TraceRuns
-    from forensics.readers.sources import recording_reads
-
     with DatasetWriter(part) as writer, recording_reads() as reads:
-        fp = _ingest_file(writer, cand, kind, _TraceRuns(), progress, reads)
+        fp = ingest_file(writer, cand, kind, TraceRuns(), progress, reads)
         writer.finish({"inputs": [fp.to_json()]})
     return fp
 
@@ -258,16 +248,12 @@ def _read_part(cand: Any, kind: str, part: Path, progress: Callable[[int], None]
 def _worker(path: str, name: str, kind: str, part: str) -> dict:
     """One input into its own dataset ``part`` (checks within the file as a serial ingest
     makes them); its fingerprint as JSON."""
-    from forensics.readers import _Candidate
-
-    fp = _read_part(_Candidate(Path(path), name), kind, Path(part), None)
+    fp = _read_part(Candidate(Path(path), name), kind, Path(part), None)
     return {"fingerprint": {"name": fp.name, "size": fp.size, "xxh3_128": fp.xxh3_128,
                             "kind": fp.kind, "name_hex": fp.name_hex}}
 
 
 def main(argv: list[str]) -> int:
-    from forensics.errors import ForensicsError
-
     try:
         report = _worker(*argv)
     except ForensicsError as e:

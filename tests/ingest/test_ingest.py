@@ -417,7 +417,6 @@ def test_progress_counts_every_on_disk_byte(inputs: Path, tmp_path: Path, monkey
     import contextlib
 
     import forensics.readers as ingest_mod
-    from forensics.readers import progress
 
     calls: list[tuple[int, bool, list[int]]] = []
 
@@ -427,7 +426,7 @@ def test_progress_counts_every_on_disk_byte(inputs: Path, tmp_path: Path, monkey
         calls.append((total, quiet, seen))
         yield seen.append
 
-    monkeypatch.setattr(progress, "ingest_progress", fake)
+    monkeypatch.setattr(ingest_mod, "ingest_progress", fake)
     monkeypatch.setattr(ingest_mod, "PROGRESS_MIN_BYTES", 0)
     report = ingest([inputs], tmp_path / "ds", quiet=False)
     total = sum(fp.size for fp in report.inputs)
