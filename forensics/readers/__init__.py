@@ -33,7 +33,6 @@ from pathlib import Path
 
 from forensics.dataset.store import META_FILE, Dataset, DatasetWriter
 from forensics.errors import DatasetError, InputError
-from forensics.heap import trim
 from forensics.output_dir import refuse_input_as_output
 from forensics.readers.files import (
     Candidate,
@@ -48,10 +47,11 @@ from forensics.readers.files import (
 from forensics.readers.kinds import KINDS
 from forensics.readers.meta import InputFingerprint, fingerprint, identities
 from forensics.readers.parallel import readers, write_parallel, write_threaded
-from forensics.readers.sources import recording_reads
 from forensics.readers.progress import ingest_progress
+from forensics.readers.sources import recording_reads
 from forensics.report.summary import DatasetSummary, summarize
 from forensics.version import __version__
+from replay.heap import trim
 
 logger = logging.getLogger(__name__)
 

@@ -37,23 +37,16 @@ from forensics.cluster import in_worker_task
 from forensics.dataset.schema import SCHEMAS
 from forensics.dataset.store import Dataset, DatasetWriter
 from forensics.errors import ForensicsError
-from forensics.heap import large_blocks_mapped, release_arrow
 from forensics.readers.files import Candidate, TraceRuns, ingest_file
 from forensics.readers.meta import InputFingerprint
 from forensics.readers.sources import content_size, recording_reads
+from replay.heap import large_blocks_mapped, release_arrow, usable_cores
 
 #: Inputs holding less text than this in all (decompressed, estimated) are read on one thread:
 #: they take moments.
 THREADS_MIN_BYTES = 64 << 20
 #: Most reader threads by default: two readers' memory at once (measured; docs/scale.md).
 MAX_THREADS = 2
-
-
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):   # not Linux
-        return os.cpu_count() or 1
 
 
 def _text_at_least(paths: list[Path], limit: int) -> bool:
