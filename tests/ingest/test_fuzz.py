@@ -20,7 +20,7 @@ from .test_line_accounting import SHARED, assert_accounted
 SAMPLES = fuzz_lines.sample_lines(SHARED)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(suppress_health_check=list(HealthCheck))
 @given(seed=st.integers(0, 2**32 - 1), block=st.sampled_from([61, 997, 1 << 20]),
        threads=st.sampled_from([1, 2]), real=st.booleans())
 def test_mutated_logs_parse_stay_accounted_and_load(seed, block, threads, real):

@@ -106,7 +106,7 @@ def test_shared_samples():
             assert_same(p, block_bytes=997)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(suppress_health_check=list(HealthCheck))
 @given(seed=st.integers(0, 2**32 - 1), block=st.sampled_from([61, 997, 1 << 20]),
        real=st.booleans())
 def test_fuzz_corpus(seed, block, real):
@@ -171,7 +171,7 @@ def _mutate(line: str, rng: random.Random) -> str:
     return ", ".join(parts)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(suppress_health_check=list(HealthCheck))
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 40), block=st.sampled_from([256, 1 << 20]))
 def test_mutated_iteration_lines(seed, n, block):
     rng = random.Random(seed)
