@@ -11,9 +11,6 @@ import shutil
 import subprocess
 
 import pytest
-from report_scenarios import SAMPLES
-
-from forensics.pipeline import postmortem
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -41,9 +38,9 @@ def _browser():
     pytest.skip("no Chromium installed (apt-get install -y chromium)")
 
 
-def test_report_html_renders_with_every_image(tmp_path):
+def test_report_html_renders_with_every_image(nvbug_report, tmp_path):
     browser = _browser()
-    r = postmortem([SAMPLES / "nvbug-6438685"], tmp_path / "report")
+    r = nvbug_report
     page = tmp_path / "probe.html"
     page.write_text(r.report_html.read_text().replace("</body>", PROBE + "</body>"))
     profile = tmp_path / "profile"
