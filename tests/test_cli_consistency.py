@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from forensics import __version__
 from forensics.cli import cli
+from forensics.readers import ingest
 
 SAMPLE = Path(__file__).resolve().parents[1] / "traces" / "samples" / "nvbug-6438685"
 TRACE = SAMPLE / "trace.jsonl"
@@ -33,6 +34,14 @@ def _opts(cmd) -> set[str]:
 @pytest.fixture
 def runner():
     return CliRunner()
+
+
+@pytest.fixture(scope="module")
+def trace_dataset(tmp_path_factory) -> Path:
+    """The NVBug sample's trace ingested once (``summary`` reads it)."""
+    ds = tmp_path_factory.mktemp("consistency") / "ds"
+    ingest([TRACE], ds)
+    return ds
 
 
 def test_every_command_has_json_and_quiet():
@@ -80,11 +89,8 @@ def test_log_format_accepts_any_case(runner, tmp_path):
     (["simulate", "--scenario", "nvbug-6438685", "--iters", "5", "-o", "{tmp}/sim", "--force"], 0),
     (["record", "status"], 0),
 ])
-def test_quiet_silences_stdout_and_json_is_one_object(runner, tmp_path, args, code):
-    from forensics.readers import ingest
-    ds = tmp_path / "ds"
-    ingest([TRACE], ds)
-    args = [a.format(tmp=tmp_path, ds=ds) for a in args]
+def test_quiet_silences_stdout_and_json_is_one_object(runner, tmp_path, trace_dataset, args, code):
+    args = [a.format(tmp=tmp_path, ds=trace_dataset) for a in args]
     loud = runner.invoke(cli, args)
     assert loud.exit_code == code, loud.output
     assert loud.stdout.strip()
