@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from forensics.readers import json_scan, native_scan
 from forensics.readers.executor_log import parse_executor_log
+from forensics.simulate import simulate
 
 from . import fuzz_lines
 from .test_line_accounting import SHARED
@@ -65,9 +66,7 @@ def _fast_lines(path: Path) -> int:
 
 def _simulated(tmp: Path, variant: str, scenario: str = "nvbug-6438685") -> Path:
     out = tmp / f"sim-{scenario}-{variant}"
-    subprocess.run([sys.executable, "-m", "forensics", "simulate", "--scenario", scenario,
-                    "--iters", "60", "--log-format", variant, "-o", str(out)], check=True,
-                   capture_output=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    simulate(scenario, out_dir=out, iters=60, log_format=variant)   # in process: no interpreter start
     return out / "executor.log"
 
 
