@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from forensics.cli.errors import library_errors
+from forensics.cli.errors import library_errors, set_exit_status
 from forensics.cli.options import Output, echo_json, json_option, quiet_option
 
 
@@ -30,6 +30,7 @@ def command(spec: str, as_json: bool, quiet: bool) -> None:
         spec = f"trtllm:{spec}"
     with library_errors():
         result = identify(spec)
+    set_exit_status(0 if result.ok else 1)
     if as_json:
         echo_json(result.to_json())
     else:

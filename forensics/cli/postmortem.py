@@ -7,7 +7,7 @@ import importlib
 import click
 
 from forensics.cli.cluster_options import cluster_client, cluster_options
-from forensics.cli.errors import library_errors
+from forensics.cli.errors import library_errors, set_exit_status
 from forensics.cli.options import (
     Output,
     echo_json,
@@ -149,6 +149,7 @@ def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], fo
         result = postmortem(list(inputs), out_dir, policies=list(policies) or None,
                             progress=progress, counts=counts, run=run_id, ingest_bar=show,
                             force=force, client=client, jobs=jobs)
+    set_exit_status(result.exit_status)
     if as_json:
         echo_json(result.findings)
     elif not quiet:      # rich is imported only for a summary that is printed
