@@ -43,26 +43,41 @@ def _fig_policy(results: Mapping[str, Any], chain_policy: Optional[str], verdict
     return next(iter(results), None)
 
 
+def comparison_policy(story: Optional[str], clean: Sequence[str],
+                      recommended: Sequence[str] = ()) -> Optional[str]:
+    """The build the figures set beside the story's: the first build the report recommends
+    (merged, clean on this run's path) that was replayed, else the first clean replay; None when
+    nothing else is clean. A proposal that never merged (PR #16161) is no build to compare with
+    while a recommended one exists."""
+    for name in (*recommended, *clean):
+        if name != story and name in clean:
+            return name
+    return None
+
+
 def figure_policies(results: Mapping[str, Any], chain_policy: Optional[str],
-                    verdicts: Sequence) -> tuple[str, ...]:
-    """The policies the figures draw: the story's, then a clean one to compare the strip with
-    when the story's is not clean (``figure_blocks`` reads only these results)."""
+                    verdicts: Sequence, recommended: Sequence[str] = ()) -> tuple[str, ...]:
+    """The policies the figures draw: the story's, then the build to compare the strip with
+    when the story's is not clean, :func:`comparison_policy` of the recommended builds
+    (``figure_blocks`` reads only these results)."""
     name = _fig_policy(results, chain_policy, verdicts)
     if name is None:
         return ()
     story_clean = next((v.verdict == "clean" for v in verdicts if v.policy == name), True)
-    clean = None if story_clean else next(
-        (v.policy for v in verdicts if v.verdict == "clean" and v.policy != name), None)
-    return (name,) if clean is None else (name, clean)
+    clean = [v.policy for v in verdicts if v.verdict == "clean" and v.policy in results]
+    other = None if story_clean else comparison_policy(name, clean, recommended)
+    return (name,) if other is None else (name, other)
 
 
 def figure_blocks(ds, run: Optional[str], results: Mapping[str, Any], chain_policy: Optional[str],
                   verdicts: Sequence, lo: LogsOnlyFindings, config,
-                  log_crash=None) -> list[FigureBlock]:
+                  log_crash=None, recommended: Sequence[str] = ()) -> list[FigureBlock]:
     """The report's figures (SVG), drawn from the replay of the story's policy, or from the
-    iteration logs when there is no trace. ``results`` needs the :func:`figure_policies` only."""
+    iteration logs when there is no trace. ``results`` needs the :func:`figure_policies` only;
+    ``recommended``: the builds the report recommends, best first (the strip compares with
+    the first)."""
     out: list[FigureBlock] = []
-    drawn = figure_policies(results, chain_policy, verdicts)
+    drawn = figure_policies(results, chain_policy, verdicts, recommended)
     if run is not None and drawn:
         name = drawn[0]
         r = results[name]
@@ -77,16 +92,23 @@ def figure_blocks(ds, run: Optional[str], results: Mapping[str, Any], chain_poli
                                "expected_num_active_requests and the cap; triangles mark dummies "
                                "that survived a fleet-wide skip, the cross the crash. Long runs "
                                "show windows around the interesting iterations."))
-        panels = {f"{name} (replayed)": dec}
-        clean = drawn[1] if len(drawn) > 1 else None
-        if clean is not None:
-            panels[f"{clean} (replayed, no leak)"] = results[clean].decisions
+        recording = config is not None and name == config.build
+        panels = {f"{name} ({'the recording build, ' if recording else ''}replayed)": dec}
+        other = drawn[1] if len(drawn) > 1 else None
+        if other is not None:
+            role = "recommended, " if other in recommended else ""
+            panels[f"{other} ({role}replayed, no leak)"] = results[other].decisions
         fig = S.strip_svg(F.strip_view(panels, leaks=leaks, crash=crash,
                                        title=f"What each rank did, per iteration (run {run})"))
+        against = ""
+        if other is not None:
+            against = (f"; {name}{' (the recording build)' if recording else ''} compared with "
+                       f"{other}" + (", the build the report recommends" if other in recommended
+                                     else ""))
         out.append(FigureBlock("decision_strip.svg", fig,
                                "Per rank and iteration: ran, padded, zero batch, fleet-wide skip, "
                                "a dummy leaking through a skip, a rank carrying a leaked dummy, "
-                               "the crash" + (f"; compared with {clean}" if clean else "") + "."))
+                               "the crash" + against + "."))
         it = F.state_iteration(dec, r)
         if it is not None:
             req = _requests_at(ds, run, it)
@@ -284,5 +306,5 @@ def _requests_at(ds: Any, run: str, it: int) -> pd.DataFrame:
                               & (pc.field("iter") == int(it))))
 
 
-__all__ = ["build_document", "figure_blocks", "figure_policies"]
+__all__ = ["build_document", "comparison_policy", "figure_blocks", "figure_policies"]
 

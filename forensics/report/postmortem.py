@@ -290,9 +290,10 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
         next_step += " " + " ".join(_era_sentence(spec, ident) for spec, ident in identified.items())
 
     say("drawing figures")
-    drawn = figure_policies(primary, chain_policy, verdicts)
+    advised = [a.policy for a in recommended]
+    drawn = figure_policies(primary, chain_policy, verdicts, advised)
     figs = figure_blocks(ds, runs[0] if runs else None, figure_views(primary, drawn), chain_policy,
-                         verdicts, lo, config, log_crash=log_crash)
+                         verdicts, lo, config, log_crash=log_crash, recommended=advised)
     findings = _findings(summary, results, verdicts, signatures, log_crash, lo, chain_policy, chain,
                          next_step, status, reason, config, runs)
     findings.update(opening=opening, headline=headline,

@@ -15,6 +15,7 @@ from report_scenarios import CLEAN_FRAMES, CRASH_FRAMES, SAMPLES, crash_log, wri
 
 from forensics.cli import cli
 from forensics.errors import ForensicsError
+from forensics.report.narrative import comparison_policy
 from forensics.report.postmortem import postmortem
 
 SVG_ROOT = "{http://www.w3.org/2000/svg}svg"
@@ -75,6 +76,29 @@ def test_report_files_and_figures(crash_inputs, tmp_path):
     prefix = "data:image/svg+xml;base64,"
     embedded = [base64.b64decode(v[len(prefix):]) for v in refs.refs if v.startswith(prefix)]
     assert refs.imgs == 3 and embedded == [(r.out_dir / n).read_bytes() for n in linked]
+
+
+def test_the_strip_compares_the_recording_build_with_the_recommended_one(crash_inputs, tmp_path):
+    """The scenario's recording build is prefix-2026 (crash). Clean replays in catalogue order:
+    fix-16161 (never merged: no build to move to), then sched-aware-16921, the first build the
+    report recommends (fix-16279 and tolerant-17278 depend on the model the trace does not
+    name). The strip sets the recording build beside the recommended one."""
+    r = postmortem(crash_inputs, tmp_path / "report")
+    assert r.recommended[0].policy == "sched-aware-16921"
+    strip = (r.out_dir / "decision_strip.svg").read_text()
+    assert "prefix-2026 (the recording build, replayed)" in strip
+    assert "sched-aware-16921 (recommended, replayed, no leak)" in strip
+    assert "fix-16161" not in strip
+    assert ("prefix-2026 (the recording build) compared with sched-aware-16921, the build the "
+            "report recommends.") in r.report_md.read_text()
+
+
+def test_comparison_policy_prefers_the_recommended_build():
+    clean = ["fix-16161", "fix-16279", "newest"]
+    assert comparison_policy("prefix-2026", clean, ["fix-16279", "newest"]) == "fix-16279"
+    assert comparison_policy("prefix-2026", clean, ["postpad-17379", "newest"]) == "newest"
+    assert comparison_policy("prefix-2026", clean, []) == "fix-16161"    # nothing recommended
+    assert comparison_policy("fix-16279", ["fix-16279"], ["fix-16279"]) is None
 
 
 class _Refs(HTMLParser):
