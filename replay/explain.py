@@ -67,28 +67,6 @@ def _row(res: ReplayResult, it: int, rank: int) -> FrameRow:
     return FrameRow(d, i * R + rank)
 
 
-#: Why a rank offered a zero batch without a dummy (:func:`zero_batch_kind`).
-ZERO_BATCH_KINDS = ("alloc_refused", "expected_zero", "predicate_wider", "scheduler_refused",
-                    "no_dummy")
-
-
-def zero_batch_kind(res: ReplayResult, it: int, rank: int) -> str:
-    """Why ``rank`` offered batch 0 at ``it`` (one of :data:`ZERO_BATCH_KINDS`): the dummy's
-    allocation was refused, the rank expected nothing, the pad predicate counts requests the
-    scheduler's window refuses, the scheduler took none of the counted requests (capacity), or
-    none of these."""
-    row = _row(res, it, rank)
-    if bool(row.alloc_failed):
-        return "alloc_refused"
-    if int(row.real) == 0 and int(row.expected) == 0:
-        return "expected_zero"
-    if int(row.schedulable) > 0 and int(row.window_real) == 0:
-        return "predicate_wider"
-    if int(row.schedulable) > 0:
-        return "scheduler_refused"
-    return "no_dummy"
-
-
 def _zero_batch_reason(res: ReplayResult, it: int, rank: int) -> str:
     fr = res.frames
     i = int(fr.iters.searchsorted(it))
@@ -97,17 +75,16 @@ def _zero_batch_reason(res: ReplayResult, it: int, rank: int) -> str:
     window = micro_batch_window(res.config.encoder_decoder)
     held = describe_requests(fr.requests_of(i, rank))
     head = f"rank {rank} held {held}"
-    pred = pol.predicate(replayed_config(res))
-    kind = zero_batch_kind(res, it, rank)
-    if kind == "alloc_refused":
+    pred = pol.predicate(_replayed_config(res))
+    if bool(row.alloc_failed):
         why = (f"; it needed a dummy but add_dummy_requests returned None, so {pol.name} skipped "
                f"padding (\"Cannot allocate ... pad dummy\"): batch 0")
-    elif kind == "expected_zero":
+    elif int(row.real) == 0 and int(row.expected) == 0:
         why = "; expected_num_active_requests was 0, so it got no dummy: batch 0"
-    elif kind == "predicate_wider":
+    elif int(row.schedulable) > 0 and int(row.window_real) == 0:
         why = (f"; {pol.name}'s predicate ({pred.describe()}) counts them as schedulable so rank "
                f"{rank} got no dummy, but the scheduler refuses them (window {window!r}): batch 0")
-    elif kind == "scheduler_refused":
+    elif int(row.schedulable) > 0:
         why = (f"; the pad predicate counted {int(row.schedulable)} schedulable so rank {rank} got "
                f"no dummy, but the scheduler took none of them (recorded scheduled 0, e.g. no KV "
                f"capacity): batch 0")
@@ -121,7 +98,7 @@ def _zero_batch_reason(res: ReplayResult, it: int, rank: int) -> str:
     return head + why
 
 
-def replayed_config(res: ReplayResult):
+def _replayed_config(res: ReplayResult):
     """The configuration the shown decisions were replayed with (a model assumed where the run
     names none: ``ReplayResult.gated``)."""
     if res.gated is None:
@@ -147,84 +124,10 @@ def _cap_text(res: ReplayResult, row) -> str:
     return f"expected {int(row.expected)} ({src})"
 
 
-def leak_origin(res: ReplayResult, leak: Leak) -> str:
-    """``"padded"`` (before scheduling) or ``"post-padded"`` (an empty batch padded after it)."""
-    if leak.role == "context" or _row(res, leak.iter_created, leak.rank).padded:
-        return "padded"
-    return "post-padded"
-
-
-def rollback_clause(res: ReplayResult, leak: Leak) -> str:
-    """Why the skip did not roll the dummy back (``"prefix-2026 does not roll back a pending
-    dummy"``), or ``""`` when the chain has nothing to say."""
-    pol = res.policy
-    if pol.rollback_on_skip and not pol.rolls_back(replayed_config(res)):
-        gate = pol.gates().get("transactional_dummy")
-        where = f"where {gate.describe()}" if gate is not None else "on the disaggregated path"
-        return f"{pol.name} rolls back a pending dummy only {where}"
-    if not pol.rolls_back(replayed_config(res)):
-        return f"{pol.name} does not roll back a pending dummy"
-    if leak.iter_created < leak.iter_skipped:
-        return "it was no longer pending, so no rollback"
-    return ""
-
-
-#: What became of a leaked dummy (:func:`leak_outcome`).
-OUTCOMES = ("crash", "warned", "raised_floor", "removed", "alive")
-
-
-def leak_outcome(res: ReplayResult, leak: Leak) -> tuple[str, str]:
-    """What the leaked dummy did next: one of :data:`OUTCOMES` and the sentence(s) telling it
-    (the entry assert it trips, the surplus warning, the raised floor, its removal, or that it
-    was still alive when the trace ends)."""
-    pol = res.policy
-    entry = ledger_entry(res, leak)
-    crash = res.crash
-    if crash is not None and leak.rank in crash.ranks and (entry is None or entry.iter_removed is None
-                                                          or _isna(entry.iter_removed)):
-        row = _row(res, crash.iter, leak.rank)
-        return "crash", (f"iter {crash.iter}: rank {leak.rank} counted {int(row.real)} real "
-                         f"requests + its leaked dummy = {int(row.active)} > "
-                         f"{_cap_text(res, row)}: AssertionError.")
-    if entry is not None and not _isna(entry.iter_removed):
-        nxt = int(entry.iter_removed)
-        row = _row(res, nxt, leak.rank)
-        kind, extra = "removed", ""
-        if bool(row.surplus) and pol.entry_check is EntryCheck.WARN:
-            kind, extra = "warned", (f"At iter {nxt} it made rank {leak.rank} count "
-                                     f"{int(row.active)} > {_cap_text(res, row)}; {pol.name} only "
-                                     f"warns (PR #17278). ")
-        elif not pol.cap and int(row.active) > res.config.cap:
-            kind, extra = "raised_floor", (
-                f"At iter {nxt} rank {leak.rank} counted {int(row.active)} with it, above "
-                f"pp_size*max_batch_size = {res.config.cap}, but {pol.name} has no cap: the "
-                f"leaked dummy raised the floor to expected {int(row.expected)} and could not "
-                f"trip the assert. ")
-        return kind, (f"{extra}It was removed at iter {nxt} by {removal_text(entry.removal_path)} "
-                      f"after surviving {int(entry.skips_survived)} skipped iteration(s).")
-    if crash is not None:
-        return "alive", f"It was still alive when the run stopped at iter {crash.iter}."
-    return "alive", "It was still alive at the end of the trace."
-
-
-def ledger_entry(res: ReplayResult, leak: Leak) -> FrameRow | None:
-    """The leaked dummy's row of the ledger (None for a leak the ledger does not number)."""
-    if leak.dummy < 0:
-        return None
-    led = res.ledger
-    return FrameRow(led, int(np.flatnonzero(led["dummy"].to_numpy() == leak.dummy)[0]))
-
-
-def removal_text(path) -> str:
-    """The executor function a ledger ``removal_path`` names, with why."""
-    return {"update_states_tp": "_update_request_states_tp (it was the last element)",
-            "handle_responses": "_handle_responses (it was no longer the last element)",
-            "rollback": "_finalize_adp_dummy_allocation(False)"}.get(str(path), str(path))
-
-
 def leak_chain(res: ReplayResult, leak: Leak) -> str:
     """The causal chain of one leak."""
     fr = res.frames
+    pol = res.policy
     it = leak.iter_skipped
     causes = "; ".join(_zero_batch_reason(res, it, c) for c in leak.cause_ranks) or \
         "some rank offered batch 0"
@@ -232,13 +135,53 @@ def leak_chain(res: ReplayResult, leak: Leak) -> str:
     plural = "s" if len(leak.cause_ranks) > 1 else ""
     i_created = int(fr.iters.searchsorted(leak.iter_created))
     held = describe_requests(fr.requests_of(i_created, leak.rank))
+    origin = "padded" if leak.role == "context" or _row(res, leak.iter_created, leak.rank).padded \
+        else "post-padded"
     text = (f"iter {it}: {causes}. can_queue is False fleet-wide (rank{plural} {offered} offered 0), "
             f"so the forward step and the request-state update were skipped everywhere; the "
-            f"{leak.role} dummy {leak_origin(res, leak)} on rank {leak.rank} at iter "
-            f"{leak.iter_created} (which held {held}) was not removed")
-    clause = rollback_clause(res, leak)
-    text += f" ({clause})." if clause else "."
-    return text + " " + leak_outcome(res, leak)[1]
+            f"{leak.role} dummy {origin} on rank {leak.rank} at iter {leak.iter_created} (which held "
+            f"{held}) was not removed")
+    if pol.rollback_on_skip and not pol.rolls_back(_replayed_config(res)):
+        gate = pol.gates().get("transactional_dummy")
+        where = f"where {gate.describe()}" if gate is not None else "on the disaggregated path"
+        text += f" ({pol.name} rolls back a pending dummy only {where})"
+    elif not pol.rolls_back(_replayed_config(res)):
+        text += f" ({pol.name} does not roll back a pending dummy)"
+    elif leak.iter_created < it:
+        text += " (it was no longer pending, so no rollback)"
+    text += "."
+    led = res.ledger
+    entry = FrameRow(led, int(np.flatnonzero(led["dummy"].to_numpy() == leak.dummy)[0])) \
+        if leak.dummy >= 0 else None
+    crash = res.crash
+    if crash is not None and leak.rank in crash.ranks and (entry is None or entry.iter_removed is None
+                                                          or _isna(entry.iter_removed)):
+        row = _row(res, crash.iter, leak.rank)
+        text += (f" iter {crash.iter}: rank {leak.rank} counted {int(row.real)} real requests + its "
+                 f"leaked dummy = {int(row.active)} > {_cap_text(res, row)}: AssertionError.")
+    elif entry is not None and not _isna(entry.iter_removed):
+        nxt = int(entry.iter_removed)
+        row = _row(res, nxt, leak.rank)
+        extra = ""
+        if bool(row.surplus) and pol.entry_check is EntryCheck.WARN:
+            extra = (f" At iter {nxt} it made rank {leak.rank} count {int(row.active)} > "
+                     f"{_cap_text(res, row)}; {pol.name} only warns (PR #17278).")
+        elif not pol.cap and int(row.active) > res.config.cap:
+            extra = (f" At iter {nxt} rank {leak.rank} counted {int(row.active)} with it, above "
+                     f"pp_size*max_batch_size = {res.config.cap}, but {pol.name} has no cap: the "
+                     f"leaked dummy raised the floor to expected {int(row.expected)} and could not "
+                     f"trip the assert.")
+        path = {"update_states_tp": "_update_request_states_tp (it was the last element)",
+                "handle_responses": "_handle_responses (it was no longer the last element)",
+                "rollback": "_finalize_adp_dummy_allocation(False)"}.get(str(entry.removal_path),
+                                                                       str(entry.removal_path))
+        text += (f"{extra} It was removed at iter {nxt} by {path} after surviving "
+                 f"{int(entry.skips_survived)} skipped iteration(s).")
+    elif crash is not None:
+        text += f" It was still alive when the run stopped at iter {crash.iter}."
+    else:
+        text += " It was still alive at the end of the trace."
+    return text
 
 
 def _isna(v) -> bool:
@@ -334,7 +277,5 @@ def warnings(res: ReplayResult) -> list[tuple[int, int, str]]:
     return out
 
 
-__all__ = ["OUTCOMES", "ZERO_BATCH_KINDS", "crash_chain", "describe_requests", "explain",
-           "leak_chain", "leak_origin", "leak_outcome", "ledger_entry", "model_condition",
-           "removal_text", "replayed_config", "rollback_clause", "story", "warnings",
-           "zero_batch_kind"]
+__all__ = ["crash_chain", "describe_requests", "explain", "leak_chain", "model_condition", "story",
+           "warnings"]

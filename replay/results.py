@@ -51,7 +51,6 @@ from typing import Any
 import pandas as pd
 
 from replay.config import RunConfig
-from replay.mechanisms import Mechanism, mechanisms
 from replay.policy import Policy
 
 DECISION_COLUMNS = ("iter", "rank", "active", "real", "schedulable", "window_real", "expected",
@@ -629,11 +628,6 @@ class ReplayResult:
         """One plain-English causal chain per leak, and one for the crash."""
         from replay.explain import explain
         return explain(self._explain_view())
-
-    def mechanisms(self) -> list[Mechanism]:
-        """The leaks grouped by mechanism, one paragraph each (the fatal one first):
-        what ``forensics replay`` prints without ``--verbose``."""
-        return mechanisms(self._explain_view())
 
     @property
     def fatal_leak(self) -> "Leak | None":

@@ -76,9 +76,14 @@ def test_default_is_every_policy_with_mechanisms_and_a_verdict_table(trace):
     for name in POLICIES:
         assert name in res.stdout
     text = " ".join(res.stdout.split())  # rich wraps long lines
-    assert "rank 2 held only GENERATION_TO_COMPLETE requests (ids 17, 23)" in text
-    assert "AssertionError" in text
     assert "prefix-2026: crash at iter 42 on rank 1 - 2 leaked dummies, 1 fleet-wide skip " in text
+    assert ("- 2 leaks (the fatal one first): prefix-2026's pad predicate" in text)
+    assert ("The fatal one: rank 1: generation dummy padded at iter 41, survived the skip of iter "
+            "41 (zero batch on rank 2); then at iter 42 rank 1 counted 9 > expected 8: "
+            "AssertionError.") in text
+    assert "rank 2 held only GENERATION_TO_COMPLETE requests (ids 17, 23)" not in text
+    verbose = " ".join(invoke(trace, "--verbose").stdout.split())
+    assert "rank 2 held only GENERATION_TO_COMPLETE requests (ids 17, 23)" in verbose
 
 
 def test_the_sample_fits_a_screen_one_paragraph_per_mechanism():
@@ -94,8 +99,9 @@ def test_the_sample_fits_a_screen_one_paragraph_per_mechanism():
     assert rows["prefix-2026"].startswith("prefix-2026: crash at iter 76 on rank 2 - 22 leaked dummies")
     mechanisms = [ln for ln in lines if ln.startswith("  - ")]
     assert len(mechanisms) == 4   # mid-2025, legacy-2025, early-2026, prefix-2026
-    assert all(m.startswith("  - 22 generation dummies padded and leaked at ") for m in mechanisms)
-    assert sum("Fatal: the dummy padded on rank 2 at iter 75" in m for m in mechanisms) == 1
+    assert all(m.startswith("  - 22 leaks") for m in mechanisms)
+    assert sum("The fatal one: rank 2: generation dummy padded at iter 75" in m
+               for m in mechanisms) == 1
     table = lines[lines.index("Verdicts"):]
     assert [name for name in POLICIES if any(f" {name} " in row for row in table)] == list(POLICIES)
     assert any("prefix-2026" in row and "iter 76, rank 2: active 5 > expected 4" in row

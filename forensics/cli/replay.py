@@ -38,13 +38,17 @@ def _render(console: Output, results, verbose: bool) -> None:
     ``verbose``), then one table of the verdicts."""
     from rich.table import Table
 
+    from forensics.report.chain import mechanisms   # pandas: not on the `--help` path
+
     for name, res in results.items():
         console.print(_verdict_row(name, res))
         cond = res.explain()[0] if res.gated is not None and not res.ok else None
         if cond:
             console.echo(f"  {cond}")
-        for mech in res.mechanisms():
-            console.echo(f"  - {mech.text}")
+        for mech in mechanisms(res):
+            fatal = (" The fatal one: " + mech.items[0].replace("; fatal: ", "; then ") + "."
+                     if mech.fatal else "")
+            console.echo(f"  - {mech.title()}: {mech.text}{fatal}")
         if res.crash is not None and res.fatal_leak is None:
             console.echo(f"  - {res.story()[-1]}")
         if verbose and res.leak_records:
