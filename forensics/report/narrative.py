@@ -10,6 +10,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import pandas as pd
 
+from forensics.answer import BUILDS_TABLE, PATHS_TABLE
 from forensics.report import figure_data as F
 from forensics.report import svg_figures as S
 from forensics.report.crash_signatures import excerpt
@@ -154,17 +155,19 @@ def _opt(v, none: str = "unknown") -> str:
 def build_document(*, summary, run, config, verdicts, signatures, log_crash, logs_only,
                    chain_policy, chain, next_step, status, reason, figures, results,
                    opening: str = "", headline: str = "", mechanisms=(), recommended=(),
-                   logs_verdict=None) -> Document:
-    """The report as blocks (rendered by ``markdown`` and ``html``)."""
+                   logs_verdict=None, verdict: str = "", what_to_do=()) -> Document:
+    """The report as blocks (rendered by ``markdown`` and ``html``): the verdict in one bold
+    line, what to do (``forensics.answer``), then the evidence, the causal chain first."""
     b: list = []
-    if opening:
-        b.append(Paragraph(opening))
-    b.append(Heading(2, "Verdict"))
-    lead = f"**{headline}**: " if headline else ""
-    b.append(Paragraph(f"{lead}{reason} (exit status {status}: {_STATUS_TEXT.get(status, '?')})."))
-    b.append(Paragraph(f"**Next step**: {next_step}"))
+    if verdict:
+        b.append(Paragraph(f"**{verdict}**"))
+    if what_to_do:
+        b.append(Heading(2, "What to do"))
+        b.append(Bullets(tuple(step.text for step in what_to_do)))
+    elif next_step:
+        b.append(Paragraph(f"**Next step**: {next_step}"))
     if recommended:
-        b.append(Heading(3, "Builds clean on this run's path"))
+        b.append(Heading(3, BUILDS_TABLE))
         b.append(Table(("build", "pull requests", "this run's path", "other paths that stay open"),
                        tuple((code(a.policy), ", ".join(a.prs) or "-",
                               "closed" if a.here is None else
@@ -172,6 +175,36 @@ def build_document(*, summary, run, config, verdicts, signatures, log_crash, log
                               "; ".join(f"{p.label}: {p.outcome} ({p.why})" for p in a.open_paths)
                               or "none of the neighbouring paths (other serving mode, pp_size)")
                              for a in recommended)))
+    elif logs_verdict is not None and any(step.table == PATHS_TABLE for step in what_to_do):
+        b.append(Heading(3, PATHS_TABLE))
+        b.append(Table(("serving path", "builds that close the leak"),
+                       tuple((label, ", ".join(names) or "no catalogue build (tolerant-17278 and "
+                              "later only warn)") for label, names in logs_verdict.survivors)))
+
+    if chain:
+        b.append(Heading(2, f"Causal chain under {chain_policy}"))
+        if opening:
+            b.append(Paragraph(opening))
+        story = results.get(chain_policy)
+        fatal = story is not None and story.fatal_leak is not None
+        b.append(Paragraph(("**The fatal leak.** " if fatal else "") + chain[0]))
+        crash_line = chain[-1] if (story is not None and story.crash is not None
+                                   and len(chain) > 1) else None
+        if crash_line:
+            b.append(Paragraph("**The crash.** " + crash_line))
+        for k, m in enumerate(mechanisms):
+            b.append(Paragraph(f"**Mechanism {k + 1} of {len(mechanisms)}: {m.title()}.** {m.text}"))
+            b.append(Details(f"The {m.count} leak{'' if m.count == 1 else 's'} it explains",
+                             tuple(m.items)))
+        if not mechanisms and len(chain) > 1:
+            b.append(Bullets(tuple(chain[1:]), numbered=True))
+    elif opening and log_crash is not None:
+        b.append(Heading(2, "Causal chain (from the logs)"))
+        b.append(Paragraph(opening))
+
+    b.append(Heading(2, "Exit status"))
+    lead = f"**{headline}**: " if headline and not verdict else ""
+    b.append(Paragraph(f"{lead}{status} ({_STATUS_TEXT.get(status, '?')}): {reason}."))
 
     b.append(Heading(2, "Crash seen in the logs"))
     if log_crash is None:
@@ -225,22 +258,6 @@ def build_document(*, summary, run, config, verdicts, signatures, log_crash, log
         b.append(Table(("policy", "verdict", "what happens", "matches the logs",
                         "against the recording"), tuple(rows)))
 
-    if chain:
-        b.append(Heading(2, f"Causal chain under {chain_policy}"))
-        story = results.get(chain_policy)
-        fatal = story is not None and story.fatal_leak is not None
-        b.append(Paragraph(("**The fatal leak.** " if fatal else "") + chain[0]))
-        crash_line = chain[-1] if (story is not None and story.crash is not None
-                                   and len(chain) > 1) else None
-        if crash_line:
-            b.append(Paragraph("**The crash.** " + crash_line))
-        for k, m in enumerate(mechanisms):
-            b.append(Paragraph(f"**Mechanism {k + 1} of {len(mechanisms)}: {m.title()}.** {m.text}"))
-            b.append(Details(f"The {m.count} leak{'' if m.count == 1 else 's'} it explains",
-                             tuple(m.items)))
-        if not mechanisms and len(chain) > 1:
-            b.append(Bullets(tuple(chain[1:]), numbered=True))
-
     if figures:
         b.append(Heading(2, "Figures"))
         b.extend(figures)
@@ -255,8 +272,6 @@ def build_document(*, summary, run, config, verdicts, signatures, log_crash, log
         b.append(Paragraph(f"Versions possible under these facts: "
                            f"{', '.join(code(p) for p in logs_verdict.policies) or 'none'} "
                            f"({logs_verdict.reason})."))
-        if logs_verdict.survivors:
-            b.append(Paragraph(f"Builds that close the leak {logs_verdict.survivors_text()}."))
     if logs_only.fleet_skips and not results:
         b.append(Heading(3, "Per iteration, from the iteration lines"))
         fw = set(logs_only.dummy_forwarded_in_skips)

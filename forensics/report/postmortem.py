@@ -25,6 +25,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from forensics.answer import verdict_line, what_to_do
 from forensics.report.crash_signatures import (
     REPLAY_CRASH_KIND,
     Signature,
@@ -145,6 +146,10 @@ class PostmortemResult:
     #: Per ``trtllm:`` policy given, which catalogue policy the build behaves as
     #: (``replay.identify.Identification``): the build's era.
     identified: dict = dataclasses.field(default_factory=dict)
+    #: What crashed, where and why, in one line (``forensics.answer.verdict_line``).
+    verdict: str = ""
+    #: What to do, one line per build to move to (``forensics.answer.Step``).
+    what_to_do: tuple = ()
 
 
 def _noop(_: str) -> None:
@@ -285,6 +290,16 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
                            inputs=[str(i) for i in inputs], refused=refused, lov=lov)
     opening, headline = _opening(status, reason, story, chain_policy == build, log_crash, lo,
                                  recommended, config, verdicts, lov)
+    verdict = verdict_line(
+        status=status, reason=reason, story=story, recording_build=chain_policy == build,
+        crash_seen=any(v.reproduces_log_crash for v in verdicts if v.policy == chain_policy),
+        log_crash=log_crash, logs_verdict=lov,
+        exit_codes=(EXIT_CLEAN, EXIT_EXPLAINED, EXIT_BAD_INPUT, EXIT_UNEXPLAINED))
+    record = _record_step(lo)
+    steps = what_to_do(recommended=recommended if status == EXIT_EXPLAINED else (),
+                       next_step=next_step, logs_verdict=lov, policies=pols,
+                       record_step=f"To see which requests and dummy leaked and confirm the build, "
+                                   f"{record}")
     identified = _identify_real_code(policies or (), say)
     if identified:
         next_step += " " + " ".join(_era_sentence(spec, ident) for spec, ident in identified.items())
@@ -296,6 +311,8 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
                          verdicts, lo, config, log_crash=log_crash, recommended=advised)
     findings = _findings(summary, results, verdicts, signatures, log_crash, lo, chain_policy, chain,
                          next_step, status, reason, config, runs)
+    findings = {"tool": findings.pop("tool"), "verdict": verdict,
+                "what_to_do": [st.to_json() for st in steps], **findings}
     findings.update(opening=opening, headline=headline,
                     logs_only_verdict=None if lov is None else lov.to_json(),
                     recommended=[dataclasses.asdict(a) for a in recommended])
@@ -307,7 +324,8 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
                          logs_only=lo, chain_policy=chain_policy, chain=chain,
                          next_step=next_step, status=status, reason=reason, figures=figs,
                          results=primary, opening=opening, headline=headline, mechanisms=mechs,
-                         recommended=recommended, logs_verdict=lov)
+                         recommended=recommended, logs_verdict=lov, verdict=verdict,
+                         what_to_do=steps)
     written = [report_dir.write(fig.name, fig.data) for fig in figs]
     md = report_dir.write("report.md", render_markdown(doc).encode())
     html_path = report_dir.write("report.html", render_html(doc).encode())
@@ -321,7 +339,7 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
         chain=tuple(chain), logs_only=lo, next_step=next_step, exit_status=status,
         status_reason=reason, summary=summary, findings=findings, opening=opening,
         headline=headline, mechanisms=mechs, recommended=recommended, logs_verdict=lov,
-        identified=identified)
+        identified=identified, verdict=verdict, what_to_do=steps)
 
 
 # --- pieces ---------------------------------------------------------------------------------------

@@ -6,7 +6,17 @@ import pytest
 
 from forensics.report.document import Document, Heading, Paragraph, Table
 from forensics.report.html import render_html
-from forensics.report.inline import Bold, CodeSpan, Link, Text, anchor, parse, plain, to_html, to_markdown
+from forensics.report.inline import (
+    Bold,
+    CodeSpan,
+    Link,
+    Text,
+    anchor,
+    parse,
+    plain,
+    to_html,
+    to_markdown,
+)
 from forensics.report.markdown import render_markdown
 
 markdown_it = pytest.importorskip("markdown_it")

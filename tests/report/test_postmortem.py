@@ -124,10 +124,14 @@ def test_html_is_self_contained(crash_inputs, tmp_path):
     p.feed(text)
     assert p.imgs == 3
     prefix = "data:image/svg+xml;base64,"
-    assert p.refs and all(ref.startswith(prefix) for ref in p.refs), \
-        [x[:40] for x in p.refs if not x.startswith("data:")]
+    # Links stay in the page: each "What to do" line points at the table's heading.
+    anchors = [ref for ref in p.refs if ref.startswith("#")]
+    assert anchors and all(f'id="{a[1:]}"' in text for a in anchors)
+    images = [ref for ref in p.refs if not ref.startswith("#")]
+    assert images and all(ref.startswith(prefix) for ref in images), \
+        [x[:40] for x in images if not x.startswith("data:")]
     assert "http://" not in text and "https://" not in text
-    for ref in p.refs:   # the figures fetch nothing either (the namespace is a name, not a fetch)
+    for ref in images:   # the figures fetch nothing either (the namespace is a name, not a fetch)
         svg = base64.b64decode(ref[len(prefix):]).decode()
         assert "href" not in svg and svg.count("http") == 1 and 'xmlns="http://www.w3.org/2000/svg"' in svg
     # Still complete when moved away from its figure files.
@@ -159,7 +163,7 @@ def test_exit_1_crash_explained_via_cli(crash_inputs, tmp_path):
     assert res.exit_code == 1, res.output
     assert "entry-assert on rank 0, iteration 2" in res.output
     assert "rank0.log:4" in res.output
-    assert "report.html" in res.output and "Next step" in res.output
+    assert "report.html" in res.output and "What to do:" in res.output
 
 
 def test_exit_0_clean_trace(tmp_path):
@@ -299,7 +303,7 @@ def test_logs_alone_agree_with_the_replay(tmp_path):
     assert logs.log_crash.iter == prefix["crash"]["iter"] and logs.log_crash.rank == prefix["crash"]["rank"]
     p = _Refs()
     p.feed(logs.report_html.read_text())
-    assert p.imgs == 1 and all(x.startswith("data:image/svg+xml;base64,") for x in p.refs)
+    assert p.imgs == 1 and all(x.startswith(("data:image/svg+xml;base64,", "#")) for x in p.refs)
 
 
 def test_progress_and_several_runs(tmp_path):
