@@ -18,6 +18,7 @@ from forensics.cli.options import (
     verdict_markup,
 )
 from forensics.cli.process_setup import imports_without_gc, one_blas_thread, started_as
+from forensics.report.inline import plain
 
 
 @contextlib.contextmanager
@@ -60,7 +61,7 @@ def _render(out: Output, r) -> None:
     from rich.markup import escape as e
     from rich.table import Table
 
-    out.print(f"[bold]{e(r.verdict or r.headline)}[/]")
+    out.print(f"[bold]{e(plain(r.verdict or r.headline))}[/]")
     if r.what_to_do:
         out.print("[bold]What to do:[/]")
         for step in r.what_to_do:
@@ -69,7 +70,7 @@ def _render(out: Output, r) -> None:
         out.print(f"[bold]Next step:[/] {e(r.next_step)}")
     if r.opening and (r.chain or r.log_crash is not None):
         out.print("[bold]Causal chain:[/]")
-        out.echo(f"  {r.opening}")
+        out.echo(f"  {plain(r.opening)}")
     crash = r.log_crash
     if crash is None:
         out.print("[bold]Crash in the logs:[/] none")
