@@ -2,7 +2,10 @@
 is worked by hand, and the Markdown, read by a CommonMark parser, must give the same HTML."""
 from __future__ import annotations
 
+import re
+
 import pytest
+from report_scenarios import SAMPLES
 
 from forensics.report.document import Document, Heading, Paragraph, Table
 from forensics.report.html import render_html
@@ -18,6 +21,7 @@ from forensics.report.inline import (
     to_markdown,
 )
 from forensics.report.markdown import render_markdown
+from forensics.report.postmortem import postmortem
 
 markdown_it = pytest.importorskip("markdown_it")
 COMMONMARK = markdown_it.MarkdownIt("commonmark").enable("table")
@@ -79,3 +83,18 @@ def test_headings_carry_the_anchor_links_point_to():
     doc = Document("t", (Paragraph("[the table](#builds-clean-on-this-runs-path)"),
                          Heading(3, "Builds clean on this run's path")))
     assert '<h3 id="builds-clean-on-this-runs-path">' in render_html(doc)
+
+
+@pytest.mark.parametrize("inputs", [["nvbug-6438685"], ["nvbug-6438685/executor.log"]],
+                         ids=["sample", "logs-only"])
+def test_report_md_read_by_a_commonmark_parser_shows_no_markup(inputs, tmp_path):
+    """report.md as GitHub would show it: outside code, no literal ``**`` or backtick, and every
+    section link lands on a heading."""
+    r = postmortem([SAMPLES / i for i in inputs], tmp_path / "report")
+    html = COMMONMARK.render(r.report_md.read_text())
+    text = re.sub(r"<pre>.*?</pre>|<code>.*?</code>", "", html, flags=re.S)
+    text = re.sub(r"<[^>]+>", "", text)
+    assert "**" not in text and "`" not in text
+    links = re.findall(r'href="#([^"]+)"', html)
+    headings = {anchor(h) for h in re.findall(r"^#+ (.*)$", r.report_md.read_text(), flags=re.M)}
+    assert links and set(links) <= headings
