@@ -40,24 +40,23 @@ def _render(console: Output, results, verbose: bool) -> None:
 
     from forensics.report.chain import mechanisms  # pandas: not on the `--help` path
 
+    spaced = False
     for name, res in results.items():
         console.print(_verdict_row(name, res))
-        cond = res.explain()[0] if res.gated is not None and not res.ok else None
-        if cond:
-            console.echo(f"  {cond}")
         for mech in mechanisms(res):
             fatal = (" The fatal one: " + mech.items[0].replace("; fatal: ", "; then ") + "."
                      if mech.fatal else "")
             console.echo(f"  - {mech.title()}: {mech.text}{fatal}")
         if res.crash is not None and res.fatal_leak is None:
             console.echo(f"  - {res.story()[-1]}")
-        if verbose and res.leak_records:
+        if verbose and res.leak_records:   # explain() opens with the model condition, if any
             console.echo("  Leak by leak:")
-            for chain in res.explain()[1 if cond else 0:]:
+            for chain in res.explain():
                 console.echo(f"    - {chain}")
         for note in res.notes:
             console.echo(f"  note: {note}")
-        if not res.ok or verbose:
+        spaced = not res.ok or verbose
+        if spaced:
             console.echo()
     t = Table(title="Verdicts", title_justify="left", header_style="bold")
     for col in ("policy", "verdict", "leaks", "skips", "crash", "first divergence"):
@@ -68,7 +67,8 @@ def _render(console: Output, results, verbose: bool) -> None:
                   str(len(res.skipped_iters)), _crash_cell(res),
                   "" if d is None else escape(f"iter {d.iter}, rank {d.rank}: {d.field} "
                                               f"{d.recorded} -> {d.replayed}"))
-    console.echo()
+    if not spaced:
+        console.echo()
     console.print(t)
 
 
