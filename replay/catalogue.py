@@ -26,8 +26,8 @@ import dataclasses
 
 from replay.errors import PolicyError
 from replay.policy import (ADP_FIXES_GATE, DSV4_FIXES_GATE, FORWARD_INTENT_GATE,
-                           SCHEDULER_AWARE_GATE, AllocFailure, DummyRole, EntryCheck, Policy,
-                           Predicate)
+                           SCHEDULER_AWARE_GATE, AllocFailure, DummyRole, EntryCheck, KvPrecheck,
+                           Policy, Predicate)
 
 _NO_CAP_NOTE = ("expected = max(ceil(total/tp), max(counts)) has no cap, so a leaked dummy raises "
                 "the floor and the entry assert cannot trip: dummies leak silently.")
@@ -116,6 +116,7 @@ _FIX_16279 = Policy(
     entry_check=EntryCheck.ASSERT,
     alloc_failure=AllocFailure.SKIP,
     alloc_failure_outside_gate=AllocFailure.CRASH,
+    kv_precheck=KvPrecheck.GATED,
     rollback_on_skip=True,
     dummy_role=DummyRole.REQUEST_TYPES,
     notes=("Inside _enable_dsv4_adp_dummy_fixes (model_type deepseek_v4, pp_size 1) and with a "
@@ -131,6 +132,7 @@ _TOLERANT = dataclasses.replace(
     prs=("#17278", "#16279", "NVIDIA 000515e"),
     revision="000515e",
     entry_check=EntryCheck.WARN,
+    kv_precheck=KvPrecheck.EVERY_PATH,
     notes=("A leaked dummy no longer crashes the fleet; it is warned about and wastes capacity. "
            "The count is still #16279's, gated to DeepSeek-V4 at pp_size 1."),
 )
@@ -147,6 +149,7 @@ _SCHED = Policy(
     entry_check=EntryCheck.WARN,
     alloc_failure=AllocFailure.SKIP,
     alloc_failure_outside_gate=AllocFailure.CRASH,
+    kv_precheck=KvPrecheck.EVERY_PATH,
     rollback_on_skip=True,
     dummy_role=DummyRole.REQUEST_TYPES,
     notes=("Three gates: the transactional dummy with pp_size 1 (any model); the scheduler "
