@@ -40,7 +40,7 @@ from replay.step import INTENT_CONTEXT, INTENT_GENERATION, INTENT_NONE, StepInpu
 
 log = logging.getLogger(__name__)
 
-_CONFIG_KEYS = ("expected_multiplier", "enable_attention_dp", "model_arch")
+_CONFIG_KEYS = ("expected_multiplier", "enable_attention_dp", "model_arch", "dkv_enabled")
 
 
 def _np(col, dtype=None, fill=None) -> np.ndarray:

@@ -305,6 +305,8 @@ class Policy:
         postpad_empty_batch: after scheduling, a rank with active requests and an empty batch gets
             a generation dummy if below the cap (PR #17379); it is pending on every path, so a
             skipped iteration rolls it back whatever the fixes gate says.
+        dkv_skips_pads: with ``RunConfig.dkv_enabled`` both pads return at once (no entry
+            check, no dummy): upstream's ``test_dkv_skips_rank_local_dummy_allocation``.
         dummy_role: how the pad dummy's role is chosen outside the forward-intent path.
         merged: the version shipped (False: a proposal that was never merged).
         revision: an upstream revision that has this behaviour, where one was read.
@@ -339,6 +341,7 @@ class Policy:
     dummy_role: DummyRole = DummyRole.GENERATION
     merged: bool = True
     revision: str = ""
+    dkv_skips_pads: bool = False
 
     # ----------------------------------------------------------------- gates
     def _count_gate(self) -> Optional[Gate]:
@@ -406,6 +409,12 @@ class Policy:
             return self.alloc_failure
         return self.alloc_failure_outside_gate
 
+    def pads_run(self, config: RunConfig) -> bool:
+        """Whether the pad methods do anything on a run of this configuration: attention DP on,
+        and not a dkv run of a version whose pads return at once under dkv."""
+        return bool(config.enable_attention_dp) and not (self.dkv_skips_pads
+                                                         and config.dkv_enabled)
+
     def prechecks(self, config: RunConfig) -> bool:
         """Whether ``_has_adp_dummy_kv_capacity`` runs before the pad allocation on a run of this
         configuration (a failed precheck skips the pad; see :class:`KvPrecheck`)."""
@@ -449,6 +458,7 @@ class Policy:
             "removal_paths": self.removal_paths(),
             "rollback_on_skip": self.rollback_on_skip,
             "postpad_empty_batch": self.postpad_empty_batch,
+            "dkv_skips_pads": self.dkv_skips_pads,
             "notes": self.notes,
         }
 

@@ -149,6 +149,8 @@ def feature_flags(config: RunConfig) -> dict[str, Any]:
         "_enable_dsv4_adp_dummy_fixes": fixes and dsv4 is not False,
         "_enable_scheduler_aware_adp_dummy": scheduler_aware,
         "_enable_non_overlap_adp_forward_intent": fixes and not config.overlap_scheduler,
+        # Later builds return from both pads at once under a dkv configuration.
+        "dkv_enabled": bool(config.dkv_enabled),
         # Draft-token budget of the dummy, under each era's name: ``max_draft_tokens`` (early
         # 2025), ``max_draft_len`` (mid 2025), ``max_total_draft_tokens`` (late 2025 on).
         "max_total_draft_tokens": 0,

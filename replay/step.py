@@ -319,7 +319,7 @@ def pad_step(policy: Policy, config: RunConfig, inputs: StepInputs, active: np.n
     (PR #16921, non-overlap): ``needs = fleet intent != NONE and no real request schedulable``,
     a live dummy blocks a second one, and the role is the fleet intent (context wins).
     """
-    adp = bool(config.enable_attention_dp)
+    adp = policy.pads_run(config)
     over = over_expected(active, expected, inputs) & adp
     assert_crash = over & (policy.entry_check is EntryCheck.ASSERT)
     warn = over & (policy.entry_check is EntryCheck.WARN)
@@ -383,10 +383,11 @@ def decide(policy: Policy, config: RunConfig, inputs: StepInputs,
     adp = bool(config.enable_attention_dp)
     padded = pad.padded & ~inputs.carried  # at most one dummy per rank
     crash = pad.crash
+    pads = policy.pads_run(config)
     if policy.pad_hook is not None:
         crash_kind = np.where(crash, CRASH_HOOK, CRASH_NONE)
     else:
-        tripped = over_expected(active, expected, inputs) & adp & (policy.entry_check is EntryCheck.ASSERT)
+        tripped = over_expected(active, expected, inputs) & pads & (policy.entry_check is EntryCheck.ASSERT)
         crash_kind = np.where(crash, np.where(tripped, CRASH_ASSERT, CRASH_ALLOC_NONE), CRASH_NONE)
     crash_kind = crash_kind.astype(np.int8)
 
@@ -397,7 +398,7 @@ def decide(policy: Policy, config: RunConfig, inputs: StepInputs,
     batch = np.minimum(real_batch + has_dummy.astype(np.int64),
                        np.maximum(config.max_batch_size, real_batch))
     postpadded = np.zeros_like(padded)
-    if policy.postpads(config) and adp:
+    if policy.postpads(config) and pads:
         postpadded = ((batch == 0) & (active > 0) & (expected > 0) & (active < config.cap)
                       & inputs.alloc_ok & inputs.kv_precheck_ok & ~crash)
         batch = batch + postpadded.astype(np.int64)

@@ -56,7 +56,8 @@ def test_assert_policies_follow_the_fields_per_path():
 
 def test_other_signatures_follow_the_fields():
     assert policies_for(SignatureKind.SURPLUS_WARNING, POLICIES)[0] == (
-        "tolerant-17278", "sched-aware-16921", "postpad-17379", "newest")
+        "tolerant-17278", "sched-aware-16921", "postpad-17379", "newest", "kv-connector-19164",
+        "dkv")
     # Unchecked on some path: the old eras everywhere, the gated fixes outside their gates.
     assert policies_for(SignatureKind.ALLOC_FAILURE_CRASH, POLICIES)[0] == ALLOC_CRASH
     assert "legacy-2025" not in policies_for(SignatureKind.ALLOC_FAILURE_WARNING, POLICIES)[0]
