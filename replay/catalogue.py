@@ -199,15 +199,19 @@ _NEWEST = dataclasses.replace(
     _POSTPAD,
     name="newest",
     title="newest stored main: as postpad-17379, and the legacy path tolerates a refused dummy",
-    prs=("#18157", "#17379", "#16921", "#17278", "#16279", "NVIDIA 0004396"),
+    prs=("#18157", "#17978 (its description is the legacy-path guard read in 0004396)", "#17379",
+         "#16921", "#17278", "#16279", "NVIDIA 0004396"),
     revision="0004396",
     alloc_failure_outside_gate=AllocFailure.SKIP,
     notes=("Pipeline-parallel and aggregated ADP, and overlap runs of models outside the "
            "scheduler-aware gate, stay on the legacy count, so a dummy can still leak there (now "
            "only warned about). #18157 added only the guard after the KV-capacity precheck: on "
            "the legacy path a refusal the precheck did not foresee (None or out of pages) is a "
-           "warning and no dummy instead of the unchecked [0]. The every-path precheck itself "
-           "dates from 000515e (tolerant-17278). 0004396 already has the disaggregation "
+           "warning and no dummy instead of the unchecked [0] (PR #17978's description, "
+           "'Handle refused attention DP pad dummy on non-DSv4 ranks', is that guard). The "
+           "every-path precheck itself dates from 000515e (tolerant-17278). On the fixes path "
+           "0004396 also asserts that no pending dummy is left before allocating one. 0004396 "
+           "already has the disaggregation "
            "coordinator (#18595, #18827, #19128, #19266: transfer loop code in "
            "disaggregation/orchestration, reached through self.disagg); the pad methods stay "
            "on PyExecutor."),

@@ -180,3 +180,16 @@ def test_simulator_records_a_failed_precheck_where_the_version_prechecks(tmp_pat
     f = _sim_frames(res.files["trace"])
     assert all(f[(0, r)]["alloc_ok"] is False and "kv_precheck_ok" not in f[(0, r)]
                for r in (0, 1))
+
+
+def test_warnings_name_the_precheck_or_the_refusal():
+    """The same skipped pad is explained by what stopped it: tolerant-17278 prechecks, so a
+    failed precheck logs "Unable to fit ..."; fix-16161 has no precheck, so the same frame is an
+    attempted allocation that returned None ("Cannot allocate ...")."""
+    from replay.explain import warnings
+    frames = _trace(False, True)
+    assert warnings(run(frames, policy="tolerant-17278")) == [
+        (0, 0, "Unable to fit the complete attention-DP dummy KV allocation; skipping this "
+               "forward iteration and retrying")]
+    [(it, rank, text)] = warnings(run(frames, policy="fix-16161"))
+    assert (it, rank) == (0, 0) and text.startswith("Cannot allocate the attention-DP pad dummy")
