@@ -162,12 +162,19 @@ def verdict_line(*, status: int, reason: str, story=None, recording_build: bool 
 # --- what to do --------------------------------------------------------------------------------
 
 def _pr(prs: Sequence[str]) -> Optional[str]:
-    """``"#16279"`` of ``("#16279 (merged; #16161 closed as its duplicate)", ...)``."""
-    for p in prs:
-        m = re.search(r"#\d+", p)
-        if m:
-            return m[0]
-    return None
+    """The build's own pull request, ``"#16279"`` of ``("#16279 (merged; ...)", ...)``; None
+    when its first source names none (``"later main (...)"``: the PRs after it are older ones
+    it builds on)."""
+    m = re.match(r"#\d+", prs[0]) if prs else None
+    return m[0] if m else None
+
+
+def _source(prs: Sequence[str]) -> str:
+    """``"PR #16279"``, else the first source without its parenthesis (``"later main"``)."""
+    pr = _pr(prs)
+    if pr:
+        return f"PR {pr}"
+    return prs[0].split(" (")[0] if prs else ""
 
 
 def _outcome(gaps) -> str:
@@ -189,7 +196,8 @@ def _build_step(advice) -> Step:
     n = len(advice.open_paths)
     stays = (f"still open on {n} other path{'s' if n > 1 else ''}: {_outcome(advice.open_paths)}"
              if n else "")
-    text = (f"**{advice.policy}**" + (f" (PR {pr})" if pr else "") + f": {clean}"
+    source = _source(advice.prs)
+    text = (f"**{advice.policy}**" + (f" ({source})" if source else "") + f": {clean}"
             + (f"; {stays}" if stays else "") + f" ({_link(BUILDS_TABLE)}).")
     return Step(text=text, build=advice.policy, pr=pr, clean_on=where, stays_open=stays,
                 table=BUILDS_TABLE)
@@ -197,7 +205,7 @@ def _build_step(advice) -> Step:
 
 def _logs_steps(lov, policies) -> list[Step]:
     """One line per build that closes the leak on some path the logs leave possible."""
-    prs = {p.name: _pr(p.prs) for p in policies}
+    prs = {p.name: p.prs for p in policies}
     paths: dict[str, list[str]] = {}
     conditions: dict[str, str] = {}
     for label, names in lov.survivors:
@@ -209,11 +217,11 @@ def _logs_steps(lov, policies) -> list[Step]:
     out = []
     total = len(lov.survivors)
     for name, labels in paths.items():
-        pr = prs.get(name)
+        pr, source = _pr(prs.get(name, ())), _source(prs.get(name, ()))
         clean = f"clean on {' and '.join(labels)}" + (f" {conditions[name]}" if name in conditions else "")
         n = total - len(labels)
         stays = f"still open on {n} other path{'s' if n > 1 else ''}" if n else ""
-        text = (f"**{name}**" + (f" (PR {pr})" if pr else "") + f": {clean}"
+        text = (f"**{name}**" + (f" ({source})" if source else "") + f": {clean}"
                 + (f"; {stays}" if stays else "") + f" ({_link(PATHS_TABLE)}).")
         out.append(Step(text=text, build=name, pr=pr, clean_on=" and ".join(labels),
                         stays_open=stays, table=PATHS_TABLE))

@@ -149,8 +149,8 @@ res.leaks.head()'''),
 
 The same functions `forensics postmortem` draws with (`forensics.report.figures`): active requests
 per rank against `expected` and the cap, with leak and crash markers; the rank x iteration strip of
-the recording build against the build the report recommends (`fix-16279`, the default); the request states per rank at the crash iteration with
-the leaked dummy on top. Long runs are windowed around the interesting iterations."""),
+the recording build against the build the report recommends (`fix-16279`, the default); the
+request states per rank at the crash iteration with the leaked dummy on top. Long runs are windowed around the interesting iterations."""),
     new_code_cell('''inv.plot_active("prefix-2026")'''),
     new_code_cell('''inv.plot_strip()'''),
     new_code_cell('''inv.plot_states("prefix-2026")'''),
@@ -281,12 +281,12 @@ A sweep runs each version forward. A fleet of *recorded* runs is the other quest
 the other versions have decided on the same request mix? `forensics.fleet` replays each recorded
 run under every catalogue version (one row per run, columns `<policy>.<metric>`; `forensics fleet
 RUN_DIR... --csv` prints the same). Here a few runs are recorded under `prefix-2026` with
-`forensics.fleet.simulate_grid`; for other versions a replay is a counterfactual, and
+`forensics.fleet_table.simulate_grid`; for other versions a replay is a counterfactual, and
 `diverged_iter` says where it departs from the recording."""),
     new_code_cell('''import shutil
 import tempfile
 
-from forensics.fleet import simulate_grid
+from forensics.fleet_table import simulate_grid
 
 RUNS = tempfile.mkdtemp(prefix="fleet-")
 grid = simulate_grid(RUNS, grid={"ranks": (8,), "overlap": (True, False), "burst_size": (16, 48)},

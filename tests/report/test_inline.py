@@ -7,6 +7,7 @@ import re
 import pytest
 from report_scenarios import SAMPLES
 
+from forensics.pipeline import postmortem
 from forensics.report.document import Document, Heading, Paragraph, Table
 from forensics.report.html import render_html
 from forensics.report.inline import (
@@ -21,7 +22,6 @@ from forensics.report.inline import (
     to_markdown,
 )
 from forensics.report.markdown import render_markdown
-from forensics.report.postmortem import postmortem
 
 markdown_it = pytest.importorskip("markdown_it")
 COMMONMARK = markdown_it.MarkdownIt("commonmark").enable("table")

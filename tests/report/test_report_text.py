@@ -12,9 +12,9 @@ from report_scenarios import RUN_RECORD, SAMPLES, _frame, write_trace
 import replay
 from forensics.answer import PARAGRAPH_WORDS, VERDICT_WORDS, words
 from forensics.cli import cli
+from forensics.pipeline import postmortem
 from forensics.report.chain import mechanisms, opening_sentence
 from forensics.report.inline import to_markdown
-from forensics.report.postmortem import postmortem
 
 #: Two leaks by two different predicate gaps under prefix-2026 (2 ranks, max_batch_size 4, cap 4,
 #: disaggregated, so no crash): at iter 0 rank 0 holds only GENERATION_TO_COMPLETE (counted, refused
@@ -62,15 +62,18 @@ def test_opening_sentence_names_the_three_behaviours(crash_inputs, tmp_path):
 def test_the_report_reads_verdict_then_what_to_do_then_evidence(crash_inputs, tmp_path):
     """The same run. The verdict: rank 0, iteration 2, the entry assert, under prefix-2026,
     because rank 1's empty batch at iteration 1 made the fleet skip it. The builds to move to,
-    best first: sched-aware-16921, postpad-17379, newest (fix-16161 never merged; fix-16279 and
-    tolerant-17278 are clean only for DeepSeek-V4, a model the trace does not name), each clean
+    best first: sched-aware-16921, postpad-17379, newest, dkv (fix-16161 and kv-connector-19164
+    never merged; fix-16279 and tolerant-17278 are clean only for DeepSeek-V4, a model the trace
+    does not name), each clean
     on this run's path and still open on the other two paths (aggregated pp 1, disaggregated pp 2)
     where a leak is warned about. Report, terminal, findings.json: the same order."""
     r = postmortem(crash_inputs, tmp_path / "report")
     verdict = ("Rank 0 crashed at iteration 2 (entry assert) under prefix-2026: a dummy leaked "
                "when rank 1's empty batch made the fleet skip iteration 1.")
     assert r.verdict == verdict and words(verdict) == 24
-    assert [st.build for st in r.what_to_do] == ["sched-aware-16921", "postpad-17379", "newest"]
+    assert [st.build for st in r.what_to_do] == ["sched-aware-16921", "postpad-17379", "newest",
+                                                 "dkv"]
+    assert r.what_to_do[-1].text.startswith("**dkv** (later main): ")   # no PR of its own
     first = r.what_to_do[0]
     assert (first.pr, first.clean_on) == ("#16921", "this run's path")
     assert first.stays_open == ("still open on 2 other paths: leaks are warned about and waste "
@@ -100,7 +103,7 @@ def test_the_report_reads_verdict_then_what_to_do_then_evidence(crash_inputs, tm
                                    str(tmp_path / "cli")]).stdout.splitlines()
     assert out[0] == verdict and out[1] == "What to do:"
     assert out[2] == f"  - {f['what_to_do'][0]['text']}"
-    assert out.index("Causal chain:") == 5
+    assert out.index("Causal chain:") == 2 + 4    # the verdict, the heading, a line per build
 
 
 def _before_the_chain(md: str) -> list[str]:
@@ -139,7 +142,7 @@ def test_recommendation_names_open_paths(crash_inputs, tmp_path):
     (PR #16921) and never on the aggregated path, which keeps counting GENERATION_TO_COMPLETE."""
     r = postmortem(crash_inputs, tmp_path / "report")
     rec = {a.policy: a for a in r.recommended}
-    assert set(rec) == {"sched-aware-16921", "postpad-17379", "newest"}
+    assert set(rec) == {"sched-aware-16921", "postpad-17379", "newest", "dkv"}
     assert [p.label for p in rec["sched-aware-16921"].open_paths] == \
         ["aggregated, pp_size 1", "disaggregated, pp_size 2"]
     assert rec["sched-aware-16921"].open_paths[0].gap_states == ("GENERATION_TO_COMPLETE",)
@@ -224,7 +227,7 @@ def test_replayed_clean_build_with_a_remaining_gap_says_so(tmp_path):
     below the cap, so this run's own path is marked as still open at the cap."""
     r = postmortem([SAMPLES / "aggregated-overlap"], tmp_path / "r")
     rec = {a.policy: a for a in r.recommended}
-    assert set(rec) == {"postpad-17379", "newest"}
+    assert set(rec) == {"postpad-17379", "newest", "dkv"}
     here = rec["postpad-17379"].here
     assert here is not None and here.gap_states == ("GENERATION_TO_COMPLETE",)
     assert "warned" in here.outcome
