@@ -55,7 +55,7 @@ def describe_kind(kind: int, cause: str) -> str:
     if kind == KIND_CRASH:
         return f"{name}: the entry assert fires (because of: {cause})"
     if kind == KIND_HANG:
-        return f"{name}: the {cause.replace('dummy allocation ', 'refused ')} dummy used unchecked"
+        return f"{name}: a dummy whose allocation was {cause.replace('dummy allocation ', '')} used unchecked"
     return f"{name} ({cause})"
 
 

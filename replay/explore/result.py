@@ -51,9 +51,9 @@ class Witness:
                 f"max_batch_size {c.max_batch_size}, cap {c.cap}")
 
     def summary(self) -> str:
-        return (f"{self.description} -- minimal witness: {self.ranks} ranks, {self.iterations} "
-                f"iterations, {self.requests} requests ({self.config_text()}; seen in "
-                f"{self.configs} configurations)")
+        return (f"{self.description} -- minimal witness: {_n(self.ranks, 'rank')}, "
+                f"{_n(self.iterations, 'iteration')}, {_n(self.requests, 'request')} "
+                f"({self.config_text()}; seen in {_n(self.configs, 'configuration')})")
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "cause": self.cause, "description": self.description,
@@ -61,6 +61,10 @@ class Witness:
                 "iterations": self.iterations, "requests": self.requests,
                 "configs": self.configs, "confirmed": self.confirmed, "slug": self.slug,
                 "records": list(self.records)}
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def describe_key(key: tuple, label: str) -> tuple[str, str, str, str]:
