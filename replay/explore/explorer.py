@@ -107,6 +107,8 @@ def explore(policy: str | Policy, space: ConfigSpace = ConfigSpace(), bound: Bou
     result.seconds = time.perf_counter() - start
     build = pol.name
     for k, (f, search) in sorted(best.items(), key=lambda kv: (kv[1][0].size, str(kv[0]))):
+        if ref is not None and k[0] != "diverge":
+            continue  # differential mode reports divergences only
         label = reasons.labels[k[1]] if k[0] != "diverge" else ""
         kind, cause, description, slug = describe_key(k, label)
         records = schedule_records(search, f, build)

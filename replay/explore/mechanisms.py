@@ -35,7 +35,7 @@ DIVERGENCE_FIELDS = ("crash", "padded", "role_context", "alloc_failed", "postpad
 
 def crash_kind_of_message(message: str) -> int:
     """The kind of a hook's exception text (``"AssertionError: ..."``)."""
-    head = message.split(":", 1)[0].strip()
+    head = message.split(":", 1)[0].split(" ", 1)[0].strip()
     if head == "AssertionError":
         return KIND_CRASH
     if head == "TypeError" and "NoneType" in message:

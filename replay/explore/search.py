@@ -127,6 +127,10 @@ class Search:
         self.memo = memo
         self.stats = SearchStats()
         self._hook_cache: dict = {}
+        self._request_cache: dict = {}
+        self._view_of: dict = {}
+        self._view_index: dict = {}
+        self._views: list = []
         self._tables: dict[int, Tables] = {}
         self.hook_messages: dict = {}
 
@@ -233,36 +237,63 @@ class Search:
         n, R = G.shape
         res = {f: np.zeros((n, R), bool) for f in ("padded", "role_context", "alloc_failed",
                                                    "crash", "surplus")}
-        fields = list(tables.kv_fields())
-        for t in range(n):
-            key = (tuple(G[t].tolist()), tuple(expected[t].tolist()), bool(role[t]), id(pol))
+        # What the hook sees, rank by rank (requests, expected, KV, new): identical fleet frames
+        # are decided once.
+        view = self._view_ids(tables, pol)[G]
+        code = np.concatenate([view, expected, role[:, None].astype(np.int64)], axis=1)
+        uniq, inv = np.unique(code, axis=0, return_inverse=True)
+        inv = inv.reshape(-1)
+        outcome_rows = []
+        for u in uniq.tolist():
+            key = (tuple(u), id(pol))
             got = self._hook_cache.get(key)
             if got is None:
-                views = [self._view(tables, cfg, int(G[t, r]), r, int(expected[t, r]), inp, t, fields)
+                views = [FrameView(iter=0, rank=r, requests=self._views[u[r]][0],
+                                   expected=int(u[R + r]), config=cfg,
+                                   alloc_ok=self._views[u[r]][1], new_requests=self._views[u[r]][2])
                          for r in range(R)]
-                got = self._hook_cache[key] = hook_outcomes(pol, views, bool(role[t]))
-            for r, oc in enumerate(got):
-                res["padded"][t, r] = oc.padded
-                res["role_context"][t, r] = oc.padded and oc.role == "context"
-                res["alloc_failed"][t, r] = oc.alloc_failed
-                res["crash"][t, r] = oc.crash is not None
-                res["surplus"][t, r] = oc.surplus_warning
-                if oc.crash is not None:
-                    self.hook_messages[key[:1] + (r,)] = oc.crash
+                got = self._hook_cache[key] = hook_outcomes(pol, views, bool(u[-1]))
+            outcome_rows.append(got)
+        table = {f: np.array([[getattr_outcome(oc, f) for oc in row] for row in outcome_rows], bool)
+                 for f in res}
+        for f in res:
+            res[f] = np.asfortranarray(table[f][inv])
+        for t in np.flatnonzero(res["crash"].any(axis=1)).tolist():
+            for r in range(R):
+                if res["crash"][t, r]:
+                    msg = outcome_rows[inv[t]][r].crash
+                    self.hook_messages[(tuple(int(x) for x in G[t]), r)] = msg
         return PadDecision(**res)
 
-    @staticmethod
-    def _view(tables: Tables, cfg: RunConfig, choice: int, rank: int, expected: int,
-              inp: StepInputs, t: int, fields: list[str]) -> FrameView:
-        reqs = []
-        states = tables.frame_states(choice)
-        before = [(i + 1, int(s), False) for i, (s, after) in enumerate(states) if not after]
-        after = [(i + 1, int(s), False) for i, (s, after) in enumerate(states) if after]
-        reqs = before + ([(0, int(RequestState.GENERATION_IN_PROGRESS), True)]
-                         if inp.carried[t, rank] else []) + after
-        return FrameView(iter=0, rank=rank, requests=tuple(reqs), expected=expected, config=cfg,
-                         alloc_ok=bool(inp.alloc_ok[t, rank]),
-                         new_requests=int(inp.new_real[t, rank]))
+    def _view_ids(self, tables: Tables, pol: Policy) -> np.ndarray:
+        """Per choice id: the id of what a hook sees of the rank (requests, KV, new), interned."""
+        have = self._view_of.setdefault(id(tables), [])
+        kv_alloc = tables.kv_fields().get("alloc_ok")
+        carried = tables.col("carried")
+        kv = tables.col("kv")
+        new = tables.col("new_real")
+        for choice in range(len(have), len(tables.moves)):
+            content = (self._requests(tables, choice, bool(carried[choice])),
+                       True if kv_alloc is None else bool(kv_alloc[kv[choice]]), int(new[choice]))
+            vid = self._view_index.get(content)
+            if vid is None:
+                vid = self._view_index[content] = len(self._views)
+                self._views.append(content)
+            have.append(vid)
+        return np.asarray(have, np.int64)
+
+    def _requests(self, tables: Tables, choice: int, carried: bool) -> tuple:
+        """A move's ``active_requests`` as a hook sees them: ``(id, state, is_dummy)`` in list
+        order, a carried dummy before the requests appended after it."""
+        key = (id(tables), choice, carried)
+        got = self._request_cache.get(key)
+        if got is None:
+            states = tables.frame_states(choice)
+            before = [(i + 1, int(s), False) for i, (s, after) in enumerate(states) if not after]
+            after = [(i + 1, int(s), False) for i, (s, after) in enumerate(states) if after]
+            dummy = [(0, int(RequestState.GENERATION_IN_PROGRESS), True)] if carried else []
+            got = self._request_cache[key] = tuple(before + dummy + after)
+        return got
 
     # ------------------------------------------------------------------ failures
     def _leak_cause(self, tables: Tables, G: np.ndarray, o: StepOutputs) -> np.ndarray:
@@ -337,6 +368,17 @@ class Search:
                 j = int(Pl[j])
             found[key] = Found(key=key, ranks=ranks, iterations=depth + 1,
                                requests=int(req[best]), path=tuple(reversed(rows)))
+
+
+def getattr_outcome(outcome, field: str) -> bool:
+    """A ``PadOutcome`` as the ``PadDecision`` field ``field``."""
+    if field == "role_context":
+        return bool(outcome.padded) and outcome.role == "context"
+    if field == "crash":
+        return outcome.crash is not None
+    if field == "surplus":
+        return bool(outcome.surplus_warning)
+    return bool(getattr(outcome, field))
 
 
 def _role_table(policy: Policy) -> np.ndarray:
