@@ -59,6 +59,8 @@ def traces(draw, *, window_only=False, disaggregated=None):
                     fr["can_queue"] = draw(st.booleans())
                 if draw(st.integers(0, 6)) == 0:
                     fr["alloc_ok"] = False
+                if draw(st.integers(0, 6)) == 0:
+                    fr["kv_precheck_ok"] = False
             records.append(fr)
     return records
 
@@ -132,7 +134,9 @@ def hooked(policy: Policy) -> Policy:
         sched = sum(1 for _, s, d in view.requests if d or s in counted)
         expected = max(view.expected, n) if surplus else view.expected  # a warning raises it
         if expected > 0 and sched == 0:
-            if not view.alloc_ok:
+            if policy.prechecks(cfg) and not view.kv_precheck_ok:
+                return PadOutcome(padded=False, alloc_failed=True, surplus_warning=surplus)
+            if not (view.alloc_ok and view.kv_precheck_ok):
                 if policy.alloc_failure_for(cfg) is AllocFailure.CRASH:
                     raise TypeError("'NoneType' object is not subscriptable")
                 return PadOutcome(padded=False, alloc_failed=True, surplus_warning=surplus)
