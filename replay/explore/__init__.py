@@ -7,10 +7,12 @@ renaming and visited states, and reports each failure mechanism with its minimal
 (``docs/explore.md``).
 """
 from replay.explore.classes import StateClass, classes_for
+from replay.explore.differential import ExploredIdentification, identify_by_exploration
 from replay.explore.explorer import behaviour_key, explore
 from replay.explore.result import ExploreResult, Witness
 from replay.explore.space import (DEFAULT_BOUND, KV_OUTCOMES, Bound, ConfigSpace, KvOutcome,
                                   gated_models)
 
-__all__ = ["Bound", "ConfigSpace", "DEFAULT_BOUND", "ExploreResult", "KV_OUTCOMES", "KvOutcome",
+__all__ = ["Bound", "ConfigSpace", "DEFAULT_BOUND", "ExploreResult", "ExploredIdentification",
+           "identify_by_exploration", "KV_OUTCOMES", "KvOutcome",
            "StateClass", "Witness", "behaviour_key", "classes_for", "explore", "gated_models"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from replay.config import RunConfig
 from replay.explore.model import Reasons
@@ -48,7 +48,7 @@ def behaviour_key(policy: Policy, config: RunConfig) -> tuple:
 
 
 def explore(policy: str | Policy, space: ConfigSpace = ConfigSpace(), bound: Bound = DEFAULT_BOUND,
-            *, against: str | Policy | None = None,
+            *, against: str | Policy | Sequence[str | Policy] | None = None,
             kv_outcomes: tuple[KvOutcome, ...] = KV_OUTCOMES,
             progress: Optional[Progress] = None, canonical: bool = True, memo: bool = True,
             check: bool = True) -> ExploreResult:
@@ -57,8 +57,9 @@ def explore(policy: str | Policy, space: ConfigSpace = ConfigSpace(), bound: Bou
     Args:
         policy: a catalogue name, ``trtllm:PATH[@REV]``, ``py:...`` or a Policy.
         space, bound: what to enumerate.
-        against: differential mode: the reference policy; the result's witnesses are then the
-            first divergences (per field and values), not failures.
+        against: differential mode: the reference policy (or several, compared in one search);
+            the result's witnesses are then the first divergences (per reference, field and
+            values), not failures.
         kv_outcomes: the KV outcomes to enumerate per rank and iteration.
         progress: called after each configuration.
         canonical, memo: the symmetry and visited-state reductions (for checks).
@@ -69,9 +70,14 @@ def explore(policy: str | Policy, space: ConfigSpace = ConfigSpace(), bound: Bou
         was found so far (``interrupted``).
     """
     pol = resolve_policy(policy)
-    ref = resolve_policy(against) if against is not None else None
-    policies = (pol,) if ref is None else (pol, ref)
-    result = ExploreResult(policy=pol.name, against=None if ref is None else ref.name,
+    if against is None:
+        refs: list[Policy] = []
+    elif isinstance(against, (str, Policy)):
+        refs = [resolve_policy(against)]
+    else:
+        refs = [resolve_policy(a) for a in against]
+    policies = (pol, *refs)
+    result = ExploreResult(policy=pol.name, against=", ".join(r.name for r in refs) or None,
                            space=space, bound=bound)
     reasons = Reasons()
     best: dict[tuple, tuple[Found, Search]] = {}
@@ -107,19 +113,22 @@ def explore(policy: str | Policy, space: ConfigSpace = ConfigSpace(), bound: Bou
     result.seconds = time.perf_counter() - start
     build = pol.name
     for k, (f, search) in sorted(best.items(), key=lambda kv: (kv[1][0].size, str(kv[0]))):
-        if ref is not None and k[0] != "diverge":
+        if refs and k[0] != "diverge":
             continue  # differential mode reports divergences only
         label = reasons.labels[k[1]] if k[0] != "diverge" else ""
         kind, cause, description, slug = describe_key(k, label)
+        ref_name = refs[k[1] - 1].name if k[0] == "diverge" else None
+        if ref_name is not None and len(refs) > 1:
+            slug = f"{ref_name}--{slug}"
         records = schedule_records(search, f, build)
         confirmed = None
-        if check and ref is None:
+        if check and not refs:
             confirmed = confirm(records, pol, k[0])
         result.witnesses.append(Witness(
             kind=kind, cause=cause, description=description,
             config=dataclasses.replace(search.config, tp_size=f.ranks), ranks=f.ranks,
             iterations=f.iterations, requests=f.requests, records=tuple(records),
-            configs=counts.get(k, 1), confirmed=confirmed, slug=slug))
+            configs=counts.get(k, 1), confirmed=confirmed, slug=slug, against=ref_name))
     return result
 
 

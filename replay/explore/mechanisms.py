@@ -44,18 +44,19 @@ def crash_kind_of_message(message: str) -> int:
 
 
 def describe_kind(kind: int, cause: str) -> str:
-    """``crash (entry assert) after a leak caused by GENERATION_TO_COMPLETE`` style text."""
+    """One sentence for a mechanism and its cause (a reason label of ``replay.explore.model``)."""
     name = KIND_NAMES[kind]
+    kv = cause.startswith("KV ")
+    what = (f"a rank's dummy was not padded ({cause[3:]})" if kv
+            else f"a rank that held {cause} scheduled 0")
     if kind == KIND_LEAK:
-        return f"{name}: a rank that held {cause} scheduled 0 and the fleet skipped" \
-            if not cause.startswith("dummy allocation") else \
-            f"{name}: the fleet skipped because a rank's {cause}"
+        return f"{name}: {what} and the fleet skipped"
     if kind == KIND_WASTE:
-        return f"{name}: a leaked dummy tolerated over expected (leaked because: {cause})"
+        return f"{name}: a leaked dummy tolerated over expected (it leaked because {what})"
     if kind == KIND_CRASH:
-        return f"{name}: the entry assert fires (because of: {cause})"
+        return f"{name}: the entry assert fires (the dummy leaked because {what})"
     if kind == KIND_HANG:
-        return f"{name}: a dummy whose allocation was {cause.replace('dummy allocation ', '')} used unchecked"
+        return f"{name}: a dummy whose allocation was refused is used unchecked ({cause[3:] if kv else cause})"
     return f"{name} ({cause})"
 
 

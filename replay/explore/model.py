@@ -93,6 +93,8 @@ class Tables:
         col = {int(s): i for i, s in enumerate(ALL_STATES)}
         reps = [col[int(c.representative)] for c in self.classes]
         smask = Predicate.SCHEDULER.mask(config)
+        #: Every version's pad count, per class.
+        self.c_counts = [np.array([bool(p.mask(config)[i]) for i in reps]) for p in Predicate]
         #: Per policy: the classes its pad predicate counts.
         self.c_sched = [np.array([bool(p.predicate(config).mask(config)[i]) for i in reps])
                         for p in policies]
@@ -166,15 +168,13 @@ class Tables:
                         yield Move(fates=tuple(fates), arrivals=arrivals, kv=kv)
 
     def _may_allocate(self, classes: list[int]) -> bool:
-        """Whether a rank holding ``classes`` may ask for a dummy: its pad count is 0 under some
-        policy (pad step), or nothing of it is in the window (post-schedule pad). Elsewhere a
-        KV outcome is never observed, so only "fits" is enumerated. A hooked policy (real code)
-        may allocate anywhere: every outcome is enumerated for it."""
-        if any(p.pad_hook is not None for p in self.policies):
-            return True
+        """Whether a rank holding ``classes`` may ask for a dummy: some pad count of some version
+        (every ``Predicate``, and each explored policy's) is 0 there (pad step), or nothing of it
+        is in the window (post-schedule pad). Elsewhere no version allocates a dummy, a KV
+        outcome is never observed, and only "fits" is enumerated."""
         if not any(self.c_window[c] for c in classes):
             return True
-        return any(not any(mask[c] for c in classes) for mask in self.c_sched)
+        return any(not any(mask[c] for c in classes) for mask in self.c_sched + self.c_counts)
 
     def _add(self, sid: int, move: Move) -> None:
         tokens, dummy, processed = self.states[sid]

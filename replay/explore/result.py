@@ -26,6 +26,7 @@ class Witness:
         configs: how many configurations of the space show it.
         confirmed: the engine's replay of ``records`` shows it too (None: not checked).
         slug: a file-name stem.
+        against: the reference policy of a divergence (None: a failure).
     """
 
     kind: str
@@ -39,6 +40,7 @@ class Witness:
     configs: int = 1
     confirmed: Optional[bool] = None
     slug: str = ""
+    against: Optional[str] = None
 
     @property
     def size(self) -> tuple[int, int, int]:
@@ -51,26 +53,27 @@ class Witness:
                 f"max_batch_size {c.max_batch_size}, cap {c.cap}")
 
     def summary(self) -> str:
-        return (f"{self.description} -- minimal witness: {_n(self.ranks, 'rank')}, "
-                f"{_n(self.iterations, 'iteration')}, {_n(self.requests, 'request')} "
-                f"({self.config_text()}; seen in {_n(self.configs, 'configuration')})")
+        return (f"{self.description} -- minimal witness: {plural(self.ranks, 'rank')}, "
+                f"{plural(self.iterations, 'iteration')}, {plural(self.requests, 'request')} "
+                f"({self.config_text()}; seen in {plural(self.configs, 'configuration')})")
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "cause": self.cause, "description": self.description,
                 "config": self.config.to_record(), "ranks": self.ranks,
                 "iterations": self.iterations, "requests": self.requests,
                 "configs": self.configs, "confirmed": self.confirmed, "slug": self.slug,
+                "against": self.against,
                 "records": list(self.records)}
 
 
-def _n(count: int, noun: str) -> str:
+def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def describe_key(key: tuple, label: str) -> tuple[str, str, str, str]:
     """``(kind, cause, description, slug)`` of a search key (failure or divergence)."""
     if key[0] == "diverge":
-        _, field, a, b = key
+        _, _ref, field, a, b = key
         show = {"crash": lambda v: KIND_NAMES.get(v, "none"),
                 "removed_path": lambda v: REMOVAL_PATH_NAMES[v] or "none"}.get(field, str)
         cause = f"{field}: {show(a)} vs {show(b)}"
@@ -86,7 +89,8 @@ class ExploreResult:
     """The outcome of one exploration.
 
     Fields:
-        policy: the explored policy's name; against: the reference's (differential mode).
+        policy: the explored policy's name; against: the references' (differential mode),
+            comma-separated.
         space, bound: what was explored.
         witnesses: one per mechanism (divergence), smallest first.
         schedules: transitions decided (each one iteration of one schedule prefix).
@@ -130,7 +134,8 @@ class ExploreResult:
         lines = [head]
         for w in self.witnesses:
             mark = "" if w.confirmed is not False else " [the engine's replay does not confirm it]"
-            lines.append(f"  {w.summary()}{mark}")
+            vs = f"against {w.against}: " if w.against and "," in (self.against or "") else ""
+            lines.append(f"  {vs}{w.summary()}{mark}")
         return lines
 
     def to_json(self) -> dict[str, Any]:
@@ -142,4 +147,4 @@ class ExploreResult:
                 "witnesses": [w.to_json() for w in self.witnesses]}
 
 
-__all__ = ["ExploreResult", "Witness", "describe_key"]
+__all__ = ["ExploreResult", "Witness", "describe_key", "plural"]

@@ -141,9 +141,11 @@ class Search:
         mechanism (key) not in it yet, at its minimal size for this rank count."""
         tables = self.tables(ranks)
         init = tables.initial()
+        refs = len(self.policies) - 1
         f_sids = np.full((1, ranks), init, np.int64)
         f_cq = np.ones(1, bool)
-        f_role = np.zeros(1, bool)
+        f_role = np.zeros(1, np.int64)               # bit k: policy k's dummy role is context
+        f_agree = np.full(1, (1 << refs) - 1, np.int64)  # bit k-1: policy k agrees so far
         f_req = np.zeros(1, np.int64)
         parents: list[tuple[np.ndarray, np.ndarray]] = []   # per level: (parent index, choices)
         visited: set = set()
@@ -157,34 +159,40 @@ class Search:
             self.stats.rank_iterations += len(G) * ranks * len(self.policies)
             self.stats.levels = max(self.stats.levels, depth + 1)
             outs = self.decide_rows(tables, G, f_role[P])
-            inp, out, role = outs[0]
+            inp, out, _ = outs[0]
             req = f_req[P] + tables.col("arrived")[G].sum(axis=1)
-            alive = self._record(tables, G, P, inp, out, outs, req, depth, parents, found, ranks)
-            # Successors of the transitions that neither crashed nor diverged.
+            alive, agree = self._record(tables, G, P, outs, f_agree[P], req, depth, parents,
+                                        found, ranks)
+            # Successors of the transitions that neither crashed nor lost every reference.
             if not alive.any():
                 break
             nxt = self.successors(tables, G, inp, out)
+            role = np.zeros(len(G), np.int64)
+            for k, (_, _, r) in enumerate(outs):
+                role |= r.astype(np.int64) << k
+            cq = out.can_queue[:, 0]
             if not alive.all():
                 k = np.flatnonzero(alive)
-                G, P, req, nxt, cq, role_next = G[k], P[k], req[k], nxt[k], out.can_queue[k, 0], role[k]
-            else:
-                cq, role_next = out.can_queue[:, 0], role
+                G, P, req, nxt, cq, role, agree = G[k], P[k], req[k], nxt[k], cq[k], role[k], agree[k]
             if self.canonical:
                 nxt = np.sort(nxt, axis=1)
-            keys = _keys(nxt, cq, role_next)
+            extra = (((role << refs) | agree) << 1) | cq.astype(np.int64)
+            rows = np.concatenate([nxt, extra[:, None]], axis=1)
             if self.memo:
+                keys = _level_keys(rows)
                 order = np.lexsort((req, keys))
                 keys_s = keys[order]
                 first = np.ones(len(order), bool)
                 first[1:] = keys_s[1:] != keys_s[:-1]
                 pick = order[first]
-                fresh_keys = np.array([key not in visited for key in keys[pick].tolist()], bool)
-                pick = pick[fresh_keys]
-                visited.update(keys[pick].tolist())
+                seen = [tuple(r) for r in rows[pick].tolist()]
+                fresh = np.array([r not in visited for r in seen], bool)
+                visited.update(r for r, f in zip(seen, fresh.tolist()) if f)
+                pick = pick[fresh]
             else:
-                pick = np.arange(len(keys))
+                pick = np.arange(len(rows))
             parents.append((P[pick], G[pick]))
-            f_sids, f_cq, f_role, f_req = nxt[pick], cq[pick], role_next[pick], req[pick]
+            f_sids, f_cq, f_role, f_agree, f_req = nxt[pick], cq[pick], role[pick], agree[pick], req[pick]
             self.stats.states += len(pick)
 
     def tables(self, ranks: int) -> Tables:
@@ -197,13 +205,14 @@ class Search:
 
     def decide_rows(self, tables: Tables, G: np.ndarray, role_in: np.ndarray) -> list:
         """Every policy's ``(inputs, outputs, role)`` for the transitions ``G`` (``(N, R)``
-        choice ids) from states whose carried dummy role is ``role_in``."""
+        choice ids) from states whose carried dummy roles are ``role_in`` (bit k: policy k's)."""
         ctx = tables.col("ctx_new")[G].any(axis=1)
         gen = tables.col("gen_new")[G].any(axis=1)
         kv_fields = tables.kv_fields()
         outs = []
         for k, pol in enumerate(self.policies):
-            role = _role_table(pol)[role_in.astype(int) * 4 + ctx * 2 + gen]
+            before = (role_in >> k) & 1
+            role = _role_table(pol)[before * 4 + ctx * 2 + gen]
             inp = _inputs(tables, G, k, role, kv_fields)
             pad = (self._hook_pads(pol, tables.config, tables, G, inp, role)
                    if pol.pad_hook is not None else None)
@@ -250,7 +259,8 @@ class Search:
             if got is None:
                 views = [FrameView(iter=0, rank=r, requests=self._views[u[r]][0],
                                    expected=int(u[R + r]), config=cfg,
-                                   alloc_ok=self._views[u[r]][1], new_requests=self._views[u[r]][2])
+                                   alloc_ok=self._views[u[r]][1], new_requests=self._views[u[r]][2],
+                                   kv_precheck_ok=self._views[u[r]][3])
                          for r in range(R)]
                 got = self._hook_cache[key] = hook_outcomes(pol, views, bool(u[-1]))
             outcome_rows.append(got)
@@ -268,13 +278,16 @@ class Search:
     def _view_ids(self, tables: Tables, pol: Policy) -> np.ndarray:
         """Per choice id: the id of what a hook sees of the rank (requests, KV, new), interned."""
         have = self._view_of.setdefault(id(tables), [])
-        kv_alloc = tables.kv_fields().get("alloc_ok")
+        fields = tables.kv_fields()
         carried = tables.col("carried")
         kv = tables.col("kv")
         new = tables.col("new_real")
         for choice in range(len(have), len(tables.moves)):
             content = (self._requests(tables, choice, bool(carried[choice])),
-                       True if kv_alloc is None else bool(kv_alloc[kv[choice]]), int(new[choice]))
+                       bool(fields["alloc_ok"][kv[choice]]) if "alloc_ok" in fields else True,
+                       int(new[choice]),
+                       bool(fields["kv_precheck_ok"][kv[choice]]) if "kv_precheck_ok" in fields
+                       else True)
             vid = self._view_index.get(content)
             if vid is None:
                 vid = self._view_index[content] = len(self._views)
@@ -298,19 +311,21 @@ class Search:
     # ------------------------------------------------------------------ failures
     def _leak_cause(self, tables: Tables, G: np.ndarray, o: StepOutputs) -> np.ndarray:
         """Per transition: the smallest reason among the ranks that scheduled 0."""
-        kv_reason = np.array([self.reasons.id(f"dummy allocation {k.name}") for k in self.kv])
+        kv_reason = np.array([self.reasons.id(f"KV {k.name}") for k in self.kv])
         reason = np.where(o.alloc_failed, kv_reason[tables.col("kv")[G]], tables.col("reason")[G])
         zero = o.batch == 0
         big = np.iinfo(np.int64).max
         cause = np.where(zero, reason, big).min(axis=1)
         return np.where(cause == big, 0, cause)
 
-    def _record(self, tables, G, P, inp, out, outs, req, depth, parents, found, ranks) -> np.ndarray:
-        """Note every mechanism first seen here; the mask of transitions to continue from."""
+    def _record(self, tables, G, P, outs, agree_in, req, depth, parents, found, ranks):
+        """Note every mechanism (divergence) first seen here. Returns the mask of transitions to
+        continue from and, per transition, the references still agreeing (a bitmask)."""
+        inp, out, _ = outs[0]
         kinds = self._crash_kinds(out, G)
         crash = (kinds > 0).any(axis=1)
         carried_cause = np.where(inp.carried, tables.col("dummy")[G], 0)
-        kv_reason = np.array([self.reasons.id(f"dummy allocation {k.name}") for k in self.kv])
+        kv_reason = np.array([self.reasons.id(f"KV {k.name}") for k in self.kv])
         frame_reason = tables.col("reason")[G]
         big = np.iinfo(np.int64).max
         events = []
@@ -331,18 +346,20 @@ class Search:
         if waste.any():
             events.append((KIND_WASTE, waste, np.where(out.surplus & (carried_cause > 0),
                                                         carried_cause, big).min(axis=1)))
-        alive = ok.copy()
-        if len(outs) > 1:
-            diverged, dkeys = _divergence(outs, kinds, self._crash_kinds(outs[1][1], G))
-            alive &= ~diverged
-            self._note(found, dkeys, req, G, P, depth, parents, ranks)
         for kind, hit, cause in events:
             cause = np.where(cause == big, 0, cause)
-            pairs = []
-            for c in np.unique(cause[hit]).tolist():
-                pairs.append(((kind, int(c)), hit & (cause == c)))
+            pairs = [((kind, int(c)), hit & (cause == c)) for c in np.unique(cause[hit]).tolist()]
             self._note(found, pairs, req, G, P, depth, parents, ranks)
-        return alive
+        agree = agree_in.copy()
+        for k in range(1, len(outs)):
+            live = ((agree_in >> (k - 1)) & 1).astype(bool)
+            diverged, dkeys = _divergence(outs[0][1], outs[k][1], kinds,
+                                          self._crash_kinds(outs[k][1], G), live)
+            agree &= ~(diverged.astype(np.int64) << (k - 1))
+            self._note(found, [(("diverge", k) + key, m) for key, m in dkeys], req, G, P, depth,
+                       parents, ranks)
+        alive = ok & (agree != 0) if len(outs) > 1 else ok
+        return alive, agree
 
     def _crash_kinds(self, out: StepOutputs, G: np.ndarray) -> np.ndarray:
         """``(N, R)`` KIND_* of each rank's crash (0: none)."""
@@ -427,21 +444,20 @@ def _next_states(tables: Tables, G: np.ndarray, dummy_after: np.ndarray,
     return ids[inv].reshape(G.shape)
 
 
-def _keys(sids: np.ndarray, cq: np.ndarray, role: np.ndarray) -> np.ndarray:
-    """One int per fleet state (rank states in the given order, can_queue, role)."""
-    if sids.shape[1] * _ID_BITS + 2 > 63:
-        return np.array([hash((tuple(r), c, o)) for r, c, o in
-                         zip(sids.tolist(), cq.tolist(), role.tolist())], np.int64)
-    key = np.zeros(len(sids), np.int64)
-    for r in range(sids.shape[1]):
-        key = (key << _ID_BITS) | sids[:, r]
-    return (key << 2) | (cq.astype(np.int64) << 1) | role.astype(np.int64)
+def _level_keys(rows: np.ndarray) -> np.ndarray:
+    """One int per distinct row of ``rows`` (equal rows, equal ints), within one level."""
+    if rows.shape[1] * _ID_BITS <= 62 and rows[:, -1].max(initial=0) < (1 << _ID_BITS):
+        key = np.zeros(len(rows), np.int64)
+        for r in range(rows.shape[1]):
+            key = (key << _ID_BITS) | rows[:, r]
+        return key
+    return np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1)
 
 
-def _divergence(outs, kinds_a: np.ndarray, kinds_b: np.ndarray):
-    """Transitions where the two policies decide differently, and the divergence keys:
-    ``("diverge", field, a value, b value)`` of the first differing field (rank order)."""
-    (_, a, _), (_, b, _) = outs[0], outs[1]
+def _divergence(a: StepOutputs, b: StepOutputs, kinds_a: np.ndarray, kinds_b: np.ndarray,
+                live: np.ndarray):
+    """Transitions (among ``live``) where two policies decide differently, and the divergence
+    keys ``(field, a value, b value)`` of the first differing field (the first rank differing)."""
     n = len(kinds_a)
     first_field = np.full(n, -1)
     va = np.zeros(n, np.int64)
@@ -452,10 +468,10 @@ def _divergence(outs, kinds_a: np.ndarray, kinds_b: np.ndarray):
         x = np.asarray(x).astype(np.int64)
         y = np.asarray(y).astype(np.int64)
         diff = x != y
-        row = diff.any(axis=1) & (first_field < 0)
+        row = diff.any(axis=1) & (first_field < 0) & live
         if row.any():
-            r = np.argmax(diff[row], axis=1)
             idx = np.flatnonzero(row)
+            r = np.argmax(diff[idx], axis=1)
             va[idx] = x[idx, r]
             vb[idx] = y[idx, r]
             first_field[idx] = i
@@ -465,7 +481,7 @@ def _divergence(outs, kinds_a: np.ndarray, kinds_b: np.ndarray):
         combo = np.stack([first_field, va, vb], axis=1)[diverged]
         for f, x, y in np.unique(combo, axis=0).tolist():
             mask = diverged & (first_field == f) & (va == x) & (vb == y)
-            keys.append((("diverge", cols[f][0], x, y), mask))
+            keys.append(((cols[f][0], x, y), mask))
     return diverged, keys
 
 

@@ -49,10 +49,15 @@ class KvOutcome:
     step: tuple[tuple[str, object], ...] = ()
 
 
-#: The KV outcomes a trace can state: the dummy fits, or ``add_dummy_requests`` returns None.
+#: The KV-capacity outcomes of a rank that wants a dummy (traces/FORMAT.md): it fits; the
+#: precheck ``_has_adp_dummy_kv_capacity`` says it cannot fit; the precheck passes but
+#: ``add_dummy_requests`` still refuses it.
 KV_OUTCOMES: tuple[KvOutcome, ...] = (
     KvOutcome("fits"),
-    KvOutcome("refused", frame=(("alloc_ok", False),), step=(("alloc_ok", False),)),
+    KvOutcome("precheck fails", frame=(("kv_precheck_ok", False),),
+              step=(("kv_precheck_ok", False),)),
+    KvOutcome("refused after the precheck", frame=(("alloc_ok", False),),
+              step=(("alloc_ok", False),)),
 )
 
 

@@ -42,7 +42,7 @@ def schedule_records(search: Search, found: Found, build: str) -> list[dict[str,
     held: list[list[tuple[int, tuple[int, int]]]] = [[] for _ in range(R)]  # (id, token) per rank
     order: list[list[int]] = [[] for _ in range(R)]  # list order of request ids per rank
     next_id = 1
-    role = np.zeros(1, bool)
+    role = np.zeros(1, np.int64)
     for it, row in enumerate(found.path):
         G = np.array([row], np.int64)
         frames = []
@@ -70,7 +70,8 @@ def schedule_records(search: Search, found: Found, build: str) -> list[dict[str,
         records.extend(sorted(frames, key=lambda f: f["rank"]))
         if it == len(found.path) - 1:
             break
-        inp, out, role_out = search.decide_rows(tables, G, role)[0]
+        outs = search.decide_rows(tables, G, role)
+        inp, out, _ = outs[0]
         nxt = search.successors(tables, G, inp, out)[0]
         for p in range(R):
             q = conc[p]
@@ -79,7 +80,9 @@ def schedule_records(search: Search, found: Found, build: str) -> list[dict[str,
             held[q] = [(rid, (c, a if survives and not fresh else 0)) for rid, (c, a) in new_held[q]]
         perm = np.argsort(nxt, kind="stable")
         conc = [conc[int(i)] for i in perm]
-        role = role_out[:1]
+        role = np.zeros(1, np.int64)
+        for k, (_, _, r) in enumerate(outs):
+            role |= r.astype(np.int64) << k
     return records
 
 
