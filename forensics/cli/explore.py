@@ -37,6 +37,8 @@ def _bools(values: tuple[str, ...], true: str) -> tuple[bool, ...] | None:
               help="max_batch_size (repeatable; default 1 and 2).")
 @click.option("--cap", "caps", multiple=True, type=click.IntRange(1, 16),
               help="max_num_active_requests (repeatable; default pp_size * max_batch_size).")
+@click.option("--dkv", "dkv", multiple=True, type=click.Choice(["on", "off"]),
+              help="dkv_enabled (repeatable; default both).")
 @click.option("-o", "--output", "out_dir", default=None, type=click.Path(file_okay=False),
               help="Write each witness as a v2 trace DIR/<policy>--<mechanism>.jsonl.")
 @click.option("--export-tests", "tests_dir", default=None, type=click.Path(file_okay=False),
@@ -45,11 +47,11 @@ def _bools(values: tuple[str, ...], true: str) -> tuple[bool, ...] | None:
 @json_option
 @quiet_option
 def command(policies, against, ranks, requests, iterations, modes, pp_sizes, overlap, models,
-            batch_sizes, caps, out_dir, tests_dir, force, as_json, quiet) -> None:
+            batch_sizes, caps, dkv, out_dir, tests_dir, force, as_json, quiet) -> None:
     """Every schedule up to a bound, with a minimal witness per failure mechanism.
 
     Enumerates, for every configuration (serving mode, pp_size, overlap, model, max_batch_size,
-    cap), every schedule of abstract request states, arrivals, completions and KV outcomes up
+    cap, dkv), every schedule of abstract request states, arrivals, completions and KV outcomes up
     to the bound, decides it with the replay's step function (real code for trtllm: and py:
     specs), and prints each failure mechanism (leak, wasted capacity, crash, hang in a
     collective) with its smallest schedule, or "no counterexample in N schedules". With
@@ -68,7 +70,8 @@ def command(policies, against, ranks, requests, iterations, modes, pp_sizes, ove
     space = ConfigSpace(**{k: v for k, v in dict(
         disaggregated=_bools(modes, "disagg"), pp_sizes=tuple(pp_sizes) or None,
         overlap=_bools(overlap, "on"), models=tuple(models) or None,
-        max_batch_sizes=tuple(batch_sizes) or None, caps=tuple(caps) or None).items()
+        max_batch_sizes=tuple(batch_sizes) or None, caps=tuple(caps) or None,
+        dkv=_bools(dkv, "on")).items()
         if v is not None})
     with library_errors():
         bound = Bound(ranks=ranks or DEFAULT_BOUND.ranks, requests=requests or DEFAULT_BOUND.requests,

@@ -42,6 +42,7 @@ def behaviour_key(policy: Policy, config: RunConfig) -> tuple:
         return (policy.name, config)
     return (policy.predicate(config), policy.uses_forward_intent(config),
             policy.alloc_failure_for(config), policy.rolls_back(config), policy.postpads(config),
+            policy.prechecks(config), policy.pads_run(config), policy.gated(config),
             policy.cap, policy.entry_check, policy.dummy_role, config.cap, config.max_batch_size,
             config.disaggregated, config.overlap_scheduler, config.encoder_decoder,
             config.enable_attention_dp, config.expected_multiplier)
@@ -93,17 +94,18 @@ def explore(policy: str | Policy, space: ConfigSpace = ConfigSpace(), bound: Bou
             if found is None:
                 search = Search(policies, config, bound.requests, kv_outcomes, reasons,
                                 canonical=canonical, memo=memo)
-                found = {}
-                for ranks in range(bound.min_ranks, bound.ranks + 1):
-                    search.run(ranks, bound.iterations, found)
-                shared[key] = found
+                found = shared[key] = {}
                 result.searches += 1
-                result.schedules += search.stats.transitions
-                result.rank_iterations += search.stats.rank_iterations
-                result.states += search.stats.states
-                for k, f in found.items():
-                    if k not in best or f.size < best[k][0].size:
-                        best[k] = (f, search)
+                try:
+                    for ranks in range(bound.min_ranks, bound.ranks + 1):
+                        search.run(ranks, bound.iterations, found)
+                finally:  # an interrupted search still counts what it found
+                    result.schedules += search.stats.transitions
+                    result.rank_iterations += search.stats.rank_iterations
+                    result.states += search.stats.states
+                    for k, f in found.items():
+                        if k not in best or f.size < best[k][0].size:
+                            best[k] = (f, search)
             for k in found:
                 counts[k] = counts.get(k, 0) + 1
             if progress is not None:

@@ -50,7 +50,8 @@ class Witness:
         c = self.config
         return (f"{'disaggregated' if c.disaggregated else 'aggregated'}, pp_size {c.pp_size}, "
                 f"{'overlap' if c.overlap_scheduler else 'no overlap'}, model {c.model_arch}, "
-                f"max_batch_size {c.max_batch_size}, cap {c.cap}")
+                f"max_batch_size {c.max_batch_size}, cap {c.cap}"
+                + (", dkv" if c.dkv_enabled else ""))
 
     def summary(self) -> str:
         return (f"{self.description} -- minimal witness: {plural(self.ranks, 'rank')}, "

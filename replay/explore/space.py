@@ -109,6 +109,7 @@ class ConfigSpace:
         models: ``model_arch`` values (default: every gated model and one outside the gates).
         max_batch_sizes: per-rank scheduler limits.
         caps: ``max_num_active_requests`` values; None: ``pp_size * max_batch_size`` only.
+        dkv: ``dkv_enabled`` values (both pads return at once in versions that know it).
     """
 
     disaggregated: tuple[bool, ...] = (True, False)
@@ -117,6 +118,7 @@ class ConfigSpace:
     models: Optional[tuple[str, ...]] = None
     max_batch_sizes: tuple[int, ...] = (1, 2)
     caps: Optional[tuple[int, ...]] = None
+    dkv: tuple[bool, ...] = (False, True)
 
     def model_values(self) -> tuple[str, ...]:
         return self.models if self.models is not None else gated_models() + (OUTSIDE_GATES_MODEL,)
@@ -124,13 +126,13 @@ class ConfigSpace:
     def configs(self, tp_size: int) -> list[RunConfig]:
         """Every configuration of the space for a group of ``tp_size`` ranks."""
         out = []
-        for dis, pp, ov, model, mbs in itertools.product(
+        for dis, pp, ov, model, mbs, dkv in itertools.product(
                 self.disaggregated, self.pp_sizes, self.overlap, self.model_values(),
-                self.max_batch_sizes):
+                self.max_batch_sizes, self.dkv):
             for cap in (self.caps or (None,)):
                 out.append(RunConfig(tp_size=tp_size, pp_size=pp, max_batch_size=mbs,
                                      max_num_active_requests=cap, disaggregated=dis,
-                                     overlap_scheduler=ov, model_arch=model))
+                                     overlap_scheduler=ov, model_arch=model, dkv_enabled=dkv))
         return out
 
     def size(self) -> int:

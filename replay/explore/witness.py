@@ -29,7 +29,8 @@ def run_record(config: RunConfig, build: str) -> dict[str, Any]:
             "pp_size": config.pp_size, "max_batch_size": config.max_batch_size,
             "max_num_active_requests": config.cap, "disaggregated": config.disaggregated,
             "overlap_scheduler": config.overlap_scheduler, "build": build,
-            "model_arch": config.model_arch, "state_numbering": CURRENT_NUMBERING}
+            "model_arch": config.model_arch, "state_numbering": CURRENT_NUMBERING,
+            **({"dkv_enabled": True} if config.dkv_enabled else {})}
 
 
 def schedule_records(search: Search, found: Found, build: str) -> list[dict[str, Any]]:
