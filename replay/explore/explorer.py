@@ -17,14 +17,18 @@ Example:
 """
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import multiprocessing
+import os
 import time
 from typing import Callable, Optional, Sequence
 
 from replay.config import RunConfig
+from replay.explore.mechanisms import KIND_OF
 from replay.explore.model import Reasons
 from replay.explore.result import ExploreResult, Witness, describe_key
-from replay.explore.search import Found, Search
+from replay.explore.search import Search
 from replay.explore.space import DEFAULT_BOUND, KV_OUTCOMES, Bound, ConfigSpace, KvOutcome
 from replay.explore.witness import confirm, schedule_records
 from replay.policy import Policy
@@ -48,11 +52,80 @@ def behaviour_key(policy: Policy, config: RunConfig) -> tuple:
             config.enable_attention_dp, config.expected_multiplier)
 
 
+@dataclasses.dataclass(frozen=True)
+class SearchJob:
+    """One search: a configuration under the explored policy (and references), all rank counts.
+
+    Fields:
+        policies: the policies (``Policy`` objects, or specs a worker resolves again: a hooked
+            policy's code cannot be pickled).
+        config, bound, kv_outcomes, canonical, memo: as in :func:`explore`.
+        build: the ``build`` label of the witness traces.
+    """
+
+    policies: tuple
+    config: RunConfig
+    bound: Bound
+    kv_outcomes: tuple[KvOutcome, ...]
+    canonical: bool
+    memo: bool
+    build: str
+
+
+@dataclasses.dataclass
+class SearchOutcome:
+    """What one search found: ``{key: (Found, records)}`` with reason ids replaced by their
+    labels (``(kind, label)``; a divergence key as the search wrote it), and its counts."""
+
+    found: dict
+    transitions: int = 0
+    rank_iterations: int = 0
+    states: int = 0
+    interrupted: bool = False
+
+
+def run_job(job: SearchJob) -> SearchOutcome:
+    """Run one search (in this process or a worker) and build its witnesses' traces."""
+    policies = tuple(resolve_policy(p) for p in job.policies)
+    search = Search(policies, job.config, job.bound.requests, job.kv_outcomes, Reasons(),
+                    canonical=job.canonical, memo=job.memo)
+    found: dict = {}
+    out = SearchOutcome(found={})
+    try:
+        for ranks in range(job.bound.min_ranks, job.bound.ranks + 1):
+            search.run(ranks, job.bound.iterations, found)
+    except KeyboardInterrupt:
+        out.interrupted = True
+    out.transitions = search.stats.transitions
+    out.rank_iterations = search.stats.rank_iterations
+    out.states = search.stats.states
+    for k, f in found.items():
+        key = k if k[0] == "diverge" else (k[0], search.reasons.labels[k[1]])
+        out.found[key] = (f, schedule_records(search, f, job.build))
+    return out
+
+
+def _portable(policy: Policy, spec) -> object:
+    """What a worker can rebuild the policy from: its spec for a hooked policy."""
+    if policy.pad_hook is None:
+        return policy
+    return spec if isinstance(spec, str) else None
+
+
+def default_workers() -> int:
+    """Worker processes for the searches: the usable cores (searches are independent)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def explore(policy: str | Policy, space: ConfigSpace = ConfigSpace(), bound: Bound = DEFAULT_BOUND,
             *, against: str | Policy | Sequence[str | Policy] | None = None,
             kv_outcomes: tuple[KvOutcome, ...] = KV_OUTCOMES,
             progress: Optional[Progress] = None, canonical: bool = True, memo: bool = True,
-            check: bool = True) -> ExploreResult:
+            check: bool = True, workers: Optional[int] = None,
+            cache: Optional[dict] = None) -> ExploreResult:
     """Explore every schedule of ``space`` up to ``bound`` under ``policy``.
 
     Args:
@@ -62,9 +135,12 @@ def explore(policy: str | Policy, space: ConfigSpace = ConfigSpace(), bound: Bou
             the result's witnesses are then the first divergences (per reference, field and
             values), not failures.
         kv_outcomes: the KV outcomes to enumerate per rank and iteration.
-        progress: called after each configuration.
+        progress: called after each search.
         canonical, memo: the symmetry and visited-state reductions (for checks).
         check: replay each witness's trace with the engine (``Witness.confirmed``).
+        workers: processes running searches (default: the usable cores; 1: in this process).
+        cache: searches already run, by behaviour key (several policies explored in a row
+            share the configurations they decide alike).
 
     Returns:
         :class:`~replay.explore.result.ExploreResult`; Ctrl-C stops the search and returns what
@@ -72,66 +148,100 @@ def explore(policy: str | Policy, space: ConfigSpace = ConfigSpace(), bound: Bou
     """
     pol = resolve_policy(policy)
     if against is None:
-        refs: list[Policy] = []
+        ref_specs: list = []
     elif isinstance(against, (str, Policy)):
-        refs = [resolve_policy(against)]
+        ref_specs = [against]
     else:
-        refs = [resolve_policy(a) for a in against]
+        ref_specs = list(against)
+    refs = [resolve_policy(a) for a in ref_specs]
     policies = (pol, *refs)
     result = ExploreResult(policy=pol.name, against=", ".join(r.name for r in refs) or None,
                            space=space, bound=bound)
-    reasons = Reasons()
-    best: dict[tuple, tuple[Found, Search]] = {}
-    counts: dict[tuple, int] = {}
-    shared: dict[tuple, dict[tuple, Found]] = {}
     configs = space.configs(tp_size=1)
     result.configs = len(configs)
+    keys = [(tuple(behaviour_key(p, c) for p in policies), bound, kv_outcomes, canonical, memo)
+            for c in configs]
+    cache = {} if cache is None else cache
+    portable = tuple(_portable(p, s) for p, s in zip(policies, (policy, *ref_specs)))
+    jobs = {}
+    for key, config in zip(keys, configs):
+        if key not in cache and key not in jobs:
+            jobs[key] = SearchJob(policies=portable if None not in portable else policies,
+                                  config=config, bound=bound, kv_outcomes=kv_outcomes,
+                                  canonical=canonical, memo=memo, build=pol.name)
+    n_workers = min(workers or default_workers(), max(len(jobs), 1))
+    if None in portable:
+        n_workers = 1
     start = time.perf_counter()
+    done = 0
+
+    def finished(key, outcome: SearchOutcome) -> None:
+        nonlocal done
+        cache[key] = outcome
+        result.searches += 1
+        result.schedules += outcome.transitions
+        result.rank_iterations += outcome.rank_iterations
+        result.states += outcome.states
+        result.interrupted |= outcome.interrupted
+        done += 1
+        if progress is not None:
+            progress(done, len(jobs), result.schedules)
+
     try:
-        for n, config in enumerate(configs):
-            key = tuple(behaviour_key(p, config) for p in policies)
-            found = shared.get(key)
-            if found is None:
-                search = Search(policies, config, bound.requests, kv_outcomes, reasons,
-                                canonical=canonical, memo=memo)
-                found = shared[key] = {}
-                result.searches += 1
-                try:
-                    for ranks in range(bound.min_ranks, bound.ranks + 1):
-                        search.run(ranks, bound.iterations, found)
-                finally:  # an interrupted search still counts what it found
-                    result.schedules += search.stats.transitions
-                    result.rank_iterations += search.stats.rank_iterations
-                    result.states += search.stats.states
-                    for k, f in found.items():
-                        if k not in best or f.size < best[k][0].size:
-                            best[k] = (f, search)
-            for k in found:
-                counts[k] = counts.get(k, 0) + 1
-            if progress is not None:
-                progress(n + 1, len(configs), result.schedules)
+        if n_workers <= 1:
+            for key, job in jobs.items():
+                finished(key, run_job(job))
+                if result.interrupted:
+                    break
+        else:
+            _run_pool(jobs, n_workers, finished)
     except KeyboardInterrupt:
         result.interrupted = True
     result.seconds = time.perf_counter() - start
-    build = pol.name
-    for k, (f, search) in sorted(best.items(), key=lambda kv: (kv[1][0].size, str(kv[0]))):
+    best: dict = {}
+    counts: dict = {}
+    for key, config in zip(keys, configs):
+        outcome = cache.get(key)
+        if outcome is None:
+            continue
+        for k, (f, records) in outcome.found.items():
+            counts[k] = counts.get(k, 0) + 1
+            if k not in best or f.size < best[k][0].size:
+                best[k] = (f, records, config)
+    for k, (f, records, config) in sorted(best.items(), key=lambda kv: (kv[1][0].size, str(kv[0]))):
         if refs and k[0] != "diverge":
             continue  # differential mode reports divergences only
-        label = reasons.labels[k[1]] if k[0] != "diverge" else ""
-        kind, cause, description, slug = describe_key(k, label)
+        kind, cause, description, slug = describe_key(k, k[1] if k[0] != "diverge" else "")
         ref_name = refs[k[1] - 1].name if k[0] == "diverge" else None
         if ref_name is not None and len(refs) > 1:
             slug = f"{ref_name}--{slug}"
-        records = schedule_records(search, f, build)
-        confirmed = None
-        if check and not refs:
-            confirmed = confirm(records, pol, k[0])
+        records = [dict(r, build=pol.name) if r.get("kind") == "run" else r for r in records]
+        confirmed = confirm(records, pol, KIND_OF[kind]) if check and not refs else None
         result.witnesses.append(Witness(
             kind=kind, cause=cause, description=description,
-            config=dataclasses.replace(search.config, tp_size=f.ranks), ranks=f.ranks,
+            config=dataclasses.replace(config, tp_size=f.ranks), ranks=f.ranks,
             iterations=f.iterations, requests=f.requests, records=tuple(records),
             configs=counts.get(k, 1), confirmed=confirmed, slug=slug, against=ref_name))
     return result
 
 
-__all__ = ["Progress", "behaviour_key", "explore"]
+def _run_pool(jobs: dict, n_workers: int, finished) -> None:
+    """Run the jobs in ``n_workers`` processes, reporting each as it completes."""
+    ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods()
+                                      else "spawn")
+    with concurrent.futures.ProcessPoolExecutor(n_workers, mp_context=ctx) as pool:
+        futures = {pool.submit(run_job, job): key for key, job in jobs.items()}
+        try:
+            for fut in concurrent.futures.as_completed(futures):
+                finished(futures[fut], fut.result())
+        except KeyboardInterrupt:
+            for fut in futures:
+                fut.cancel()
+            for fut, key in futures.items():
+                if fut.done() and not fut.cancelled() and fut.exception() is None:
+                    finished(key, fut.result())
+            raise
+
+
+__all__ = ["Progress", "SearchJob", "SearchOutcome", "behaviour_key", "default_workers",
+           "explore", "run_job"]

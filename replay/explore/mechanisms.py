@@ -23,6 +23,8 @@ KIND_ERROR = 5
 
 KIND_NAMES = {KIND_LEAK: "leak", KIND_WASTE: "wasted capacity", KIND_CRASH: "crash",
               KIND_HANG: "hang in a collective", KIND_ERROR: "crash (other exception)"}
+#: The kind of each name.
+KIND_OF = {name: kind for kind, name in KIND_NAMES.items()}
 #: File-name slugs of the kinds.
 KIND_SLUGS = {KIND_LEAK: "leak", KIND_WASTE: "wasted-capacity", KIND_CRASH: "crash",
               KIND_HANG: "hang", KIND_ERROR: "error"}
@@ -61,4 +63,4 @@ def describe_kind(kind: int, cause: str) -> str:
 
 
 __all__ = ["DIVERGENCE_FIELDS", "KIND_CRASH", "KIND_ERROR", "KIND_HANG", "KIND_LEAK",
-           "KIND_NAMES", "KIND_SLUGS", "KIND_WASTE", "crash_kind_of_message", "describe_kind"]
+           "KIND_NAMES", "KIND_OF", "KIND_SLUGS", "KIND_WASTE", "crash_kind_of_message", "describe_kind"]

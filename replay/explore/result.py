@@ -80,7 +80,7 @@ def describe_key(key: tuple, label: str) -> tuple[str, str, str, str]:
         cause = f"{field}: {show(a)} vs {show(b)}"
         return ("divergence", cause, f"divergence on {cause}",
                 f"diverge-{field}-{a}-{b}".replace("_", "-"))
-    kind, _ = key
+    kind = key[0]
     slug = KIND_SLUGS[kind] + "-" + "".join(ch if ch.isalnum() else "-" for ch in label.lower())
     return KIND_NAMES[kind], label, describe_kind(kind, label), slug.strip("-")
 

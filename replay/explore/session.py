@@ -90,13 +90,16 @@ def explore_policies(specs: Sequence[str] = (), space: ConfigSpace = ConfigSpace
     """
     specs = list(specs) or policy_names()
     results = []
-    total = len(specs) * space.size()
+    cache: dict = {}  # configurations two policies decide alike are searched once
+    total_schedules = 0
     for i, spec in enumerate(specs):
         step = None
         if progress is not None:
-            def step(done, _n, schedules, _base=i * space.size()):
-                progress(_base + done, total, schedules)
-        res = explore(spec, space, bound, against=against, kv_outcomes=kv_outcomes, progress=step)
+            def step(done, n, schedules, _i=i, _base=total_schedules):
+                progress(_i * 100 + (100 * done) // max(n, 1), 100 * len(specs), _base + schedules)
+        res = explore(spec, space, bound, against=against, kv_outcomes=kv_outcomes, progress=step,
+                      cache=cache)
+        total_schedules += res.schedules
         results.append(res)
         if res.interrupted:
             break
