@@ -24,7 +24,7 @@ def _bools(values: tuple[str, ...], true: str) -> tuple[bool, ...] | None:
 @click.option("--requests", type=click.IntRange(1, 4), default=None,
               help="Requests a rank holds at once (default 2).")
 @click.option("--iterations", type=click.IntRange(1, 8), default=None,
-              help="Iterations per schedule (default 4).")
+              help="Iterations per schedule (default 3).")
 @click.option("--mode", "modes", multiple=True, type=click.Choice(["disagg", "aggregated"]),
               help="Serving mode (repeatable; default both).")
 @click.option("--pp", "pp_sizes", multiple=True, type=click.IntRange(1, 8),

@@ -179,13 +179,11 @@ def explore(policy: str | Policy, space: ConfigSpace = ConfigSpace(), bound: Bou
         nonlocal done
         cache[key] = outcome
         result.searches += 1
-        result.schedules += outcome.transitions
-        result.rank_iterations += outcome.rank_iterations
-        result.states += outcome.states
+        result.rank_iterations += outcome.rank_iterations  # replayed now (the rate)
         result.interrupted |= outcome.interrupted
         done += 1
         if progress is not None:
-            progress(done, len(jobs), result.schedules)
+            progress(done, len(jobs), sum(cache[k].transitions for k in jobs if k in cache))
 
     try:
         if n_workers <= 1:
@@ -198,6 +196,10 @@ def explore(policy: str | Policy, space: ConfigSpace = ConfigSpace(), bound: Bou
     except KeyboardInterrupt:
         result.interrupted = True
     result.seconds = time.perf_counter() - start
+    for key in dict.fromkeys(keys):  # every distinct search the space needs, run now or before
+        if key in cache:
+            result.schedules += cache[key].transitions
+            result.states += cache[key].states
     best: dict = {}
     counts: dict = {}
     for key, config in zip(keys, configs):

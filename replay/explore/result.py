@@ -94,11 +94,13 @@ class ExploreResult:
             comma-separated.
         space, bound: what was explored.
         witnesses: one per mechanism (divergence), smallest first.
-        schedules: transitions decided (each one iteration of one schedule prefix).
-        rank_iterations: rank-iterations replayed (every policy counted).
+        schedules: transitions decided (each one iteration of one schedule prefix), over every
+            distinct search the space needs (run now or shared with a policy explored before).
+        rank_iterations: rank-iterations replayed by the searches run now (every policy of a
+            differential run counted).
         states: distinct abstract states expanded.
-        configs: configurations of the space; searches: distinct searches run (configurations
-            a catalogue policy decides alike share one).
+        configs: configurations of the space; searches: searches run now (configurations a
+            catalogue policy decides alike share one).
         seconds: wall time; interrupted: stopped early (Ctrl-C).
     """
 

@@ -76,7 +76,7 @@ class Bound:
 
     ranks: int = 2
     requests: int = 2
-    iterations: int = 4
+    iterations: int = 3
     min_ranks: int = 1
 
     def __post_init__(self) -> None:
@@ -95,7 +95,7 @@ class Bound:
 
 
 #: The default bound (``forensics explore`` without ``--ranks/--requests/--iterations``).
-DEFAULT_BOUND = Bound()
+DEFAULT_BOUND = Bound(ranks=2, requests=2, iterations=3)
 
 
 @dataclasses.dataclass(frozen=True)
