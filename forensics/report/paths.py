@@ -15,11 +15,43 @@ PR #16161) is never recommended.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Optional, Sequence
 
 from replay.config import RunConfig
+from replay.explore import KV_OUTCOMES, Bound, ConfigSpace, explore
+from replay.explore.result import plural
 from replay.policy import EntryCheck, Policy, model_name
 from replay.states import ALL_STATES, micro_batch_window
+
+#: The bound of the exploration behind each path's verdict (``replay.explore``): every schedule
+#: of the path's configuration up to it, with the dummy always fitting in the KV cache (a path is
+#: open when its pad count leaves a gap, whatever the KV cache does).
+PATH_BOUND = Bound(ranks=2, requests=2, iterations=3)
+
+
+@dataclasses.dataclass(frozen=True)
+class PathWitness:
+    """The smallest schedule showing a path open (``replay.explore``'s minimal witness).
+
+    Fields:
+        kind, cause: the mechanism (``crash``, ``GENERATION_TO_COMPLETE``).
+        ranks, iterations, requests: its size.
+        records: the schedule as a v2 trace (``forensics replay`` reads it).
+        file: where the report wrote it (relative to the report), once written.
+    """
+
+    kind: str
+    cause: str
+    ranks: int
+    iterations: int
+    requests: int
+    records: tuple
+    file: str = ""
+
+    def text(self) -> str:
+        return (f"{self.kind} in {plural(self.ranks, 'rank')}, "
+                f"{plural(self.iterations, 'iteration')}, {plural(self.requests, 'request')}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +65,10 @@ class PathGap:
         outcome: what a leak does there (``"crash at the cap"``, ``"warned, capacity wasted"``,
             ``"silent"``), or ``"closed"``.
         why: one clause saying why.
+        witness: for an open path, its minimal witness from exploration (None when the
+            exploration found none up to the bound, or was not run).
+        evidence: what the exploration says: ``"minimal witness: crash in 2 ranks, ..."`` or
+            ``"no counterexample in N schedules up to 2 ranks, ..."``; empty when not run.
     """
 
     label: str
@@ -40,6 +76,8 @@ class PathGap:
     gap_states: tuple[str, ...]
     outcome: str
     why: str
+    witness: Optional[PathWitness] = None
+    evidence: str = ""
 
 
 def path_label(config: RunConfig) -> str:
@@ -84,6 +122,48 @@ def path_gap(policy: Policy, config: RunConfig) -> PathGap:
                        "empty batch only below the cap")
     return PathGap(label, True, gap, _outcome(policy),
                    f"counts {states} the scheduler refuses; no rollback on a skip")
+
+
+#: Which witness kind shows each outcome of :func:`path_gap`.
+_KIND_OF_OUTCOME = {"can crash at the cap (entry assert)": "crash",
+                    "leaks are warned about and waste capacity": "wasted capacity",
+                    "leaks silently (no cap)": "leak"}
+
+
+#: Searches already run for some path, by behaviour key: builds that decide a path alike share one.
+_SEARCHES: dict = {}
+
+
+@functools.lru_cache(maxsize=256)
+def explore_path(policy: Policy, config: RunConfig, outcome: str = "") -> tuple[Optional[PathWitness], int]:
+    """Explore one path's configuration under ``policy`` up to :data:`PATH_BOUND`: the minimal
+    witness of a dummy leaking (of ``outcome``'s kind where one is found, else the smallest
+    failure) and the number of schedules explored."""
+    space = ConfigSpace(disaggregated=(config.disaggregated,), pp_sizes=(config.pp_size,),
+                        overlap=(config.overlap_scheduler,), models=(config.model_arch,),
+                        max_batch_sizes=(config.max_batch_size,), caps=(config.cap,),
+                        dkv=(config.dkv_enabled,))
+    res = explore(policy, space, PATH_BOUND, kv_outcomes=KV_OUTCOMES[:1], workers=1, check=False,
+                  cache=_SEARCHES)
+    want = _KIND_OF_OUTCOME.get(outcome)
+    found = [w for w in res.witnesses if w.kind == want] or list(res.witnesses)
+    if not found:
+        return None, res.schedules
+    w = found[0]  # smallest first
+    return PathWitness(kind=w.kind, cause=w.cause, ranks=w.ranks, iterations=w.iterations,
+                       requests=w.requests, records=w.records), res.schedules
+
+
+def with_evidence(gap: PathGap, policy: Policy, config: RunConfig) -> PathGap:
+    """``gap`` with what exploring its configuration says (a witness when open, "no
+    counterexample up to the bound" when nothing leaks)."""
+    if policy.pad_hook is not None:
+        return gap
+    witness, schedules = explore_path(policy, config, gap.outcome)
+    if witness is not None:
+        return dataclasses.replace(gap, witness=witness, evidence="minimal witness: " + witness.text())
+    return dataclasses.replace(gap, evidence=f"no counterexample in {schedules} schedules up to "
+                                             f"{PATH_BOUND.describe()}")
 
 
 def _outcome(policy: Policy) -> str:
@@ -153,7 +233,8 @@ def clean_builds(policies: Sequence[Policy], config: Optional[RunConfig],
             if not models:
                 continue
             condition = "only if the model is " + " or ".join(model_name(m) for m in models)
-        opened = tuple(g for g in (path_gap(p, c) for c in other_paths(config)) if g.open) \
+        opened = tuple(with_evidence(g, p, c) for g, c in
+                       ((path_gap(p, c), c) for c in other_paths(config)) if g.open) \
             if config is not None else ()
         here = path_gap(p, config) if config is not None else None
         out.append(BuildAdvice(p.name, p.title, tuple(p.prs), opened,
@@ -163,5 +244,5 @@ def clean_builds(policies: Sequence[Policy], config: Optional[RunConfig],
     return sorted(out, key=lambda a: (a.here is not None, len(a.open_paths)))
 
 
-__all__ = ["BuildAdvice", "PathGap", "clean_builds", "gap_states", "other_paths", "path_gap",
-           "path_label"]
+__all__ = ["BuildAdvice", "PATH_BOUND", "PathGap", "PathWitness", "clean_builds", "explore_path",
+           "gap_states", "other_paths", "path_gap", "path_label", "with_evidence"]
