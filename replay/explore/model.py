@@ -121,6 +121,8 @@ class Tables:
         self._arrays: dict[str, np.ndarray] = {}
         self._n_arrays = -1
         self._next: dict[tuple[int, int, int], int] = {}
+        #: ``replay.explore.search``'s next-state lookup table (-1: not computed yet).
+        self.next_lut = np.full(0, -1, np.int64)
 
     # ------------------------------------------------------------------ states
     def state_id(self, state: RankState) -> int:

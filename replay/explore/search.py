@@ -428,20 +428,34 @@ def _take(out: StepOutputs, k: np.ndarray) -> StepOutputs:
     return StepOutputs(**{f.name: getattr(out, f.name)[k] for f in dataclasses.fields(out)})
 
 
+#: Reasons a carried dummy can leak for, in a next-state lookup row (more: computed directly).
+_LUT_REASONS = 64
+
+
 def _next_states(tables: Tables, G: np.ndarray, dummy_after: np.ndarray,
                  processed: np.ndarray) -> np.ndarray:
-    """``(N, R)`` rank-state ids after the transitions (computed once per distinct triple)."""
-    span = int(max(dummy_after.max(initial=0), 0)) + 2
-    code = (G * span + (dummy_after + 1)) * 2 + processed
-    uniq, inv = np.unique(code, return_inverse=True)
-    ids = np.empty(len(uniq), np.int64)
-    for i, u in enumerate(uniq.tolist()):
-        rest, proc = divmod(u, 2)
-        choice, d = divmod(rest, span)
-        ids[i] = tables.next_state(choice, d - 1, proc)
+    """``(N, R)`` rank-state ids after the transitions, through a lookup table per
+    ``(choice, dummy after, processed)`` filled once per triple (``Tables.next_state``)."""
+    width = 2 * (_LUT_REASONS + 1)
+    if dummy_after.max(initial=0) >= _LUT_REASONS:
+        return np.vectorize(tables.next_state, otypes=[np.int64])(G, dummy_after, processed)
+    code = G * width + (dummy_after + 1) * 2 + processed
+    lut = tables.next_lut
+    if lut.size < len(tables.moves) * width:
+        grown = np.full(len(tables.moves) * width * 2, -1, np.int64)
+        grown[:lut.size] = lut
+        lut = tables.next_lut = grown
+    ids = lut[code]
+    missing = ids < 0
+    if missing.any():
+        for u in np.unique(code[missing]).tolist():
+            choice, rest = divmod(u, width)
+            d, proc = divmod(rest, 2)
+            lut[u] = tables.next_state(choice, d - 1, proc)
+        ids = lut[code]
     if len(tables.states) >= 1 << _ID_BITS:
         raise OverflowError("more rank states than the explorer's fleet keys can hold")
-    return ids[inv].reshape(G.shape)
+    return ids
 
 
 def _level_keys(rows: np.ndarray) -> np.ndarray:
