@@ -18,6 +18,7 @@ import dataclasses
 import functools
 from typing import Optional, Sequence
 
+from forensics.trace_records import dumps_records
 from replay.config import RunConfig
 from replay.explore import KV_OUTCOMES, Bound, ConfigSpace, explore
 from replay.explore.result import plural
@@ -154,6 +155,12 @@ def explore_path(policy: Policy, config: RunConfig, outcome: str = "") -> tuple[
                        requests=w.requests, records=w.records), res.schedules
 
 
+def witness_file(policy: Policy, config: RunConfig) -> str:
+    """The report's file name of a path's witness: ``witness-newest--aggregated-pp-size-1.jsonl``."""
+    slug = "".join(ch if ch.isalnum() else "-" for ch in path_label(config).lower())
+    return f"witness-{policy.name}--{'-'.join(filter(None, slug.split('-')))}.jsonl"
+
+
 def with_evidence(gap: PathGap, policy: Policy, config: RunConfig) -> PathGap:
     """``gap`` with what exploring its configuration says (a witness when open, "no
     counterexample up to the bound" when nothing leaks)."""
@@ -161,7 +168,9 @@ def with_evidence(gap: PathGap, policy: Policy, config: RunConfig) -> PathGap:
         return gap
     witness, schedules = explore_path(policy, config, gap.outcome)
     if witness is not None:
-        return dataclasses.replace(gap, witness=witness, evidence="minimal witness: " + witness.text())
+        witness = dataclasses.replace(witness, file=witness_file(policy, config))
+        return dataclasses.replace(gap, witness=witness, evidence="minimal witness: " + witness.text()
+                                   + f" (`{witness.file}`)")
     return dataclasses.replace(gap, evidence=f"no counterexample in {schedules} schedules up to "
                                              f"{PATH_BOUND.describe()}")
 
@@ -198,6 +207,9 @@ class BuildAdvice:
     #: The gate the advice depends on when the run does not name its model
     #: (``"only if the model is DeepSeek-V4"``), else empty.
     condition: str = ""
+    #: What exploring this run's path says when it is closed ("no counterexample in N schedules
+    #: up to ..."), else empty.
+    here_evidence: str = ""
 
     def text(self) -> str:
         prs = f" (PR {', '.join(self.prs[:2])})" if self.prs else ""
@@ -237,12 +249,25 @@ def clean_builds(policies: Sequence[Policy], config: Optional[RunConfig],
                        ((path_gap(p, c), c) for c in other_paths(config)) if g.open) \
             if config is not None else ()
         here = path_gap(p, config) if config is not None else None
+        evidence = with_evidence(here, p, config).evidence \
+            if here is not None and not here.open else ""
         out.append(BuildAdvice(p.name, p.title, tuple(p.prs), opened,
                                here if here is not None and here.open and not condition else None,
-                               condition))
+                               condition, evidence))
     # Closed on this path first, then fewest open paths, then catalogue order (stable sort).
     return sorted(out, key=lambda a: (a.here is not None, len(a.open_paths)))
 
 
+def witness_files(recommended: Sequence[BuildAdvice]) -> dict[str, bytes]:
+    """Every open path's witness trace, by its report file name (JSON Lines)."""
+    out = {}
+    for advice in recommended:
+        for gap in advice.open_paths:
+            if gap.witness is not None and gap.witness.file:
+                out[gap.witness.file] = dumps_records(gap.witness.records).encode()
+    return out
+
+
 __all__ = ["BuildAdvice", "PATH_BOUND", "PathGap", "PathWitness", "clean_builds", "explore_path",
-           "gap_states", "other_paths", "path_gap", "path_label", "with_evidence"]
+           "gap_states", "other_paths", "path_gap", "path_label", "with_evidence", "witness_file",
+           "witness_files"]
