@@ -65,7 +65,7 @@ def command(policies, against, ranks, requests, iterations, modes, pp_sizes, ove
       forensics explore --policy trtllm:~/src/TensorRT-LLM@000515e --against tolerant-17278
     """
     from replay.explore import DEFAULT_BOUND, Bound, ConfigSpace
-    from replay.explore.session import explore_policies
+    from forensics.exploration import explore_policies
 
     space = ConfigSpace(**{k: v for k, v in dict(
         disaggregated=_bools(modes, "disagg"), pp_sizes=tuple(pp_sizes) or None,

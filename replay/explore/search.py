@@ -30,7 +30,7 @@ from replay.config import RunConfig
 from replay.engine import hook_outcomes
 from replay.explore.mechanisms import (KIND_CRASH, KIND_ERROR, KIND_HANG, KIND_LEAK, KIND_WASTE,
                                        DIVERGENCE_FIELDS, crash_kind_of_message)
-from replay.explore.model import START, Reasons, Tables
+from replay.explore.model import Reasons, Tables
 from replay.explore.space import KV_OUTCOMES, KvOutcome
 from replay.policy import FrameView, Policy
 from replay.states import RequestState

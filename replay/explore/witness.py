@@ -9,14 +9,13 @@ that with the engine and says whether it agrees with the explorer.
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Optional
 
 import numpy as np
 
-from forensics.expectations import Outcome
-from forensics.minimize import replay_records
 from replay.config import RunConfig
+from replay.engine import run
+from replay.frames import RunFrames
 from replay.explore.classes import arrival_state
 from replay.explore.mechanisms import KIND_CRASH, KIND_HANG, KIND_LEAK, KIND_WASTE
 from replay.explore.search import Found, Search
@@ -102,16 +101,18 @@ def _frame_states(tables, survivors, arrivals) -> dict[int, RequestState]:
 def confirm(records: list[dict], policy: Any, kind: int) -> Optional[bool]:
     """Whether the engine's replay of the trace shows the mechanism (None: it refused the trace)."""
     try:
-        out = Outcome.of(replay_records(records, policy))
+        result = run(RunFrames.from_records(records), policy=policy)
     except Exception:  # noqa: BLE001 - a trace the replay refuses is reported, not raised
         return None
+    crash = result.crash
+    leak = bool(result.leak_records)
     if kind in (KIND_LEAK, KIND_WASTE):
-        return out.leak and not out.crash
+        return leak and crash is None
     if kind == KIND_CRASH:
-        return out.crash and out.crash_kind in ("assert", "hook")
+        return crash is not None and crash.kind in ("assert", "hook")
     if kind == KIND_HANG:
-        return out.crash and out.crash_kind in ("dummy_alloc_none", "hook")
-    return out.crash
+        return crash is not None and crash.kind in ("dummy_alloc_none", "hook")
+    return crash is not None
 
 
 __all__ = ["confirm", "run_record", "schedule_records"]

@@ -1,4 +1,5 @@
-"""One ``forensics explore`` run: explore policies, write the witnesses, export their tests.
+"""One ``forensics explore`` run: explore policies (``replay.explore``), write the witnesses,
+export their tests.
 
 Files: ``DIR/<policy>--<mechanism>.jsonl`` per witness (a v2 trace ``forensics replay`` reads),
 ``TESTS/test_explore_<policy>_<mechanism>.py`` per witness (``forensics.export_test``: the trace
