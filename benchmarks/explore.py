@@ -67,7 +67,10 @@ def main() -> None:
     ap.add_argument("--era", default="000515e", help="era fixture for real code ('' to skip)")
     ap.add_argument("--era-iterations", type=int, default=2)
     ap.add_argument("--small-iterations", type=int, default=3,
-                    help="bound of the reduced-against-unreduced comparison")
+                    help="iterations of the reduced-against-unreduced comparison")
+    ap.add_argument("--small-requests", type=int, default=1,
+                    help="requests per rank of that comparison (the unreduced space grows as "
+                         "(moves per rank ** ranks) ** iterations)")
     a = ap.parse_args()
     print(f"load before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
           f"({os.cpu_count()} cores)")
@@ -92,8 +95,9 @@ def main() -> None:
             print(f"real code (era {a.era}, lockstep stand-in): {res['schedules']:,} schedules, "
                   f"{res['configs']} configurations, {rate:,.0f} rank-iterations/s; whole process "
                   f"{wall:.1f} s")
-    reduced, unreduced, t_red, t_unred = space_sizes("prefix-2026", a.small_iterations, a.requests)
-    print(f"space (prefix-2026, 2 ranks, {a.requests} requests, {a.small_iterations} iterations, "
+    reduced, unreduced, t_red, t_unred = space_sizes("prefix-2026", a.small_iterations,
+                                                     a.small_requests)
+    print(f"space (prefix-2026, 2 ranks, {a.small_requests} requests, {a.small_iterations} iterations, "
           f"one configuration): reduced {reduced:,} transitions in {t_red:.2f} s, unreduced "
           f"{unreduced:,} in {t_unred:.2f} s: {unreduced / max(reduced, 1):.1f}x smaller")
     print(f"load after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

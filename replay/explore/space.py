@@ -8,8 +8,8 @@ limits one exploration: ranks, requests a rank holds at once, iterations.
 Example:
     >>> space = ConfigSpace(disaggregated=(True,), pp_sizes=(1,), overlap=(False,),
     ...                     models=("deepseek_v4",), max_batch_sizes=(1,))
-    >>> [c.model_arch for c in space.configs(tp_size=2)]
-    ['deepseek_v4']
+    >>> [(c.model_arch, c.dkv_enabled) for c in space.configs(tp_size=2)]
+    [('deepseek_v4', False), ('deepseek_v4', True)]
 """
 from __future__ import annotations
 
