@@ -167,3 +167,26 @@ def test_every_witness_replays_as_found(kind):
     res = explore("prefix-2026", NVBUG_SPACE, Bound(ranks=2, requests=2, iterations=3))
     ws = [w for w in res.witnesses if w.kind == kind]
     assert ws and all(w.confirmed for w in ws)
+
+
+def test_a_py_candidate_is_explored_and_differs_from_its_base(tmp_path):
+    """A candidate count (``py:``) that counts only the scheduler window, on prefix-2026's loop:
+    the NVBug chain is gone (no crash caused by GENERATION_TO_COMPLETE), and against prefix-2026
+    the first divergences are on 1 rank, 1 iteration, 1 request: a DISAGG_CONTEXT_WAIT_SCHEDULER
+    request, which the legacy count takes and the window does not, so the candidate pads (the
+    dummy fits) or crashes on a refused dummy (prefix-2026's loop indexes it unchecked) where
+    prefix-2026 does neither."""
+    fix = tmp_path / "window_fix.py"
+    fix.write_text(
+        "def count_in_window(self):\n"
+        "    if self.kv_cache_transceiver is None:\n"
+        "        return len(self.active_requests)\n"
+        "    low, high = self.scheduler.scheduling_state_range\n"
+        "    return sum(1 for r in self.active_requests if int(low) <= r.state_value < int(high))\n")
+    spec = f"py:{fix}:count_in_window:count:prefix-2026"
+    bound = Bound(ranks=2, requests=2, iterations=3)
+    res = explore(spec, NVBUG_SPACE, bound)
+    assert not [w for w in res.witnesses if w.cause == "GENERATION_TO_COMPLETE"]
+    diff = explore(spec, NVBUG_SPACE, Bound(ranks=2, requests=1, iterations=2), against="prefix-2026")
+    first = {w.cause for w in diff.witnesses if w.size == (1, 1, 1)}
+    assert {"padded: 1 vs 0", "crash: hang in a collective vs none"} <= first
