@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from replay.frame_schema import FRAMES
 from replay.errors import ConfigError, DatasetError, NoTraceError
+from replay.heap import release_arrow
 from replay.config import RunConfig
 from replay.policy import Policy, Predicate
 from replay.states import (ALL_STATES, CONTEXT_INTENT_STATES, CONTEXT_ONLY_STATES,
@@ -726,7 +727,7 @@ def _read_real_requests(file: Path, run: str | None) -> tuple[np.ndarray, ...]:
             buf[n:n + k] = part
         n += k
     del batch, parts
-    pa.default_memory_pool().release_unused()
+    release_arrow()
     return tuple(buf[:n] for buf in bufs)
 
 

@@ -1,6 +1,6 @@
 """Crash signatures in the logs, each matched to the executor versions that can produce it.
 
-A signature is read from the ``events`` table (``forensics.ingest.event_kinds``):
+A signature is read from the ``events`` table (``forensics.readers.event_kinds``):
 
 =======================  ===============================================  ===========================
 signature                events                                           produced by policies with
@@ -34,7 +34,7 @@ from typing import Iterable, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from forensics.ingest import event_kinds as K
+from forensics.readers import event_kinds as K
 from replay.config import RunConfig
 from replay.policy import AllocFailure, EntryCheck, Policy
 from replay.states import micro_batch_window
@@ -425,7 +425,7 @@ def excerpt(sig: Signature, *, max_lines: int = 12) -> str:
     Abridged tracebacks carry no message of their own; the original lines say most.
     """
     try:
-        from forensics.ingest.sources import open_binary
+        from forensics.readers.sources import open_binary
         lines: list[str] = []
         with open_binary(sig.source) as f:
             for n, raw in enumerate(f, start=1):

@@ -436,7 +436,7 @@ def test_an_older_enum_is_declared_so_its_integers_decode_right(patched):
     assert rec["state_numbering"] == {"CONTEXT_INIT": 2, "GENERATION_TO_COMPLETE": 5,
                                       "DISAGG_GENERATION_INIT": 7}
     assert capture.model_arch(ex) == "kimi_k2"
-    from forensics.ingest.trace_v1 import tables_from_records
+    from forensics.readers.trace_v1 import tables_from_records
     run = dict(rec, tp_size=1, pp_size=1, max_batch_size=1, max_num_active_requests=1,
                disaggregated=True, overlap_scheduler=True)
     t = tables_from_records([run, {"kind": "frame", "iter": 0, "rank": 0,

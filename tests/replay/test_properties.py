@@ -29,6 +29,8 @@ def traces(draw, *, window_only=False, disaggregated=None):
     rec = {"kind": "run", "format": "adp-trace", "version": 1, "tp_size": tp, "pp_size": pp,
            "max_batch_size": mbs, "max_num_active_requests": cap, "disaggregated": disagg,
            "overlap_scheduler": draw(st.booleans()), "build": build}
+    if not window_only and draw(st.integers(0, 4)) == 0:
+        rec["dkv_enabled"] = True
     records = [rec]
     n_iters = draw(st.integers(1, 7))
     next_id = [1]
@@ -125,6 +127,8 @@ def hooked(policy: Policy) -> Policy:
 
     def hook(view):
         cfg = view.config
+        if not policy.pads_run(cfg):   # ADP off, or a dkv run of a build that skips the pads
+            return PadOutcome(padded=False)
         mask = policy.predicate(cfg).mask(cfg)
         counted = {int(s) for s, m in zip(ALL_STATES, mask) if m}
         n = len(view.requests)

@@ -6,10 +6,10 @@ import json
 
 from report_scenarios import SAMPLES, _ASSERT, _ITER
 
-from forensics.ingest import as_dataset
+from forensics.readers import as_dataset
 from forensics.report.logs_only import infer_run_facts, judge_logs_only, logs_only_findings
 from forensics.report.crash_signatures import crash_in_logs, find_signatures
-from forensics.report.postmortem import postmortem
+from forensics.pipeline import postmortem
 from replay.catalogue import CATALOGUE
 
 NVBUG_LOG = SAMPLES / "nvbug-6438685" / "executor.log"

@@ -192,7 +192,7 @@ def test_battery_runs_on_its_own_configs():
 def test_postmortem_names_the_era_of_a_real_code_policy(tmp_path):
     """A post-mortem given real pad code of the pre-fix era (the crashing build) says which
     catalogue entry it behaves as, in the next step and in findings.json."""
-    from forensics.report.postmortem import postmortem
+    from forensics.pipeline import postmortem
     sample = Path(__file__).resolve().parents[2] / "traces/samples/nvbug-6438685/trace.jsonl"
     root = place_era(tmp_path / "trt", "prefix-2026")
     spec = f"trtllm:{root}"

@@ -1,7 +1,7 @@
-"""The compiled JSON Lines scanners of :mod:`forensics.ingest.json_scan` (imports numba:
+"""The compiled JSON Lines scanners of :mod:`forensics.readers.json_scan` (imports numba:
 imported only to compile them, once per install: later processes load the entry points'
-saved object, :mod:`forensics.ingest.native_code`). Module-level functions and constant
-arrays, so numba's cache works; the conventions of :mod:`forensics.ingest._scan_kernel`
+saved object, :mod:`forensics.readers.native_code`). Module-level functions and constant
+arrays, so numba's cache works; the conventions of :mod:`forensics.readers._scan_kernel`
 (``cache``, ``nogil``, ``cfunc`` entry points over raw pointers).
 
 ``_nrt=False`` (a private numba option): these functions allocate nothing (the caller passes
@@ -18,7 +18,7 @@ import numba
 import numpy as np
 from numba import types
 
-from forensics.ingest.json_scan import (
+from forensics.readers.json_scan import (
     BAD_LINE,
     BAD_VALUE,
     FULL,

@@ -1,7 +1,7 @@
 """Fast reading of a block of IterationStats JSON Lines (``msgspec`` typed decoding).
 
 :func:`fast_block` turns a block of whole lines, each one JSON object, into exactly the rows the
-per-object reader (:mod:`forensics.ingest.stats_json`) would make, or returns None so that reader
+per-object reader (:mod:`forensics.readers.stats_json`) would make, or returns None so that reader
 takes the block (and its bad lines go to ``unparsed`` with their line numbers). The block's first
 line gives the shape (its keys, nested objects as nested structs); every line is decoded into
 that ``msgspec`` struct (no dict per object, ``gc=False``), then each leaf becomes one Arrow
@@ -14,7 +14,7 @@ made:
 
 - a line that is not one object from its first byte to its last (blank lines, leading or trailing
   text, two objects on a line), a backslash anywhere (escapes), text that is not UTF-8 (the shape
-  check of :mod:`forensics.ingest.json_object_lines`);
+  check of :mod:`forensics.readers.json_object_lines`);
 - a first line with a list, a key name other than ``[A-Za-z0-9_]+``, a name used twice in its
   shape, or nesting deeper than ``MAX_DEPTH``;
 - a line ``msgspec`` refuses for that shape: bad JSON (as strict as ``json``: no NaN, no trailing
@@ -43,8 +43,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from forensics.dataset.schema import EVENTS, STATS_READ, UNPARSED
-from forensics.ingest.json_object_lines import DeclineBlock, object_line_ends
-from forensics.ingest.stats_json import _FLOAT_COLUMNS, _INT_BOUNDS, TYPED_COLUMNS, StatsBatch
+from forensics.readers.json_object_lines import DeclineBlock, object_line_ends
+from forensics.readers.stats_columns import FLOAT_COLUMNS, INT_BOUNDS, TYPED_COLUMNS, StatsBatch
 
 #: Bytes of whole lines per vectorised block (~4k rows of a 32-rank IterationStats file):
 #: 2 MB blocks peaked ~35 MB lower than 8 MB ones at the same CPU (benchmarks/trace_ingest.py).
@@ -89,7 +89,7 @@ def _family(v: Any) -> str:
         else "any"
 
 
-def _shape(obj: dict, depth: int = 0) -> tuple:
+def object_shape(obj: dict, depth: int = 0) -> tuple:
     """The nesting of an object's keys in key order: ``((name, sub-shape), ...)``, a leaf's
     sub-shape being the family of its value (``bool``, ``num``, ``str``; ``any`` for null)."""
     if depth >= MAX_DEPTH:
@@ -99,7 +99,7 @@ def _shape(obj: dict, depth: int = 0) -> tuple:
         if not _NAME.match(k):
             raise DeclineBlock()
         if type(v) is dict:
-            out.append((k, _shape(v, depth + 1)))
+            out.append((k, object_shape(v, depth + 1)))
         elif type(v) is list:
             raise DeclineBlock()
         else:
@@ -113,7 +113,7 @@ def _struct(shape: tuple, name: str) -> type:
     return msgspec.defstruct(name, fields, gc=False, forbid_unknown_fields=True)
 
 
-def _merge(shape: tuple, other: tuple) -> tuple:
+def merge_shapes(shape: tuple, other: tuple) -> tuple:
     """``shape`` with the keys only ``other`` has, each placed after its predecessor there."""
     out = list(shape)
     for i, (k, sub) in enumerate(other):
@@ -123,7 +123,7 @@ def _merge(shape: tuple, other: tuple) -> tuple:
             pos = next((j + 1 for j, (name, _) in enumerate(out) if name == before), 0)
             out.insert(pos, (k, sub))
         elif type(sub) is tuple and type(out[at][1]) is tuple:
-            out[at] = (k, _merge(out[at][1], sub))
+            out[at] = (k, merge_shapes(out[at][1], sub))
         elif (type(sub) is tuple) != (type(out[at][1]) is tuple):
             raise DeclineBlock()        # an object in one line, a scalar in another
         elif sub != out[at][1]:
@@ -162,7 +162,7 @@ MAX_MERGES = 8
 def _decode(block: bytes, nl: np.ndarray) -> tuple[list, list[tuple[str, tuple[str, ...], str | None]]]:
     """Every line decoded into the struct of the block's shape: the first line's, grown by the
     keys of any line that has more (``msgspec`` names the first such line)."""
-    first = _shape(json.loads(block[:int(nl[0]) + 1]))
+    first = object_shape(json.loads(block[:int(nl[0]) + 1]))
     shape = _MERGED.get(first, first)
     for _ in range(MAX_MERGES):
         decoder, paths = _decoder(shape)
@@ -176,7 +176,7 @@ def _decode(block: bytes, nl: np.ndarray) -> tuple[list, list[tuple[str, tuple[s
             if i >= nl.size:
                 raise
             start = int(nl[i - 1]) + 1 if i else 0
-            shape = _MERGED[first] = _merge(shape, _shape(json.loads(block[start:int(nl[i]) + 1])))
+            shape = _MERGED[first] = merge_shapes(shape, object_shape(json.loads(block[start:int(nl[i]) + 1])))
     raise DeclineBlock()
 
 
@@ -262,14 +262,14 @@ def _rows(block: bytes, line: int, source: str) -> StatsBatch:
         in_fields = valid
         if column is not None:
             typed_ok = np.zeros(n, bool)
-            if kind == "float" and column in _FLOAT_COLUMNS:
+            if kind == "float" and column in FLOAT_COLUMNS:
                 typed_ok = valid
                 cols[column] = pa.array(vals, pa.float64(), mask=~typed_ok)
-            elif kind == "int" and column in _FLOAT_COLUMNS:
+            elif kind == "int" and column in FLOAT_COLUMNS:
                 typed_ok = valid
                 cols[column] = pa.array(vals.astype(np.float64), pa.float64(), mask=~typed_ok)
             elif kind in ("int", "float"):
-                bound = _INT_BOUNDS.get(column, 2 ** 63 - 1)
+                bound = INT_BOUNDS.get(column, 2 ** 63 - 1)
                 if kind == "float":
                     with np.errstate(invalid="ignore"):
                         if (valid & (np.abs(vals) >= _EXACT_FLOAT)).any():

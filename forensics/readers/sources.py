@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from forensics.errors import InputError
-from forensics.ingest.meta import new_digest
+from forensics.readers.meta import new_digest
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"

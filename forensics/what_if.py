@@ -3,7 +3,7 @@
 Each *cell* of the grid (one parameter point, one policy, one seed) is one task: the workload
 simulator (:func:`forensics.simulate.simulate`) runs the scenario's workload with the point's
 parameters under the policy (the build the fleet would run) and writes its trace into a scratch
-directory; the trace is replayed under the same policy (``forensics.fleet.input_rows``) for the
+directory; the trace is replayed under the same policy (``forensics.fleet_table.input_rows``) for the
 fleet metrics (leak, crash, near misses, time to first leak); the scratch directory is removed.
 On a Dask client the cells run as tasks (:mod:`forensics.cluster`); without one, in turn here.
 The replay of a simulated run under its own policy reproduces the simulation
@@ -48,12 +48,21 @@ from typing import Any
 
 import pandas as pd
 
-from forensics.callable_module import make_module_callable
+from forensics import cluster
 from forensics.errors import ConfigError
+from forensics.fleet_table import (
+    METRIC_DTYPES,
+    grid_workload,
+    input_rows,
+    plain_value,
+    write_parquet,
+)
+from forensics.simulate import get_scenario, simulate
+from replay.resolve import resolve_policies
 
 PathLike = str | os.PathLike
 
-#: The metrics of one replay kept per run (forensics.fleet.METRIC_DTYPES minus diverged_iter:
+#: The metrics of one replay kept per run (forensics.fleet_table.METRIC_DTYPES minus diverged_iter:
 #: a run replayed under its own policy never departs from its recording).
 RUN_METRICS = ("leak", "leaks", "crash", "crash_iter", "crash_rank", "first_leak_iter",
                "time_to_first_leak", "near_miss_skips", "near_miss_cap", "near_miss")
@@ -85,8 +94,6 @@ class SweepSpec:
     arrival_per_rank: float | None = None
 
     def __post_init__(self) -> None:
-        from forensics.simulate import get_scenario
-        from replay.resolve import resolve_policies
 
         base = get_scenario(self.scenario).workload  # ConfigError names the scenarios
         fields = {f.name for f in dataclasses.fields(type(base))}
@@ -197,6 +204,13 @@ class SweepResult:
     runs: pd.DataFrame
     configurations: pd.DataFrame
 
+    def to_json(self) -> dict[str, Any]:
+        """``{"spec": ..., "configurations": [row...]}`` with plain JSON values (missing values
+        as null); what ``forensics sweep --json`` prints."""
+        rows = [{k: plain_value(v) for k, v in row.items()}
+                for row in self.configurations.astype(object).to_dict("records")]
+        return {"spec": self.spec.to_json(), "configurations": rows}
+
     def __repr__(self) -> str:
         return (f"SweepResult({self.spec.scenario!r}, {len(self.configurations)} configurations, "
                 f"{len(self.runs)} runs)")
@@ -209,8 +223,6 @@ def simulate_cell(scenario: str, params: dict[str, Any], policy: str, seed: int,
     The trace is written into a fresh directory under ``scratch`` (default the system's
     temporary directory: local to the worker) and removed before returning.
     """
-    from forensics.fleet import grid_workload, input_rows
-    from forensics.simulate import get_scenario, simulate
 
     sc = get_scenario(scenario)
     per_rank = arrival_per_rank if arrival_per_rank is not None else sc.workload.arrival_rate / sc.workload.ranks
@@ -251,8 +263,6 @@ def sweep(spec: SweepSpec | Mapping[str, Any] | PathLike, *, client: Any = None,
         >>> r = forensics.sweep({"grid": {"ranks": [4, 8]}, "seeds": 2, "iters": 100})  # doctest: +SKIP
         >>> r.configurations[["ranks", "policy", "runs", "leak", "crash", "near_miss"]]    # doctest: +SKIP
     """
-    from forensics import cluster
-    from forensics.fleet import METRIC_DTYPES, write_parquet
 
     if isinstance(spec, (str, os.PathLike)):
         spec = SweepSpec.from_toml(spec)
@@ -311,6 +321,3 @@ __all__ = [
     "simulate_cell",
     "sweep",
 ]
-
-
-make_module_callable(__name__, sweep)  # ``forensics.sweep(...)`` after the import, too

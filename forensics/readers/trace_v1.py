@@ -9,10 +9,10 @@ file (plain, gzip or zstd) and returns the ``runs``, ``frames``, ``requests``, `
 memory stays flat as a trace grows (a fleet-hour trace is gigabytes); :func:`read_trace` is the
 same reader concatenated. Batch boundaries do not change the rows: duplicate ``(iter, rank)``
 frames are checked against every earlier batch (a byte per frame key kept, see
-:mod:`forensics.ingest.frame_keys`), and every error names
+:mod:`forensics.readers.frame_keys`), and every error names
 the same file and line as an unbatched read would. Blocks of plain frame lines are read
-vectorised: for big files by a compiled byte scanner (:mod:`forensics.ingest.json_scan`), else
-(or when it declines) by :mod:`forensics.ingest.trace_fast`; any block both decline is read
+vectorised: for big files by a compiled byte scanner (:mod:`forensics.readers.json_scan`), else
+(or when it declines) by :mod:`forensics.readers.trace_fast`; any block both decline is read
 line by line here, so the rows and errors are the same whichever path reads a block.
 
 Example:
@@ -36,11 +36,11 @@ import pyarrow as pa
 
 from forensics.dataset.schema import EVENTS, FRAMES, REQUESTS, RUNS, UNPARSED
 from forensics.errors import TraceFormatError
-from forensics.ingest import json_scan
-from forensics.ingest.frame_keys import FrameKeys
-from forensics.ingest.json_object_lines import LineBlocks
-from forensics.ingest.sources import compression_of, content_size, decompressed_chunks, open_raw
-from forensics.ingest.trace_fast import BLOCK_BYTES, FrameColumns, fast_frames
+from forensics.readers import json_scan
+from forensics.readers.frame_keys import FrameKeys
+from forensics.readers.json_object_lines import LineBlocks
+from forensics.readers.sources import compression_of, content_size, decompressed_chunks, open_raw
+from forensics.readers.trace_fast import BLOCK_BYTES, FrameColumns, fast_frames
 from replay.states import (CURRENT_NUMBERING, RequestState, UnknownStateError, numbering_decoder,
                            parse_state)
 
@@ -233,7 +233,7 @@ def _blocks(path: str | os.PathLike, progress: Callable[[int], None] | None,
     ending in a newline), the last block being the tail after the last newline, if any.
 
     When decompression stops early, ``stop["error"]`` is the
-    :class:`~forensics.ingest.sources.DecompressionError` and the cut line after the last newline
+    :class:`~forensics.readers.sources.DecompressionError` and the cut line after the last newline
     is not yielded but left in ``stop["tail"]`` (it is kept verbatim, never parsed as a record).
     """
     stop = {} if stop is None else stop

@@ -42,8 +42,13 @@ import threading
 import numpy as np
 import pyarrow as pa
 
-from forensics.ingest import native_code
-from forensics.ingest.native_scan import PATH_ENV, chosen
+from forensics.dataset.schema import EVENTS, FRAMES, STATS_READ, UNPARSED
+from forensics.readers import native_code
+from forensics.readers.json_object_lines import DeclineBlock
+from forensics.readers.native_scan import PATH_ENV, chosen
+from forensics.readers.stats_columns import FLOAT_COLUMNS, INT_BOUNDS, TYPED_COLUMNS, StatsBatch
+from forensics.readers.stats_fast import merge_shapes, object_shape
+from forensics.readers.trace_fast import OPTIONAL, FrameColumns
 
 #: Inputs smaller than this (bytes on disk) are read without the kernels (and without
 #: llvmlite). Measured (whole ``forensics ingest`` processes, CPU, back to back, load ~7):
@@ -73,7 +78,7 @@ PROTOTYPES = {name: ctypes.CFUNCTYPE(ctypes.c_int64, *(ctypes.c_int64 if c == "i
               for name, spec in SIGNATURES.items()}
 #: The kernels as one saved object (:mod:`native_code`): numba compiles them once per install,
 #: later processes link them with llvmlite alone.
-LIBRARY = native_code.Library("json", "forensics.ingest._json_kernel",
+LIBRARY = native_code.Library("json", "forensics.readers._json_kernel",
                               ("_json_kernel.py", "json_scan.py"), PROTOTYPES)
 
 _kernel = None
@@ -124,8 +129,6 @@ class _TraceTables:
     """The constant arrays the frame scanner matches against (built once)."""
 
     def __init__(self):
-        from forensics.dataset.schema import FRAMES
-        from forensics.ingest.trace_fast import OPTIONAL
         from replay.states import RequestState
 
         keys = ("kind", "iter", "rank", "requests", *OPTIONAL)
@@ -187,9 +190,8 @@ def _words(buf: np.ndarray) -> np.ndarray:
 
 
 def frames(block: bytes, line: int, tp_size: int):
-    """The :class:`~forensics.ingest.trace_fast.FrameColumns` of ``block`` (whole lines, the
+    """The :class:`~forensics.readers.trace_fast.FrameColumns` of ``block`` (whole lines, the
     first being line ``line``), or None when a line is not a frame this scanner takes."""
-    from forensics.ingest.trace_fast import FrameColumns
 
     global _TRACE
     k = kernel()
@@ -242,14 +244,12 @@ class _Columns:
     """The typed ``stats`` columns as the scanner's arrays (built once)."""
 
     def __init__(self):
-        from forensics.dataset.schema import STATS_READ
-        from forensics.ingest.stats_json import _FLOAT_COLUMNS, _INT_BOUNDS, TYPED_COLUMNS
 
         self.names = list(dict.fromkeys(TYPED_COLUMNS.values()))
         self.index = {key: self.names.index(col) for key, col in TYPED_COLUMNS.items()}
         self.types = [STATS_READ.field(c).type for c in self.names]
-        self.is_float = np.array([c in _FLOAT_COLUMNS for c in self.names])
-        bounds = [_INT_BOUNDS.get(c, 2 ** 63 - 1) for c in self.names]
+        self.is_float = np.array([c in FLOAT_COLUMNS for c in self.names])
+        bounds = [INT_BOUNDS.get(c, 2 ** 63 - 1) for c in self.names]
         # rows: a float column, lowest and highest int; whole floats within ±lim (2**31, 2**63)
         self.tab = _table(self.is_float, [-b - 1 for b in bounds], bounds)
         self.lim = np.array([float(b + 1) for b in bounds])
@@ -309,14 +309,13 @@ MAX_LEARN = 8
 
 
 def _shape_of(text: bytes) -> tuple:
-    from forensics.ingest.stats_fast import _shape
 
-    return _shape(json.loads(text))
+    return object_shape(json.loads(text))
 
 
 def _objects_of(shape: tuple, other: tuple) -> tuple:
     """``shape`` with a leaf turned into an (empty) object where ``other`` has an object (a
-    key null in the first line, an object later), so that ``_merge`` can grow it."""
+    key null in the first line, an object later), so that ``merge_shapes`` can grow it."""
     sub_of = dict(other)
     out = []
     for key, sub in shape:
@@ -328,11 +327,9 @@ def _objects_of(shape: tuple, other: tuple) -> tuple:
 
 
 def stats(block: bytes, line: int, source: str):
-    """The :class:`~forensics.ingest.stats_json.StatsBatch` of ``block`` (whole lines, the
+    """The :class:`~forensics.readers.stats_columns.StatsBatch` of ``block`` (whole lines, the
     first being line ``line``), or None when a line is not one this scanner takes."""
     global _TEMPLATE
-    from forensics.ingest.json_object_lines import DeclineBlock
-    from forensics.ingest.stats_fast import _merge
 
     if kernel() is None or not block.endswith(b"\n") or b"\\" in block:
         return None
@@ -375,7 +372,7 @@ def stats(block: bytes, line: int, source: str):
                     return None
                 _TEMPLATE = _Template(_shape_of(block[:block.find(b"\n") + 1]))
                 continue
-            shape = _merge(_objects_of(t.shape, other), other)
+            shape = merge_shapes(_objects_of(t.shape, other), other)
             _TEMPLATE = _Template(shape if len(shape) <= MAX_SLOTS else other)
     except (DeclineBlock, ValueError, RecursionError):
         _TEMPLATE = None
@@ -417,8 +414,6 @@ class _StatsOut:
     def batch(self, block: bytes, line: int, source: str, t: _Template, n: int, entries: int,
               fixes: int):
         """The ``stats`` rows (the scanner wrote them by the rules of ``stats_row``)."""
-        from forensics.dataset.schema import EVENTS, STATS_READ, UNPARSED
-        from forensics.ingest.stats_json import StatsBatch
 
         cap = self.coli.shape[1]
         for dest, a, b in self.fix[:, :fixes].T.tolist():

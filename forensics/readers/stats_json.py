@@ -24,8 +24,8 @@ Bad input, decided so that nothing is lost and a corrupt file is never half-beli
   does not exist, as the log parser does) records it.
 
 Speed: JSON Lines are read in blocks of whole lines, for big files by a compiled byte scanner
-(:mod:`forensics.ingest.json_scan`), else (or when it declines a block) by typed ``msgspec``
-decoding (:mod:`forensics.ingest.stats_fast`; ``benchmarks/trace_ingest.py`` measures both); a
+(:mod:`forensics.readers.json_scan`), else (or when it declines a block) by typed ``msgspec``
+decoding (:mod:`forensics.readers.stats_fast`; ``benchmarks/trace_ingest.py`` measures both); a
 block neither can reproduce exactly (a bad line, a key order that differs, escapes, ...) goes
 through the per-object parser below, so rows, line numbers and ``unparsed`` are the same either
 way.
@@ -43,39 +43,19 @@ import logging
 import math
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from forensics.dataset.schema import EVENTS, STATS_READ, UNPARSED
 from forensics.errors import InputError, StatsFormatError
-from forensics.ingest import json_scan
-from forensics.ingest.event_kinds import INPUT_TRUNCATED
-from forensics.ingest.json_object_lines import LineBlocks
-from forensics.ingest.sources import compression_of, content_size, decompressed_chunks, open_raw
+from forensics.readers import json_scan, stats_fast
+from forensics.readers.event_kinds import INPUT_TRUNCATED
+from forensics.readers.json_object_lines import LineBlocks
+from forensics.readers.sources import compression_of, content_size, decompressed_chunks, open_raw
+from forensics.readers.stats_columns import FLOAT_COLUMNS, INT_BOUNDS, TYPED_COLUMNS, StatsBatch
 
 logger = logging.getLogger(__name__)
-
-#: dotted IterationStats key -> typed ``stats`` column. These keys are not repeated in ``fields``.
-TYPED_COLUMNS: dict[str, str] = {
-    "iter": "iter",
-    "attentionDpRank": "rank",
-    "numActiveRequests": "num_active_requests",
-    "numQueuedRequests": "num_queued_requests",
-    "numCompletedRequests": "num_completed_requests",
-    "maxNumActiveRequests": "max_num_active_requests",
-    "inflightBatchingStats.numContextRequests": "num_context_requests",
-    "inflightBatchingStats.numGenRequests": "num_gen_requests",
-    "inflightBatchingStats.numScheduledRequests": "num_scheduled_requests",
-    "inflightBatchingStats.numPausedRequests": "num_paused_requests",
-    "inflightBatchingStats.numCtxTokens": "num_ctx_tokens",
-    "iterLatencyMS": "iter_latency_ms",
-    "hostStepTimeMS": "host_step_time_ms",
-    "prevDeviceStepTimeMS": "prev_device_step_time_ms",
-}
-_FLOAT_COLUMNS = frozenset({"iter_latency_ms", "host_step_time_ms", "prev_device_step_time_ms"})
-_INT_BOUNDS = {"rank": 2**31 - 1}
 
 #: Event kind written when a stats file ends early (the log parser's kind, same line rule).
 TRUNCATED_KIND = INPUT_TRUNCATED
@@ -85,21 +65,6 @@ READ_BYTES = 1 << 20
 #: An object may span at most this many characters before it is declared malformed.
 MAX_OBJECT_CHARS = 256 << 20
 BATCH_ROWS = 8192
-
-
-@dataclass(frozen=True)
-class StatsBatch:
-    """Rows read from one stats file, in the dataset schemas.
-
-    Attributes:
-        stats: rows of the ``stats`` table.
-        events: rows of the ``events`` table (only ``input_truncated``).
-        unparsed: rows of the ``unparsed`` table.
-    """
-
-    stats: pa.Table
-    events: pa.Table
-    unparsed: pa.Table
 
 
 def _flatten(obj: Any, prefix: str, out: dict[str, Any]) -> None:
@@ -146,16 +111,16 @@ def _typed_value(column: str, raw: Any) -> Any:
     """The value for a typed column, or None when ``raw`` does not fit it."""
     t = type(raw)
     if t is float:
-        if column in _FLOAT_COLUMNS:
+        if column in FLOAT_COLUMNS:
             return raw
         if not math.isfinite(raw) or not raw.is_integer():
             return None
         raw = int(raw)
     elif t is not int:
         return None
-    elif column in _FLOAT_COLUMNS:
+    elif column in FLOAT_COLUMNS:
         return _as_float(raw)
-    bound = _INT_BOUNDS.get(column, 2**63 - 1)
+    bound = INT_BOUNDS.get(column, 2**63 - 1)
     return raw if -bound - 1 <= raw <= bound else None
 
 
@@ -307,10 +272,9 @@ def _read(chunks: Iterator[tuple[bytes, int, str | None]], source: str,
     :mod:`stats_fast`); anything else, and the tail after the last newline, through the
     per-object parser (:func:`_parse`). ``reader``: the plain file ``chunks`` reads, read
     straight into the blocks' buffer (``chunks`` then reads what the blocks did not)."""
-    from forensics.ingest.stats_fast import BLOCK_BYTES, fast_block
 
     block_bytes, fast = (json_scan.BLOCK_BYTES, _native_first) if native \
-        else (BLOCK_BYTES, fast_block)
+        else (stats_fast.BLOCK_BYTES, stats_fast.fast_block)
     error: list[str] = []
     done: list[bool] = []
 
@@ -363,10 +327,9 @@ def _read(chunks: Iterator[tuple[bytes, int, str | None]], source: str,
 
 def _native_first(block: bytes, line: int, source: str) -> StatsBatch | None:
     """The block read by :mod:`json_scan`, else by :mod:`stats_fast` (None: neither)."""
-    from forensics.ingest.stats_fast import fast_block
 
     got = json_scan.stats(block, line, source)
-    return got if got is not None else fast_block(block, line, source)
+    return got if got is not None else stats_fast.fast_block(block, line, source)
 
 
 class _Straddle(Exception):

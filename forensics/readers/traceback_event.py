@@ -33,8 +33,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from forensics.ingest import event_kinds, failure_messages
-from forensics.ingest.int_fields import as_int
+from forensics.readers import event_kinds, failure_messages
+from forensics.readers.int_fields import as_int
 
 _EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Group))"
                   r"(?::\s?(?P<msg>.*))?$")

@@ -1,4 +1,4 @@
-"""The compiled scanner of :mod:`forensics.ingest.native_scan` (imports numba: imported only
+"""The compiled scanner of :mod:`forensics.readers.native_scan` (imports numba: imported only
 when that path runs). Module-level functions and constant arrays, so numba's cache works."""
 import numba
 import numpy as np
@@ -6,7 +6,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from forensics.ingest.native_scan import (
+from forensics.readers.native_scan import (
     F_ELAPSED,
     F_HOST,
     F_KV,
@@ -432,7 +432,7 @@ def scan(buf, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, s
     line has only bytes its grammar names; the other lines' bytes set ``odd``: 1 for a ``\\r``
     or NUL, 2 for a byte >= 0x80 (the caller checks the UTF-8). ``pred``
     (int64, filled with -1) is scratch: no allocation here, so the compiled code needs no
-    runtime (see :mod:`forensics.ingest.native_code`). Lines -1 when ``buf`` has more lines
+    runtime (see :mod:`forensics.readers.native_code`). Lines -1 when ``buf`` has more lines
     than the outputs have rows (the caller then counts them and calls again)."""
     n = len(buf)
     cap = len(starts)
@@ -498,5 +498,5 @@ def count_c(buf, n):
     return count_newlines(numba.carray(buf, (n,)))
 
 
-#: The entry points, by the names :mod:`forensics.ingest.native_code` knows them.
+#: The entry points, by the names :mod:`forensics.readers.native_code` knows them.
 ENTRY_POINTS = {"scan": scan_c, "count": count_c}

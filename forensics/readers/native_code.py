@@ -94,8 +94,8 @@ class Library:
     prototypes: dict[str, Any]      # ctypes prototype of each entry point
 
 
-#: The log scanner (:mod:`forensics.ingest._scan_kernel`).
-SCAN = Library("scan", "forensics.ingest._scan_kernel", _SOURCES, PROTOTYPES)
+#: The log scanner (:mod:`forensics.readers._scan_kernel`).
+SCAN = Library("scan", "forensics.readers._scan_kernel", _SOURCES, PROTOTYPES)
 
 #: The MCJIT engines holding loaded code: never dropped (freeing one frees the code that
 #: functions handed out still point to).

@@ -61,7 +61,7 @@ def head_after_nul_run(path: str | os.PathLike, head: bytes) -> bytes:
     """
     if not head.startswith(b"\0"):
         return head
-    from forensics.ingest.sources import SNIFF_BYTES, open_binary
+    from forensics.readers.sources import SNIFF_BYTES, open_binary
 
     try:
         with open_binary(path) as f:
@@ -77,7 +77,7 @@ def head_after_nul_run(path: str | os.PathLike, head: bytes) -> bytes:
 def nul_padded_text(head: bytes) -> bool:
     """Text with NUL runs in it (more copytruncate holes): read as a log when ``--kind log``
     says so, although NULs otherwise mark a binary file."""
-    from forensics.ingest.sources import looks_binary
+    from forensics.readers.sources import looks_binary
 
     rest = head.replace(b"\0", b"")
     return bool(rest) and not looks_binary(rest)
@@ -134,7 +134,7 @@ def detect_kind(head_text: str) -> str:
 
 def _is_trace(head_text: str) -> bool:
     try:
-        from forensics.ingest.trace_v1 import is_trace
+        from forensics.readers.trace_v1 import is_trace
     except ImportError:  # pragma: no cover - the trace reader is part of the package
         first = first_json_object(head_text)
         return bool(first) and first.get("kind") == "run" and first.get("format") == "adp-trace"

@@ -3,9 +3,9 @@
 A post-mortem's inputs are independent files (the executor log, the IterationStats JSON, the
 request-state trace, per-rank files of each): each is read into a part dataset of its own
 inside the writer's temporary directory, either on a thread of this process
-(:func:`write_threaded`) or by a worker process (``python -m forensics.ingest.parallel``, a
+(:func:`write_threaded`) or by a worker process (``python -m forensics.readers.parallel``, a
 fresh interpreter: nothing of the caller's threads or ``__main__`` is inherited, so a script
-calling :func:`forensics.ingest.ingest` needs no ``if __name__ == "__main__"`` guard;
+calling :func:`forensics.readers.ingest` needs no ``if __name__ == "__main__"`` guard;
 :func:`write_parallel`). The parts' Parquet files are then moved into the dataset in input
 order (``DatasetWriter.adopt``: renamed, not rewritten), and the checks across trace files run
 on them as a serial ingest runs them, so the dataset reads the same rows in the same order.
@@ -18,16 +18,29 @@ wins, as in a serial ingest.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
+
+from forensics import errors
+from forensics.cluster import in_worker_task
+from forensics.dataset.schema import SCHEMAS
+from forensics.dataset.store import Dataset, DatasetWriter
+from forensics.errors import ForensicsError
+from forensics.readers.files import Candidate, TraceRuns, ingest_file
+from forensics.readers.meta import InputFingerprint
+from forensics.readers.sources import content_size, recording_reads
+from replay.heap import large_blocks_mapped, release_arrow, usable_cores
 
 #: Inputs holding less text than this in all (decompressed, estimated) are read on one thread:
 #: they take moments.
@@ -36,17 +49,8 @@ THREADS_MIN_BYTES = 64 << 20
 MAX_THREADS = 2
 
 
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):   # not Linux
-        return os.cpu_count() or 1
-
-
 def _text_at_least(paths: list[Path], limit: int) -> bool:
     """Whether the files hold ``limit`` bytes of text, decompressed (sampled only as needed)."""
-    from forensics.ingest.sources import content_size
-
     if sum(_size(p) for p in paths) >= limit:
         return True
     total = 0
@@ -72,8 +76,6 @@ def readers(jobs: int | None, paths: list[Path]) -> tuple[str, int]:
     if jobs is not None:
         n = max(1, min(int(jobs), files))
         return ("processes", n) if n > 1 else ("serial", 1)
-    from forensics.cluster import in_worker_task
-
     n = min(files, usable_cores(), MAX_THREADS)
     if n < 2 or in_worker_task() or not _text_at_least(paths, THREADS_MIN_BYTES):
         return "serial", 1
@@ -90,11 +92,6 @@ def _size(path: Path) -> int:
 def _check_part(traces: Any, part: Path, source: str) -> None:
     """The cross-file trace checks of a serial ingest on a part's runs and frames, a row group
     at a time."""
-    import pyarrow.parquet as pq
-
-    from forensics.dataset.schema import SCHEMAS
-    from forensics.dataset.store import Dataset
-
     ds = Dataset(part)
     runs = ds.arrow("runs")
     for i in range(runs.num_rows):
@@ -109,8 +106,6 @@ def _check_part(traces: Any, part: Path, source: str) -> None:
 
 
 def _raise_reported(report: dict, name: str, stderr: str) -> None:
-    from forensics import errors
-
     cls = getattr(errors, str(report.get("error", "")), None)
     if isinstance(cls, type) and issubclass(cls, errors.ForensicsError):
         raise cls(report.get("message", ""), path=report.get("path"), line=report.get("line"),
@@ -123,8 +118,6 @@ def write_parallel(writer: Any, plan: list, traces: Any, advance: Callable[[int]
     """Read each ``(candidate, kind)`` of ``plan`` in a worker process, at most ``jobs`` at
     once, the largest files first (the longest sets the wall time), and move the parts into
     ``writer`` in input order. Returns the inputs' fingerprints in input order."""
-    from forensics.ingest.meta import InputFingerprint
-
     scratch = writer.scratch()
     # Checks across files only matter with several traces (one is checked as it is read).
     several = sum(1 for _, k in plan if k == "trace") > 1
@@ -140,7 +133,7 @@ def write_parallel(writer: Any, plan: list, traces: Any, advance: Callable[[int]
                 cand, kind = plan[i]
                 err = open(scratch / f"{i:05d}.err", "w+")
                 running[i] = (subprocess.Popen(
-                    [sys.executable, "-m", "forensics.ingest.parallel", os.fspath(cand.path),
+                    [sys.executable, "-m", "forensics.readers.parallel", os.fspath(cand.path),
                      cand.name, kind, os.fspath(scratch / f"{i:05d}")],
                     stdout=subprocess.PIPE, stderr=err, text=True), err)
             for i, (proc, err) in list(running.items()):
@@ -186,11 +179,6 @@ def write_threaded(writer: Any, plan: list, traces: Any, advance: Callable[[int]
 
     The first error in input order is raised; readers still running then stop at their next
     block (their progress callback raises), and none is left writing when this returns."""
-    import concurrent.futures
-    import threading
-
-    from forensics.heap import large_blocks_mapped, release_arrow
-
     scratch = writer.scratch()
     several = sum(1 for _, k in plan if k == "trace") > 1
     stop = threading.Event()
@@ -232,9 +220,8 @@ def write_threaded(writer: Any, plan: list, traces: Any, advance: Callable[[int]
 def _load_scanners(plan: list) -> None:
     """Load here, once, the compiled scanners the readers will choose: their first load links
     code with LLVM (through ctypes, without the GIL), which two threads must not do at once."""
-    from forensics.ingest import json_scan, native_scan
-    from forensics.ingest.sources import content_size
-
+    # The compiled scanners are imported only when an ingest reads on threads.
+    from forensics.readers import json_scan, native_scan
     loaded: set = set()
     for cand, kind in plan:
         module = native_scan if kind == "log" else json_scan
@@ -245,12 +232,8 @@ def _load_scanners(plan: list) -> None:
 def _read_part(cand: Any, kind: str, part: Path, progress: Callable[[int], None] | None) -> Any:
     """One input into its own dataset ``part`` (checks within the file as a serial ingest
     makes them); its fingerprint."""
-    from forensics.dataset.store import DatasetWriter
-    from forensics.ingest import _ingest_file, _TraceRuns
-    from forensics.ingest.sources import recording_reads
-
     with DatasetWriter(part) as writer, recording_reads() as reads:
-        fp = _ingest_file(writer, cand, kind, _TraceRuns(), progress, reads)
+        fp = ingest_file(writer, cand, kind, TraceRuns(), progress, reads)
         writer.finish({"inputs": [fp.to_json()]})
     return fp
 
@@ -258,16 +241,12 @@ def _read_part(cand: Any, kind: str, part: Path, progress: Callable[[int], None]
 def _worker(path: str, name: str, kind: str, part: str) -> dict:
     """One input into its own dataset ``part`` (checks within the file as a serial ingest
     makes them); its fingerprint as JSON."""
-    from forensics.ingest import _Candidate
-
-    fp = _read_part(_Candidate(Path(path), name), kind, Path(part), None)
+    fp = _read_part(Candidate(Path(path), name), kind, Path(part), None)
     return {"fingerprint": {"name": fp.name, "size": fp.size, "xxh3_128": fp.xxh3_128,
                             "kind": fp.kind, "name_hex": fp.name_hex}}
 
 
 def main(argv: list[str]) -> int:
-    from forensics.errors import ForensicsError
-
     try:
         report = _worker(*argv)
     except ForensicsError as e:

@@ -30,8 +30,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from forensics.ingest import event_kinds
-from forensics.ingest.int_fields import as_int
+from forensics.readers import event_kinds
+from forensics.readers.int_fields import as_int
 
 #: Vectorised pre-filter (joins ``log_events.CANDIDATE_PATTERN``).
 CANDIDATE = (r"block: \[\d+,\d+,\d+\], thread: \[|Watchdog caught collective operation timeout|"

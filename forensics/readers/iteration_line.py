@@ -36,8 +36,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from forensics.dataset.schema import ITERATIONS, WRAPPER_FIELDS
-from forensics.ingest import timestamps
-from forensics.ingest.line_prefix import spans, string_offsets
+from forensics.readers import timestamps
+from forensics.readers.line_prefix import spans, string_offsets
 
 #: A body is an iteration line when it starts with its ``iter`` field.
 ITERATION_LINE = r"^iter ?(?:=|:) ?\d{1,18}(?:,|$)"
@@ -357,7 +357,7 @@ class _Pairs:
         self.end = vo[1:]
 
     def spans(self, start: np.ndarray, end: np.ndarray) -> pa.Array:
-        """:func:`~forensics.ingest.line_prefix.spans` of this block's bytes."""
+        """:func:`~forensics.readers.line_prefix.spans` of this block's bytes."""
         return spans(self.data, start, end)
 
     def iter_values(self, first: np.ndarray) -> tuple[pa.Array, np.ndarray]:

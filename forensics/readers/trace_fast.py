@@ -1,7 +1,7 @@
 """Fast reading of a block of request-state trace frame lines (``msgspec`` typed decoding).
 
 :func:`fast_frames` turns a block of whole lines, each one v1 frame record, into exactly the
-columns the per-frame builder of :mod:`forensics.ingest.trace_v1` would make, or returns None so
+columns the per-frame builder of :mod:`forensics.readers.trace_v1` would make, or returns None so
 that builder takes the block (and every error names its file and line). Each line is decoded
 straight into a typed ``msgspec`` struct (no dict per object; ``gc=False`` structs, so the
 collector does not walk millions of requests), then the columns are gathered with ``map`` and
@@ -13,7 +13,7 @@ made:
 
 - a line that is not one object from its first byte to its last (blank lines, text around it,
   two objects on a line), a backslash anywhere (escapes), text that is not UTF-8 (the shape
-  check of :mod:`forensics.ingest.json_object_lines`);
+  check of :mod:`forensics.readers.json_object_lines`);
 - anything ``msgspec`` refuses for the frame struct: bad JSON (it is as strict as ``json``:
   no NaN, no trailing comma, no control character in a string), a float/bool/string where an
   int is due, a missing ``kind``/``iter``/``rank``/``requests``, a request that is not an object
@@ -41,7 +41,7 @@ import numpy as np
 import pyarrow as pa
 
 from forensics.dataset.schema import FRAMES
-from forensics.ingest.json_object_lines import DeclineBlock, object_line_ends
+from forensics.readers.json_object_lines import DeclineBlock, object_line_ends
 from replay.states import RequestState
 
 #: Bytes of whole lines per vectorised block (~2,300 frames of a 32-rank fleet trace): the

@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 
 from forensics.dataset.schema import EVENTS as EVENTS_TYPED
 from forensics.dataset.schema import ITERATIONS, TRACEBACK_FRAMES, UNPARSED
-from forensics.ingest import (
+from forensics.readers import (
     event_kinds,
     iteration_line,
     line_prefix,
@@ -47,8 +47,8 @@ from forensics.ingest import (
     sources,
     timestamps,
 )
-from forensics.ingest.traceback_event import Traceback
-from forensics.ingest.traceback_event import opens as traceback_opens
+from forensics.readers.traceback_event import Traceback
+from forensics.readers.traceback_event import opens as traceback_opens
 
 log = logging.getLogger(__name__)
 

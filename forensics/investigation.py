@@ -19,15 +19,28 @@ from __future__ import annotations
 import html
 import logging
 import os
+import tempfile
 from collections.abc import Iterable, Sequence
 from functools import cached_property
 from typing import Any
 
 import pandas as pd
+import pyarrow.compute as pc
 
-from forensics.callable_module import make_module_callable
+from forensics.dataset.store import to_pandas
 from forensics.errors import DatasetError, NoTraceError
+from forensics.readers import as_dataset
+from forensics.reconstruct import frame_state, log_state
+from forensics.report import figures as F
+from forensics.report.crash_signatures import crash_in_logs, find_signatures
+from forensics.report.logs_only import log_decisions
+from forensics.report.summary import summarize
+from forensics.verdicts import matches_log_crash, story_policy
+from replay.engine import replay_windows
+from replay.frames import FrameWindows, RunFrames
 from replay.leak_table import LEAK_COLUMNS as _REPLAY_LEAK_COLUMNS
+from replay.leak_table import leak_frame
+from replay.resolve import resolve_policies, resolve_policy
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +71,6 @@ def investigate(*inputs: PathLike | Iterable[PathLike], policies: Sequence[str] 
         InputError, DatasetError, PolicyError: bad input or an unknown policy (the message names
             the file and line).
     """
-    from forensics.ingest import as_dataset
-    from replay.resolve import resolve_policies
 
     flat: list[PathLike] = []
     for x in inputs:
@@ -85,7 +96,6 @@ class Investigation:
 
     def __init__(self, dataset: Any, policies: Sequence[Any], *, run: str | None = None,
                  inputs: tuple[str, ...] = ()):
-        from replay.resolve import resolve_policy
 
         self.dataset = dataset
         # Resolved once: a ``trtllm:`` or ``py:`` spec reads and compiles source code.
@@ -141,7 +151,6 @@ class Investigation:
     @cached_property
     def summary(self):
         """The dataset summary (``forensics.report.summary.DatasetSummary``)."""
-        from forensics.report.summary import summarize
         return summarize(self.dataset)
 
     # ------------------------------------------------------------------ reconstruction
@@ -149,7 +158,6 @@ class Investigation:
     def run_frames(self):
         """The run's frames as arrays (:class:`replay.frames.RunFrames`)."""
         self._need_trace()
-        from replay.frames import RunFrames
         return RunFrames.from_dataset(self.dataset, run=self.run)
 
     @cached_property
@@ -157,7 +165,6 @@ class Investigation:
         """The run read in iteration windows (:class:`replay.frames.FrameWindows`): what the
         replays stream over, holding one window in memory."""
         self._need_trace()
-        from replay.frames import FrameWindows
         return FrameWindows(self.dataset, run=self.run)
 
     @property
@@ -169,26 +176,22 @@ class Investigation:
     def reconstruction(self) -> pd.DataFrame:
         """Per (iter, rank) state from the trace frames (``forensics.reconstruct.frame_state``)."""
         self._need_trace()
-        from forensics.reconstruct import frame_state
         return frame_state(self.dataset, run=self.run)
 
     @cached_property
     def log_reconstruction(self) -> pd.DataFrame:
         """Per (iter, rank) batch sizes and ``can_queue`` from iteration lines alone."""
-        from forensics.reconstruct import log_state
         return log_state(self.dataset, self.config.tp_size if self.run is not None else None)
 
     @cached_property
     def signatures(self) -> list:
         """Crash-related events of the logs (``forensics.report.crash_signatures.Signature``)."""
-        from forensics.report.crash_signatures import find_signatures
         return find_signatures(self.events, [self._resolved[p] for p in self.policies],
                                config=self.config, iterations=self.iterations)
 
     @property
     def log_crash(self):
         """The crash the logs show (a ``Signature``), or None."""
-        from forensics.report.crash_signatures import crash_in_logs
         return crash_in_logs(self.signatures)
 
     # ------------------------------------------------------------------ replay
@@ -201,12 +204,10 @@ class Investigation:
         self._need_trace()
         name = self._policy(policy)
         if name not in self._results:
-            from replay.engine import replay_windows
             todo = [p for p in self.policies if p not in self._results]
             if name not in todo:
                 todo = [name]
             if self._replay_dir is None:
-                import tempfile
                 self._replay_dir = tempfile.TemporaryDirectory(prefix="adp-investigation-")
             out = os.path.join(self._replay_dir.name, f"pass-{len(self._results):03d}")
             self._results.update(replay_windows(self.windows, [self._resolved[p] for p in todo], out))
@@ -237,7 +238,6 @@ class Investigation:
         """One row per leaked dummy across the policies (columns ``LEAK_COLUMNS``): each
         policy's ``ReplayResult.leaks`` (the fatal leak first) after a ``policy`` column
         (categorical, in policy order, as in :meth:`decisions`)."""
-        from replay.leak_table import leak_frame
         if self.run is None or not self.policies:
             return pd.DataFrame(leak_frame(())).assign(policy=pd.Categorical([]))[list(LEAK_COLUMNS)]
         return _long({p: r.leaks for p, r in self.results.items()})[list(LEAK_COLUMNS)]
@@ -246,7 +246,6 @@ class Investigation:
     def verdicts(self) -> pd.DataFrame:
         """One row per policy: crash / leak / clean, the crash point, the first leak, whether it
         reproduces the crash the logs show, and the first recorded decision it departs from."""
-        from forensics.report.postmortem import matches_log_crash
         rows = []
         if self.run is not None:
             build = self.config.build
@@ -289,7 +288,6 @@ class Investigation:
     def plot_active(self, policy: str | None = None, **kwargs):
         """Active requests per rank against expected and the cap
         (:func:`forensics.report.figures.active_vs_expected`); ``kwargs`` go to it."""
-        from forensics.report import figures as F
         name = self._policy(policy) if policy is not None else self._story_policy()
         self._need_trace()
         r = self.result(name)
@@ -303,9 +301,7 @@ class Investigation:
         """Rank x iteration strips, one panel per policy (:func:`~forensics.report.figures.
         decision_strip`); windows follow the first policy's leaks and crash. Without a trace, the
         strip of the iteration logs."""
-        from forensics.report import figures as F
         if self.run is None:
-            from forensics.report.logs_only import log_decisions
             dec = log_decisions(self.iterations)
             kwargs.setdefault("title", "What each rank logged, per iteration (no request traces)")
             return F.decision_strip({"iteration logs": dec}, **kwargs)
@@ -322,7 +318,6 @@ class Investigation:
         """Request states per rank at one iteration, with the dummies ``policy`` carried into it
         (:func:`~forensics.report.figures.state_composition`). Default iteration: the crash,
         else the one after the first leak, else the last."""
-        from forensics.report import figures as F
         name = self._policy(policy) if policy is not None else self._story_policy()
         self._need_trace()
         r = self.result(name)
@@ -393,11 +388,9 @@ class Investigation:
     # ------------------------------------------------------------------ helpers
     def _requests_at(self, iteration: int) -> pd.DataFrame:
         """The run's recorded requests at one iteration, read with a filter (not the table)."""
-        from forensics.dataset.store import to_pandas
         filters = [("iter", "==", iteration)]
         t = self.dataset.arrow("requests", filters=filters)
         if t.num_rows and len(set(t.column("run").to_pylist())) > 1:
-            import pyarrow.compute as pc
             t = t.filter(pc.equal(t.column("run"), self.run))
         return to_pandas(t).reset_index(drop=True)
 
@@ -408,7 +401,6 @@ class Investigation:
     def _policy(self, name: str) -> str:
         """The name of policy ``name``, resolved (and kept) on first use; PolicyError if unknown."""
         if name not in self._resolved:
-            from replay.resolve import resolve_policy
             pol = resolve_policy(name)
             self._resolved.setdefault(pol.name, pol)
             return pol.name
@@ -416,10 +408,9 @@ class Investigation:
 
     def _story_policy(self) -> str | None:
         """The policy whose story to tell, chosen as the post-mortem report chooses it
-        (``forensics.report.postmortem.story_policy``), else the first policy."""
+        (``forensics.verdicts.story_policy``), else the first policy."""
         if self.run is None or not self.policies:
             return None
-        from forensics.report.postmortem import story_policy
         return story_policy(self.verdicts.itertuples()) or self.policies[0]
 
     def _strip_policies(self) -> list[str]:
@@ -455,6 +446,5 @@ def _table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, header: boo
     return "".join(out)
 
 
-make_module_callable(__name__, investigate)  # ``forensics.investigate(...)`` after the import
 
 __all__ = ["LEAK_COLUMNS", "VERDICT_COLUMNS", "Investigation", "investigate"]

@@ -42,6 +42,7 @@ Layouts: ``wide`` (default; one row per run, policy columns named ``"<policy>.<m
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -53,8 +54,18 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-from forensics.callable_module import make_module_callable
+from forensics import cluster
+from forensics.errors import ConfigError
+from forensics.readers import as_dataset, on_cluster
+from forensics.simulate import get_scenario, simulate
+from forensics.version import __version__
+from replay.engine import replay_windows, stream_windows
+from replay.engine import run as replay_run
+from replay.frames import RunFrames
+from replay.resolve import resolve_policies
 
 log = logging.getLogger(__name__)
 
@@ -131,8 +142,6 @@ def fleet_table(runs: Iterable[PathLike] | PathLike | pd.DataFrame, policies: Se
         InputError, DatasetError, PolicyError: a bad input or policy name (names the file).
         ValueError: an unknown layout.
     """
-    from forensics import cluster
-    from replay.resolve import resolve_policies
 
     if layout not in ("wide", "long"):
         raise ValueError(f"layout must be 'wide' or 'long', got {layout!r}")
@@ -155,7 +164,7 @@ def fleet_table(runs: Iterable[PathLike] | PathLike | pd.DataFrame, policies: Se
     if client is not None and 0 < len(items) < _worker_count(client):
         for i, (path, _) in enumerate(items):
             if not (Path(path) / "_meta.json").is_file() and Path(path).is_dir():
-                ds = cluster.as_dataset([path], cache_dir=caches[i], client=client)
+                ds = on_cluster.as_dataset([path], cache_dir=caches[i], client=client)
                 held.append(ds)
                 sources[i] = str(ds.path)
     tasks = [(src, path, extra, specs, None if src != path else cache, layout, window)
@@ -189,12 +198,6 @@ def input_rows(source: PathLike, label: str, extra: dict[str, Any], policies: Se
     column, ``source`` what is read (the input itself or a dataset ingested from it). A long
     run is replayed in windows (``replay.engine.stream_windows``; ``window`` iterations each),
     one policy at a time, in bounded memory."""
-    from forensics import cluster
-    from forensics.ingest import as_dataset
-    from replay.engine import replay_windows, stream_windows
-    from replay.engine import run as replay_run
-    from replay.frames import RunFrames
-    from replay.resolve import resolve_policies
 
     pols = resolve_policies(list(policies) if policies else None)
     ds = as_dataset([source], cache_dir=cache)
@@ -252,10 +255,7 @@ def write_parquet(table: pd.DataFrame, path: PathLike, *, table_name: str,
                   meta: dict[str, Any] | None = None) -> Path:
     """Write a result table to one Parquet file atomically, its name (and ``meta`` as JSON) in
     the file's key-value metadata (``forensics.table``, ``forensics.meta``)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    from forensics import __version__
 
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -315,17 +315,18 @@ def fleet_json(table: pd.DataFrame) -> dict[str, Any]:
     config_cols = [c for c in table.columns if c not in metric_cols]
     runs = []
     for _, row in table.iterrows():
-        item = {c: _plain(row[c]) for c in config_cols}
+        item = {c: plain_value(row[c]) for c in config_cols}
         pols: dict[str, dict[str, Any]] = {}
         for c in metric_cols:
             p, k = c.rsplit(".", 1)
-            pols.setdefault(p, {})[k] = _plain(row[c])
+            pols.setdefault(p, {})[k] = plain_value(row[c])
         item["policies"] = pols
         runs.append(item)
     return {"runs": runs}
 
 
-def _plain(v: Any) -> Any:
+def plain_value(v: Any) -> Any:
+    """A table cell as a plain JSON value: a missing value as None, a NumPy scalar as Python's."""
     if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
         return None
     if isinstance(v, np.generic):
@@ -422,10 +423,7 @@ def simulate_grid(out_dir: PathLike, *, scenario: str = "nvbug-6438685",
     Raises:
         ConfigError, PolicyError: an unknown scenario, workload field or policy, or bad values.
     """
-    import dataclasses
 
-    from forensics.errors import ConfigError
-    from forensics.simulate import get_scenario, simulate
 
     sc = get_scenario(scenario)
     base = sc.workload
@@ -486,20 +484,18 @@ def prevalence(table: pd.DataFrame, by: Sequence[str], metrics: Sequence[str] = 
 
 __all__ = [
     "CONFIG_COLUMNS",
-    "fleet",
-    "input_rows",
-    "write_parquet",
     "DEFAULT_GRID",
-    "METRIC_DTYPES",
+    "fleet",
     "fleet_failed",
     "fleet_json",
     "fleet_policies",
     "fleet_table",
     "grid_workload",
+    "input_rows",
+    "METRIC_DTYPES",
+    "plain_value",
     "prevalence",
     "run_metrics",
     "simulate_grid",
+    "write_parquet",
 ]
-
-
-make_module_callable(__name__, fleet)  # ``forensics.fleet(...)`` after the import, too

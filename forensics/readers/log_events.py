@@ -1,18 +1,18 @@
 """The known ADP / KV-transfer messages of an executor log as typed events.
 
 Messages (docs/adp-executor.md section 8) and the numbers each carries are listed in
-:mod:`forensics.ingest.event_kinds`. :data:`CANDIDATE_PATTERN` is the vectorised pre-filter:
+:mod:`forensics.readers.event_kinds`. :data:`CANDIDATE_PATTERN` is the vectorised pre-filter:
 only lines whose body matches it reach the Python-level matchers here and in
-:mod:`forensics.ingest.traceback_event`, so the hot path (iteration lines) never loops in Python.
+:mod:`forensics.readers.traceback_event`, so the hot path (iteration lines) never loops in Python.
 """
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from forensics.ingest import event_kinds, failure_messages
-from forensics.ingest.int_fields import fits
-from forensics.ingest.traceback_event import opens, pieces
+from forensics.readers import event_kinds, failure_messages
+from forensics.readers.int_fields import fits
+from forensics.readers.traceback_event import opens, pieces
 
 #: Lines worth a Python look: indented lines, traceback/exception shapes, banner dashes, C++
 #: frames and every known message. Matched against the prefix-stripped body.

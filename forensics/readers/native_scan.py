@@ -76,7 +76,7 @@ _kernel = None
 
 def chosen(size: int, min_bytes: int) -> bool:
     """Whether :data:`PATH_ENV` and the input's size choose a compiled path (this one, or the
-    JSON Lines scanner's, :mod:`forensics.ingest.json_scan`)."""
+    JSON Lines scanner's, :mod:`forensics.readers.json_scan`)."""
     how = os.environ.get(PATH_ENV, "")
     return how != "reference" and (how == "native" or size >= min_bytes)
 
@@ -92,7 +92,7 @@ def kernel():
     numba is not importable."""
     global _kernel
     if _kernel is None:
-        from forensics.ingest import native_code
+        from forensics.readers import native_code
 
         _kernel = native_code.entry_points() or False
     return _kernel or None
@@ -251,7 +251,7 @@ def iterations(scan: Scan, block: bytes | bytearray, source: str) -> pa.Table:
         vals = scan.floats[c]
         need = scan.fneed[c]
         if need.any():   # decimals past the exact fast path: Arrow reads their text
-            from forensics.ingest.line_prefix import spans
+            from forensics.readers.line_prefix import spans
 
             if data is None:
                 data = pa.py_buffer(block)
