@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from forensics.minimize import replay_records
+from forensics.pipeline import postmortem
 from forensics.report.paths import PATH_BOUND, clean_builds, path_gap, with_evidence, witness_files
 from replay.catalogue import CATALOGUE, get_policy
 from replay.config import RunConfig
@@ -43,3 +44,20 @@ def test_exploration_agrees_with_the_masks_on_every_path_of_a_slice():
             policy = CATALOGUE[name]
             gap = path_gap(policy, config)
             assert gap.open == (with_evidence(gap, policy, config).witness is not None), (name, config)
+
+
+def test_the_postmortem_writes_and_names_each_open_path_witness(crash_inputs, tmp_path):
+    """The report's open paths name their witness files, the files are in the report directory
+    and replay under their build with a leak, and ``findings.json`` lists each witness."""
+    r = postmortem(crash_inputs, tmp_path / "report")
+    findings = json.loads(r.findings_json.read_text())
+    listed = [(a["policy"], p["witness"]["file"]) for a in findings["recommended"]
+              for p in a["open_paths"]]
+    assert listed and all(file for _, file in listed)
+    text = r.report_md.read_text()
+    for policy, file in listed:
+        assert f"`{file}`" in text
+        records = [json.loads(x) for x in (r.out_dir / file).read_text().splitlines()]
+        assert replay_records(records, policy).leak_records
+    closed = [a["here_evidence"] for a in findings["recommended"] if a["here"] is None]
+    assert all(e.startswith("no counterexample in ") for e in closed)
