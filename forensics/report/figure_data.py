@@ -488,7 +488,7 @@ def states_view(requests: pd.DataFrame, *, iteration: int,
     if not len(req) and not leaked:
         return StatesView(title, (), (), (), message=f"no requests recorded at iteration {iteration}")
     if len(req):
-        state = req["state"].astype(int).to_numpy()
+        state = req["state_value"].astype(int).to_numpy()
         dummy = req["dummy"].astype(bool).to_numpy()
         names = {int(s): _state_name(int(s)) for s in np.unique(state)}
         req["label"] = np.where(dummy, "ADP dummy (recorded)", [names[int(s)] for s in state])
