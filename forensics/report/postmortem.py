@@ -42,6 +42,7 @@ from forensics.report.logs_only import (
 )
 from forensics.report.markdown import render_markdown
 from forensics.report.narrative import build_document, figure_blocks, figure_policies
+from forensics.report.timeline import TIMELINE_FILE, story_result, timeline, timeline_json
 
 logger = logging.getLogger(__name__)
 
@@ -308,6 +309,8 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
                          results=primary, opening=opening, headline=headline, mechanisms=mechs,
                          recommended=recommended, logs_verdict=lov)
     written = [report_dir.write(fig.name, fig.data) for fig in figs]
+    if primary:   # the zoomable timeline (forensics.report.timeline) of the story's replay
+        report_dir.write(TIMELINE_FILE, timeline_json(timeline(story_result(primary, chain_policy or build))))
     md = report_dir.write("report.md", render_markdown(doc).encode())
     html_path = report_dir.write("report.html", render_html(doc).encode())
     fj = report_dir.write("findings.json",
