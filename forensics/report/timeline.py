@@ -92,7 +92,8 @@ def timeline(result: ReplayResult, *, title: str | None = None) -> dict[str, Any
     events: list[dict] = [_meta("process_name", fleet_pid, ITER_TID, name="fleet"),
                           _meta("process_sort_index", fleet_pid, ITER_TID, sort_index=-1),
                           _meta("thread_name", fleet_pid, ITER_TID, name="skips and crash")]
-    lanes = _dummy_lanes(ledger, crash, hi)
+    lane_of = _lane_of(ledger, crash, hi)
+    lanes = _lanes_per_rank(ledger, lane_of)
     for r in range(R):
         events += [_meta("process_name", r + 1, ITER_TID, name=f"rank {r}"),
                    _meta("process_sort_index", r + 1, ITER_TID, sort_index=r),
@@ -103,7 +104,7 @@ def timeline(result: ReplayResult, *, title: str | None = None) -> dict[str, Any
 
     events += _detail_events(result, win, iters)
     events += _block_events(result, win, block, skips)
-    events += _dummy_events(result, ledger, crash, hi)
+    events += _dummy_events(result, ledger, lane_of, crash, hi)
     for s in skips:
         events.append({"name": "fleet skip (can_queue False)", "cat": "skip", "ph": "i", "s": "g",
                        "ts": int(s) * US_PER_ITER, "pid": fleet_pid, "tid": ITER_TID,
@@ -326,19 +327,18 @@ def _lane_of(ledger: pd.DataFrame, crash, last: int) -> dict[int, int]:
     return lane
 
 
-def _dummy_lanes(ledger: pd.DataFrame, crash, last: int) -> dict[int, int]:
+def _lanes_per_rank(ledger: pd.DataFrame, lanes: dict[int, int]) -> dict[int, int]:
     """Lanes (dummy threads) each rank needs."""
-    lanes = _lane_of(ledger, crash, last)
     out: dict[int, int] = {}
     for dummy, rank in zip(ledger["dummy"], ledger["rank"]):
         out[int(rank)] = max(out.get(int(rank), 0), lanes[int(dummy)] + 1)
     return out
 
 
-def _dummy_events(result: ReplayResult, ledger: pd.DataFrame, crash, last: int) -> list[dict]:
-    """A slice per dummy of the ledger, and a flow across the first skip each leaked one
-    survived (from its slice at the skip to its rank's next iteration)."""
-    lanes = _lane_of(ledger, crash, last)
+def _dummy_events(result: ReplayResult, ledger: pd.DataFrame, lanes: dict[int, int], crash,
+                  last: int) -> list[dict]:
+    """A slice per dummy of the ledger (on its lane), and a flow across the first skip each
+    leaked one survived (from its slice at the skip to its rank's next iteration)."""
     first_skip = {int(lk.dummy): int(lk.iter_skipped) for lk in result.leak_records}
     out = []
     for row in ledger.itertuples(index=False):
