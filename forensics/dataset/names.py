@@ -28,10 +28,11 @@ from replay.states import ALL_STATES, STATE_INDEX
 #: The dictionary of ``requests.state``: every known state's name, in value order.
 STATE_NAMES = pa.array([s.name for s in ALL_STATES], pa.string())
 
-_LO = min(STATE_INDEX)                      # smallest state value (-1)
-_LUT = np.full(max(STATE_INDEX) - _LO + 1, -1, np.int8)
+#: Index into :data:`STATE_NAMES` of every int16 value (read through its uint16 view), -1 for
+#: a value no state has: one gather per column, no temporary wider than the int8 result.
+_LUT = np.full(1 << 16, -1, np.int8)
 for _value, _index in STATE_INDEX.items():
-    _LUT[_value - _LO] = _index
+    _LUT[np.array(_value, np.int16).view(np.uint16)] = _index
 
 
 def state_names(codes: np.ndarray | pa.Array | pa.ChunkedArray) -> pa.DictionaryArray:
@@ -44,22 +45,20 @@ def state_names(codes: np.ndarray | pa.Array | pa.ChunkedArray) -> pa.Dictionary
         codes = codes.combine_chunks()
     if isinstance(codes, pa.Array):
         codes = codes.to_numpy(zero_copy_only=False)
-    v = np.asarray(codes).astype(np.int64, copy=False) - _LO
-    inside = (v >= 0) & (v < _LUT.size)
-    if inside.all():
-        idx = _LUT[v]
-    else:
-        idx = np.full(v.size, -1, np.int8)
-        idx[inside] = _LUT[v[inside]]
-    if (idx >= 0).all():
+    codes = np.asarray(codes)
+    if codes.dtype != np.int16:
+        if codes.size and (codes.min() < -(1 << 15) or codes.max() >= 1 << 15):
+            raise ValueError("request-state values outside int16")
+        codes = codes.astype(np.int16)
+    idx = _LUT[codes.view(np.uint16)]
+    if not (idx < 0).any():
         return pa.DictionaryArray.from_arrays(pa.array(idx, pa.int8()), STATE_NAMES)
-    unknown = np.unique(np.asarray(codes)[idx < 0])
-    extra = {int(u): len(STATE_NAMES) + k for k, u in enumerate(unknown)}
-    if len(STATE_NAMES) + len(extra) > 127:
-        raise ValueError(f"{len(extra)} unknown request-state values: too many to name")
-    for u, k in extra.items():
-        idx[np.asarray(codes) == u] = k
-    names = pa.concat_arrays([STATE_NAMES, pa.array([f"STATE_{u}" for u in extra], pa.string())])
+    unknown = np.unique(codes[idx < 0])
+    if len(STATE_NAMES) + len(unknown) > 127:
+        raise ValueError(f"{len(unknown)} unknown request-state values: too many to name")
+    for k, u in enumerate(unknown):
+        idx[codes == u] = len(STATE_NAMES) + k
+    names = pa.concat_arrays([STATE_NAMES, pa.array([f"STATE_{u}" for u in unknown], pa.string())])
     return pa.DictionaryArray.from_arrays(pa.array(idx, pa.int8()), names)
 
 
