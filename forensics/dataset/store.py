@@ -287,6 +287,15 @@ def _file_schema(table: str) -> pa.Schema:
                                          b"pandas": pandas_metadata(SCHEMAS[table])})
 
 
+def _conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``data`` in ``schema``: its columns in order, only those of another type cast (the names
+    the readers build as strings become dictionaries; a whole-table cast copied every column:
+    0.14 s of a 64 MB log's 1.2 s ingest)."""
+    data = data.select(schema.names)
+    columns = [c if c.type == f.type else c.cast(f.type) for c, f in zip(data.columns, schema)]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
 class DatasetWriter:
     """Stream record batches of each table into a new dataset directory.
 
@@ -367,7 +376,7 @@ class DatasetWriter:
         if isinstance(data, pa.RecordBatch):
             data = pa.Table.from_batches([data])
         if not data.schema.equals(schema):
-            data = data.select(schema.names).cast(schema)
+            data = _conform(data, schema)
         try:
             column = PARTITION_BY.get(table)
             if column is None:
