@@ -102,7 +102,7 @@ def timeline(result: ReplayResult, *, title: str | None = None) -> dict[str, Any
             events.append(_meta("thread_name", r + 1, DUMMY_TID + lane,
                                 name="dummies" + (f" {lane + 1}" if lane else "")))
 
-    events += _detail_events(result, win, iters)
+    events += _detail_events(result, win)
     events += _block_events(result, win, block, skips)
     events += _dummy_events(result, ledger, lane_of, crash, hi)
     for s in skips:
@@ -219,7 +219,7 @@ def _state_counts(result: ReplayResult, iters: np.ndarray) -> dict[tuple[int, in
     return out
 
 
-def _detail_events(result: ReplayResult, win: IterWindows, iters: np.ndarray) -> list[dict]:
+def _detail_events(result: ReplayResult, win: IterWindows) -> list[dict]:
     """A slice and a counter sample per rank and iteration inside the detail windows."""
     parts = [result.read_decisions([("iter", ">=", int(a)), ("iter", "<=", int(b))],
                                    columns=_DECISION_COLUMNS) for a, b in win.segments]
