@@ -19,8 +19,8 @@ millisecond (``ts`` = iteration x 1000 us).
 
 Thinning, as the figures do it (``forensics.report.windows``): a long run is drawn in detail
 (one slice and one counter sample per iteration and rank) inside windows around the crash,
-the leaks and the skips; between them each rank gets one slice and one counter sample per
-block of iterations, holding the block's maxima. ``otherData.thinning`` says which iterations
+the leaks, the skips and the fleet's peak load; between them each rank gets one slice and one
+counter sample per block of iterations, holding the block's maxima. ``otherData.thinning`` says which iterations
 are in detail and how large the blocks are. Dummies, skips and the crash are never thinned.
 
 Example:
@@ -82,7 +82,7 @@ def timeline(result: ReplayResult, *, title: str | None = None) -> dict[str, Any
     iters = _iterations(result)
     crash = result.crash
     ledger = result.ledger
-    focus = _focus(result)
+    focus = _focus(result, iters)
     win = choose_windows(iters, focus, radius=DETAIL_RADIUS, max_full=DETAIL_MAX_FULL,
                          max_segments=DETAIL_MAX_SEGMENTS)
     lo, hi = (int(iters.min()), int(iters.max())) if iters.size else (0, -1)
@@ -135,8 +135,8 @@ def timeline(result: ReplayResult, *, title: str | None = None) -> dict[str, Any
                 "block_iterations": block,
                 "note": ("every iteration in detail" if whole else
                          "one slice and one counter sample per rank and iteration inside "
-                         "detail_iterations (windows around the crash, the leaks and the "
-                         "skips, as the report's figures draw them); outside them one slice "
+                         "detail_iterations (windows around the crash, the leaks, the skips "
+                         "and the peak load, as the report's figures draw them); outside them one slice "
                          f"and one counter sample per rank per block of up to {block} "
                          "iterations, with the block's maxima. Dummies, skips and the crash "
                          "are never thinned."),
@@ -177,14 +177,23 @@ def _iterations(result: ReplayResult) -> np.ndarray:
     return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
 
 
-def _focus(result: ReplayResult) -> list[int]:
-    """Interesting iterations, most important first: the crash, the leaks, the skips."""
+def _focus(result: ReplayResult, iters: np.ndarray) -> list[int]:
+    """Interesting iterations, most important first: the crash, the leaks, the skips, then the
+    fleet's peak load (so a long clean run shows its busiest stretch, as the figures do)."""
     out: list[int] = []
     if result.crash is not None:
         out.append(int(result.crash.iter))
     for lk in sorted(result.leak_records, key=lambda lk: lk.iter_skipped):
         out += [int(lk.iter_skipped), int(lk.iter_created)]
     out += [int(s) for s in result.skipped_iters]
+    if iters.size:
+        lo = int(iters.min())
+        load = np.zeros(int(iters.max()) - lo + 1)
+        for df in result.decision_frames(["iter", "active"]):
+            active = pd.to_numeric(df["active"], errors="coerce").fillna(0).to_numpy(float)
+            load += np.bincount(df["iter"].to_numpy(np.int64) - lo, weights=active,
+                                minlength=load.size)[:load.size]
+        out.append(lo + int(load.argmax()))
     return out
 
 

@@ -141,13 +141,15 @@ def test_a_fixed_build_has_no_crash_and_no_flows(nvbug_results):
 
 
 def _long_run(ranks: int, iters: int) -> ReplayResult:
-    """A synthetic replay: 2 active requests a rank, a fleet skip at 30,000 and at 70,000 where
+    """A synthetic replay: 2 active requests a rank (5 on rank 3 at 50,000, the peak), a fleet
+    skip at 30,000 and at 70,000 where
     a dummy created on rank 1 at 29,990 survives and rank 1 crashes at iteration ``iters - 1``;
     a pad dummy for one iteration on rank 0 every 1,000 iterations."""
     it = np.repeat(np.arange(iters, dtype=np.int64), ranks)
     rk = np.tile(np.arange(ranks, dtype=np.int64), iters)
     can = ~np.isin(it, [30_000, 70_000])
-    d = pd.DataFrame({"iter": it, "rank": rk, "active": 2, "expected": 2, "batch": 2, "real": 2,
+    active = np.where((it == 50_000) & (rk == 3), 5, 2)      # the fleet's peak load
+    d = pd.DataFrame({"iter": it, "rank": rk, "active": active, "expected": 2, "batch": 2, "real": 2,
                       "padded": False, "can_queue": can, "crash": (it == iters - 1) & (rk == 1)})
     pads = np.arange(0, iters, 1000)
     ledger = pd.DataFrame({"dummy": np.arange(pads.size + 1), "rank": [0] * pads.size + [1],
@@ -167,8 +169,8 @@ def _long_run(ranks: int, iters: int) -> ReplayResult:
 
 
 def test_a_long_run_is_thinned_and_stays_small(tmp_path):
-    """8 ranks x 100k iterations: detail windows of +-DETAIL_RADIUS around the crash and the
-    skips, blocks of 100 iterations elsewhere; under 3 MB a rank, so 64 ranks x 100k
+    """8 ranks x 100k iterations: detail windows of +-DETAIL_RADIUS around the crash, the
+    skips and the peak load, blocks of 100 iterations elsewhere; under 3 MB a rank, so 64 ranks x 100k
     stay under 200 MB (every event is per rank, dummies aside)."""
     result = _long_run(8, 100_000)
     doc = timeline(result)
@@ -177,10 +179,10 @@ def test_a_long_run_is_thinned_and_stays_small(tmp_path):
     assert thin["thinned"] is True and thin["block_iterations"] == 100_000 // MAX_BLOCKS
     r = DETAIL_RADIUS
     # the leak's creation (29,990) lies inside the skip's window: no window of its own
-    assert thin["detail_iterations"] == [[30_000 - r, 30_000 + r], [70_000 - r, 70_000 + r],
-                                         [99_999 - r, 99_999]]
+    assert thin["detail_iterations"] == [[30_000 - r, 30_000 + r], [50_000 - r, 50_000 + r],
+                                         [70_000 - r, 70_000 + r], [99_999 - r, 99_999]]
     detail = [e for e in doc["traceEvents"] if e.get("cat") == "iteration"]
-    assert len(detail) == 8 * (2 * (2 * r + 1) + r + 1)
+    assert len(detail) == 8 * (3 * (2 * r + 1) + r + 1)
     blocks = [e for e in doc["traceEvents"] if e.get("cat") == "thinned"]
     assert 8 * MAX_BLOCKS <= len(blocks) <= 8 * (MAX_BLOCKS + 6)
     covered = sum(e["dur"] for e in blocks + detail if e["pid"] == 1) // US_PER_ITER
