@@ -1,4 +1,4 @@
-"""Names in the data: enum-like columns as Arrow dictionaries of names (layout 2.2).
+"""Names in the data: enum-like columns as Arrow dictionaries of names (layout 2.3).
 
 - ``requests.state``: ``forensics.dataset.schema.STATE_NAME`` over the fixed
   :data:`STATE_NAMES` (every ``LlmRequestState`` name, in value order), made from the int codes
@@ -7,8 +7,8 @@
   strings, the writer stores them as dictionaries of the names present
   (:data:`~forensics.dataset.schema.NAMED_COLUMNS`).
 
-Datasets of layouts 1.x-2.1 hold the codes and plain strings; :func:`upgrade` turns a table read
-from one (``SCHEMAS_2_1``) into today's shape.
+Datasets of layouts 1.x-2.2 hold the codes and plain strings; :func:`upgrade` turns a table read
+from one (``SCHEMAS_2_2``) into today's shape.
 
 Example:
     >>> import numpy as np
@@ -63,7 +63,7 @@ def state_names(codes: np.ndarray | pa.Array | pa.ChunkedArray) -> pa.Dictionary
 
 
 def legacy_columns(table: str, columns: Sequence[str] | None) -> list[str] | None:
-    """The columns to read from a 1.x-2.1 dataset for ``columns`` of today's table
+    """The columns to read from a 1.x-2.2 dataset for ``columns`` of today's table
     (``requests.state_value`` was ``state``)."""
     if columns is None or table != "requests":
         return None if columns is None else list(columns)
@@ -71,7 +71,7 @@ def legacy_columns(table: str, columns: Sequence[str] | None) -> list[str] | Non
 
 
 def upgrade(table: str, data: pa.Table, columns: Sequence[str] | None = None) -> pa.Table:
-    """A table read from a 1.x-2.1 dataset (``SCHEMAS_2_1``, only :func:`legacy_columns` of
+    """A table read from a 1.x-2.2 dataset (``SCHEMAS_2_2``, only :func:`legacy_columns` of
     ``columns`` when given) in today's shape: names as dictionaries, state codes in
     ``state_value``; ``columns`` (default: all) in order."""
     target = SCHEMAS[table]

@@ -25,7 +25,7 @@ path without mixing tables (``pd.read_parquet("DS/iterations")``,
                      (``requests.state`` already holds the name; ``requests.state_value``
                      joins ``states.state``; the names of ``LlmRequestState``)
 
-Names, not codes (2.2): enum-like columns are Arrow dictionaries of names (``requests.state``,
+Names, not codes (2.3): enum-like columns are Arrow dictionaries of names (``requests.state``,
 ``events.kind``, ``events.severity``, ``iterations.format``; pandas ``category``, polars
 ``Categorical``, duckdb ``VARCHAR``), the request-state int codes stay in ``requests.state_value``.
 Every file's key-value metadata also carries ``pandas`` column dtypes, so ``pd.read_parquet``
@@ -43,7 +43,7 @@ Line accounting (text inputs): every line of a text input is either the ``line``
 row of ``iterations``, ``events``, ``stats``, ``runs``, ``frames`` or ``unparsed``, or lies inside
 the ``line``..``line_end`` range of exactly one ``events`` or ``stats`` row (a pretty-printed
 IterationStats object spans lines). Lines are 1-based. Exception: ``events`` of the kinds in
-``forensics.ingest.event_kinds.NOTES`` (``input_truncated``, ``nul_bytes``) mark a place and
+``forensics.readers.event_kinds.NOTES`` (``input_truncated``, ``nul_bytes``) mark a place and
 claim no line.
 """
 from __future__ import annotations
@@ -63,16 +63,18 @@ from replay.frame_schema import FRAMES
 #: kinds cuda_device_assert / nccl_timeout / cuda_oom / dist_timeout and their number columns,
 #: ``log_time`` / ``iterations.timestamp`` / ``stats.timestamp`` as ``timestamp[us]`` (the
 #: logger's local clock) with
-#: ``*_text`` beside them keeping a time that does not parse (see forensics.ingest.timestamps).
+#: ``*_text`` beside them keeping a time that does not parse (see forensics.readers.timestamps).
 #: "2.1" ``_meta.json`` inputs carry ``xxh3_128`` (hex XXH3-128 of the bytes read) instead of
 #:       ``sha256``; the tables are unchanged. A 2.0 dataset is read; as a cache it is never
 #:       reused (its digests cannot be compared), so ``as_dataset`` ingests its inputs again.
-#: "2.2" names in the data: ``requests.state`` the state name as a dictionary (the int code
+#: "2.2" added ``frames.kv_precheck_ok`` (at the end; a 2.1 dataset loads with it null, read as
+#:       true: the KV-capacity precheck passed or was not made).
+#: "2.3" names in the data: ``requests.state`` the state name as a dictionary (the int code
 #:       moved to the new ``requests.state_value``), ``events.kind``, ``events.severity``,
 #:       ``iterations.format`` dictionaries of names; ``pandas`` dtypes in every file's
-#:       key-value metadata. 2.0/2.1 (and 1.x) datasets load in the 2.2 shape
+#:       key-value metadata. 2.0-2.2 (and 1.x) datasets load in the 2.3 shape
 #:       (``forensics.dataset.names.upgrade``).
-SCHEMA_VERSION = "2.2"
+SCHEMA_VERSION = "2.3"
 
 #: Table names in a fixed order.
 TABLES = ("iterations", "events", "stats", "runs", "frames", "requests", "unparsed",
@@ -134,7 +136,7 @@ EVENTS = pa.schema([
     pa.field("line_end", pa.int64(), nullable=False),      # last line of a multi-line event (== line if one)
     pa.field("rank", pa.int32()),
     pa.field("severity", pa.string()),                     # F E W I V D, or null
-    pa.field("kind", pa.string(), nullable=False),         # see forensics.ingest.event_kinds
+    pa.field("kind", pa.string(), nullable=False),         # see forensics.readers.event_kinds
     pa.field("message", pa.string()),
     pa.field("log_time", pa.timestamp("us")),              # logger prefix time (local clock, no zone)
     pa.field("exception_type", pa.string()),               # tracebacks
@@ -157,7 +159,7 @@ EVENTS = pa.schema([
     pa.field("executor_function", pa.string()),
     pa.field("exception_chain", pa.string()),              # chained exceptions, "Type: message"
                                                            # per line, first raised first
-    # CUDA / torch.distributed failures (forensics.ingest.failure_messages)
+    # CUDA / torch.distributed failures (forensics.readers.failure_messages)
     pa.field("cuda_block", pa.string()),                   # device assert: "x,y,z"
     pa.field("cuda_thread", pa.string()),
     pa.field("seq_num", pa.int64()),                       # NCCL watchdog: WorkNCCL fields
@@ -214,7 +216,7 @@ STATS_READ = pa.schema([
 ])
 
 #: `stats` keeps these typed columns: the readers' rows with ``timestamp`` typed (upstream prints
-#: ``MM-DD-YYYY HH:MM:SS``, the local clock of the process; ``forensics.ingest.timestamps``) and
+#: ``MM-DD-YYYY HH:MM:SS``, the local clock of the process; ``forensics.readers.timestamps``) and
 #: ``timestamp_text`` keeping a time that does not parse (null where it did).
 STATS = pa.schema([pa.field("timestamp", pa.timestamp("us")) if f.name == "timestamp" else f
                    for f in STATS_READ] + [pa.field("timestamp_text", pa.string())])
@@ -292,14 +294,14 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 
 
-#: ``requests`` as layouts 1.x-2.1 wrote it: ``state`` the int code, no ``state_value``.
-REQUESTS_2_1 = pa.schema([pa.field("state", pa.int16(), nullable=False) if f.name == "state"
+#: ``requests`` as layouts 1.x-2.2 wrote it: ``state`` the int code, no ``state_value``.
+REQUESTS_2_2 = pa.schema([pa.field("state", pa.int16(), nullable=False) if f.name == "state"
                           else f for f in REQUESTS if f.name != "state_value"])
 
-#: Every table as layouts 1.x-2.1 wrote it (codes and plain strings); such a dataset is read
+#: Every table as layouts 1.x-2.2 wrote it (codes and plain strings); such a dataset is read
 #: with these and upgraded to :data:`SCHEMAS` (``forensics.dataset.names.upgrade``).
-SCHEMAS_2_1: dict[str, pa.Schema] = {**SCHEMAS, "iterations": ITERATIONS, "events": EVENTS,
-                                     "requests": REQUESTS_2_1}
+SCHEMAS_2_2: dict[str, pa.Schema] = {**SCHEMAS, "iterations": ITERATIONS, "events": EVENTS,
+                                     "requests": REQUESTS_2_2}
 
 
 def states_table() -> pa.Table:

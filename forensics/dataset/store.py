@@ -40,7 +40,7 @@ from forensics.dataset.schema import (
     ROW_GROUP_ROWS,
     SCHEMA_VERSION,
     SCHEMAS,
-    SCHEMAS_2_1,
+    SCHEMAS_2_2,
     TABLES,
     states_table,
 )
@@ -250,7 +250,7 @@ def _dictionary_columns(schema: pa.Schema) -> list[str]:
     """Columns written dictionary-encoded: the strings only. Measured on 400k iteration rows
     (zstd): every column 0.27-0.34 s CPU, strings only 0.16-0.20 s; numbers rarely repeat
     enough for a dictionary to pay (files 9% smaller to 20% larger than with every column).
-    Arrow dictionaries (names, layout 2.2) are written as the dictionaries they are."""
+    Arrow dictionaries (names, layout 2.3) are written as the dictionaries they are."""
     return [f.name for f in schema
             if pa.types.is_string(f.type) or pa.types.is_dictionary(f.type)]
 
@@ -507,7 +507,7 @@ class Dataset:
 
     Attributes: ``iterations``, ``events``, ``stats``, ``runs``, ``frames``, ``requests``,
     ``unparsed``, ``states`` (see ``forensics.dataset.schema`` for the columns) and ``meta``
-    (``_meta.json``). Datasets of the 1.x layout (one ``TABLE.parquet`` per table) and of 2.0/2.1
+    (``_meta.json``). Datasets of the 1.x layout (one ``TABLE.parquet`` per table) and of 2.0-2.2
     (codes, plain strings) are read too, in today's shape (``forensics.dataset.names``).
     """
 
@@ -525,8 +525,8 @@ class Dataset:
             raise DatasetError(f"_meta.json is not valid JSON: {e}", path=str(meta_path)) from None
         version = str(self.meta.get("schema_version", ""))
         self.major = version.split(".")[0]
-        #: Written before 2.2 (codes and plain strings): read with ``SCHEMAS_2_1``, upgraded.
-        self.legacy = self.major == "1" or version in ("2.0", "2.1")
+        #: Written before 2.3 (codes and plain strings): read with ``SCHEMAS_2_2``, upgraded.
+        self.legacy = self.major == "1" or version in ("2.0", "2.1", "2.2")
         if self.major not in READABLE_MAJORS:
             raise DatasetError(f"schema version {version!r} is not supported (this tool reads "
                                f"{SCHEMA_VERSION} and 1.x)", path=str(self.path),
@@ -573,7 +573,7 @@ class Dataset:
             expr = pq.filters_to_expression(filters)
             filter = expr if filter is None else (filter & expr)
         if self.legacy:
-            data = pads.dataset([str(f) for f in files], schema=SCHEMAS_2_1[table], format="parquet")
+            data = pads.dataset([str(f) for f in files], schema=SCHEMAS_2_2[table], format="parquet")
             return upgrade(table, data.to_table(columns=legacy_columns(table, columns),
                                                 filter=filter), columns)
         data = pads.dataset([str(f) for f in files], schema=SCHEMAS[table], format="parquet")

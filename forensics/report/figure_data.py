@@ -488,7 +488,7 @@ def states_view(requests: pd.DataFrame, *, iteration: int,
     if not len(req) and not leaked:
         return StatesView(title, (), (), (), message=f"no requests recorded at iteration {iteration}")
     if len(req):
-        # the state codes: ``state_value`` (dataset 2.2), ``state`` in a frame of codes
+        # the state codes: ``state_value`` (dataset 2.3), ``state`` in a frame of codes
         codes = req["state_value"] if "state_value" in req.columns else req["state"]
         state = codes.astype(int).to_numpy()
         dummy = req["dummy"].astype(bool).to_numpy()

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from forensics import __version__
+from forensics.version import __version__
 from forensics.output_dir import write_atomic
 from forensics.report.windows import IterWindows, choose_windows
 from replay.frames import FrameWindows
@@ -153,6 +153,11 @@ def timeline_json(trace: Mapping[str, Any]) -> bytes:
 def write_timeline(path: str | os.PathLike, trace: Mapping[str, Any]) -> None:
     """Write the document to ``path`` atomically (the old file or the new one, never half)."""
     write_atomic(path, timeline_json(trace))
+
+
+def story_timeline_json(results: Mapping[str, ReplayResult], policy: str | None) -> bytes:
+    """``timeline.json`` of a post-mortem: the timeline of :func:`story_result` as bytes."""
+    return timeline_json(timeline(story_result(results, policy)))
 
 
 def story_result(results: Mapping[str, ReplayResult], policy: str | None) -> ReplayResult | None:
@@ -372,4 +377,5 @@ def _dummy_events(result: ReplayResult, ledger: pd.DataFrame, lanes: dict[int, i
     return out
 
 
-__all__ = ["TIMELINE_FILE", "story_result", "timeline", "timeline_json", "write_timeline"]
+__all__ = ["TIMELINE_FILE", "story_result", "story_timeline_json", "timeline", "timeline_json",
+           "write_timeline"]

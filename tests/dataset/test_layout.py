@@ -1,7 +1,7 @@
 """Dataset layout 2.x: every table read by path with other engines gives forensics.load's rows,
 with names (not codes) and integer / boolean dtypes; one file per run for trace tables; row
 groups independent of the number of inputs; table name and schema version in every file; the
-``states`` table; a 2.1 dataset still loads; the write lock and leftovers."""
+``states`` table; 2.1 and 2.2 datasets still load; the write lock and leftovers."""
 from __future__ import annotations
 
 import json
@@ -51,7 +51,7 @@ def _canonical(df: pd.DataFrame, table: str) -> list[tuple]:
 
 def test_one_directory_per_table_and_one_file_per_run(two_runs):
     ds = forensics.load(two_runs)
-    assert ds.meta["schema_version"] == SCHEMA_VERSION == "2.2"
+    assert ds.meta["schema_version"] == SCHEMA_VERSION == "2.3"
     assert sorted(p.name for p in two_runs.iterdir() if p.is_dir()) == sorted(TABLES)
     assert not list(two_runs.glob("*.parquet"))  # no table mixes with another under one glob
     runs = ds.traced_runs()
@@ -152,7 +152,7 @@ STATE_PAIRS = {("DISAGG_GENERATION_INIT", 8), ("DISAGG_GENERATION_TRANS_IN_PROGR
                ("DISAGG_GENERATION_TRANS_COMPLETE", 12), ("GENERATION_IN_PROGRESS", 13),
                ("GENERATION_TO_COMPLETE", 14), ("CONTEXT_INIT", 10)}
 
-#: What each engine reads by path for the columns that were codes, objects or floats in 2.1.
+#: What each engine reads by path for the columns that were codes, objects or floats in 2.2.
 ENGINE_TYPES = {
     "pandas": {("requests", "state"): "category", ("requests", "state_value"): "Int16",
                ("frames", "padded"): "boolean", ("frames", "can_queue"): "boolean",
@@ -224,10 +224,10 @@ def test_engines_read_names_and_typed_columns_by_path(two_runs, engine):
     assert str(ds.requests["state_value"].dtype) == "Int16"
 
 
-def _write_2_1_shaped(src: Path, dst: Path) -> None:
-    """Rewrite a dataset as layout 2.1 wrote it: ``requests.state`` the int code (no
-    ``state_value``), kind/severity/format plain strings, version 2.1 in every file and in
-    ``_meta.json``, no pandas dtypes."""
+def _write_old_shaped(src: Path, dst: Path, version: str) -> None:
+    """Rewrite a dataset as layout 2.2 (or 2.1) wrote it: ``requests.state`` the int code (no
+    ``state_value``), kind/severity/format plain strings, no pandas dtypes, the version in every
+    file and in ``_meta.json``; 2.1 also without ``frames.kv_precheck_ok`` (added in 2.2)."""
     import shutil
     shutil.copytree(src, dst)
     for table in TABLES:
@@ -237,25 +237,32 @@ def _write_2_1_shaped(src: Path, dst: Path) -> None:
                 codes = t.column("state_value")
                 t = t.drop_columns(["state_value"])
                 t = t.set_column(t.column_names.index("state"), "state", codes)
+            if table == "frames" and version == "2.1":
+                t = t.drop_columns(["kv_precheck_ok"])
             for i, field in enumerate(t.schema):
                 if pa.types.is_dictionary(field.type):
                     t = t.set_column(i, field.name, t.column(i).cast(pa.string()))
             t = t.replace_schema_metadata({b"forensics.table": table.encode(),
-                                           b"forensics.schema_version": b"2.1"})
+                                           b"forensics.schema_version": version.encode()})
             pq.write_table(t, f, compression="zstd")
     meta = json.loads((dst / "_meta.json").read_text())
-    (dst / "_meta.json").write_text(json.dumps(dict(meta, schema_version="2.1")))
+    (dst / "_meta.json").write_text(json.dumps(dict(meta, schema_version=version)))
 
 
-def test_a_2_1_dataset_loads_with_names(two_runs, tmp_path):
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_an_older_dataset_loads_with_names(two_runs, tmp_path, version):
     from replay.frames import FrameWindows, RunFrames
     old = tmp_path / "old.ds"
-    _write_2_1_shaped(two_runs, old)
+    _write_old_shaped(two_runs, old, version)
     assert pq.read_schema(old / "requests" / "run-00000.parquet").field("state").type == pa.int16()
     new_ds, old_ds = forensics.load(two_runs), forensics.load(old)
     for table in TABLES:
-        assert old_ds.arrow(table).schema == SCHEMAS[table], table
-        assert old_ds.arrow(table).to_pylist() == new_ds.arrow(table).to_pylist(), table
+        got, want = old_ds.arrow(table), new_ds.arrow(table)
+        assert got.schema == SCHEMAS[table], table
+        if table == "frames" and version == "2.1":   # kv_precheck_ok came in 2.2: null
+            assert got.column("kv_precheck_ok").null_count == got.num_rows
+            got, want = got.drop_columns(["kv_precheck_ok"]), want.drop_columns(["kv_precheck_ok"])
+        assert got.to_pylist() == want.to_pylist(), table
     assert old_ds.arrow("requests", columns=["state_value", "iter"]).column_names == \
         ["state_value", "iter"]
     got = set(zip(old_ds.requests["state"].astype(str), old_ds.requests["state_value"]))

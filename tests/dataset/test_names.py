@@ -5,7 +5,7 @@ import numpy as np
 import pyarrow as pa
 
 from forensics.dataset.names import legacy_columns, state_names, upgrade
-from forensics.dataset.schema import REQUESTS_2_1, SCHEMAS
+from forensics.dataset.schema import REQUESTS_2_2, SCHEMAS
 
 
 def test_codes_become_names_over_one_fixed_dictionary():
@@ -25,7 +25,7 @@ def test_a_value_no_state_has_keeps_a_name_of_its_own():
 
 def test_a_2_1_requests_table_is_upgraded():
     old = pa.table({"run": ["r"], "iter": [3], "rank": [0], "pos": [0], "request_id": [7],
-                    "state": [10], "dummy": [False]}, schema=REQUESTS_2_1)
+                    "state": [10], "dummy": [False]}, schema=REQUESTS_2_2)
     new = upgrade("requests", old)
     assert new.schema == SCHEMAS["requests"]
     assert new.to_pylist() == [{"run": "r", "iter": 3, "rank": 0, "pos": 0, "request_id": 7,
