@@ -2,10 +2,12 @@
 
 - a typed library error (:class:`~forensics.errors.ForensicsError`: bad input, bad dataset,
   unresolvable policy) is a message naming file and line, exit code 2;
-- a fault of the environment (permission, full or read-only disk, missing program, interrupt,
-  broken pipe: :class:`~forensics.errors.EnvironmentFault`, or a raw ``OSError`` that escaped the
-  library) is a message with the path and a hint, exit code 2, never a traceback;
-- anything else is a bug of the tool: exit code 4 with the traceback.
+- a fault of the environment (permission, full or read-only disk, missing program, interrupt:
+  :class:`~forensics.errors.EnvironmentFault`, or a raw ``OSError`` that escaped the library) is a message with the path and a hint, exit code 2, never a traceback;
+- anything else is a bug of the tool: exit code 4 with the traceback;
+- a reader that closes the pipe early (``forensics replay DS | head``) is not a failure: the
+  command ends quietly, as ``git log | head`` does, with the status of its work (the verdict a
+  command records with :func:`set_exit_status` before it prints, else 0).
 
 Exit code 1 keeps its one meaning (``postmortem``: a leak or crash explained); it is never the
 code of a failure. ``--debug`` (or ``FORENSICS_DEBUG=1``) prints the traceback of every failure.
@@ -24,6 +26,8 @@ from forensics.errors import EnvironmentFault, ForensicsError
 
 #: Exit code of a bug in the tool (an exception nobody typed).
 INTERNAL_ERROR = 4
+#: Where the group's context keeps the status a command's work ends with.
+_STATUS_KEY = "forensics.exit_status"
 
 
 class BadInput(click.ClickException):
@@ -49,6 +53,24 @@ def debug_enabled() -> bool:
     if ctx is not None and ctx.find_root().meta.get("forensics.debug"):
         return True
     return os.environ.get("FORENSICS_DEBUG", "") not in ("", "0")
+
+
+def set_exit_status(code: int) -> None:
+    """Record the status the running command ends with (its verdict), before it prints: if the
+    reader closes the pipe while it prints, the command still ends with this status."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.find_root().meta[_STATUS_KEY] = int(code)
+
+
+def _work_status(ctx: click.Context | None, default: int = 0) -> int:
+    if ctx is None:
+        return default
+    return int(ctx.find_root().meta.get(_STATUS_KEY, default))
+
+
+def _is_closed_pipe(exc: BaseException) -> bool:
+    return isinstance(exc, BrokenPipeError) or (isinstance(exc, OSError) and exc.errno == errno.EPIPE)
 
 
 def output_of(ctx: click.Context | None) -> str | None:
@@ -86,25 +108,58 @@ def _quiet_stdout() -> None:
         pass
 
 
+def _closed_pipe_exit(ctx: click.Context | None, default: int = 0) -> click.exceptions.Exit:
+    """The reader went away: nothing more goes to stdout, no message; the work's status."""
+    _quiet_stdout()
+    return click.exceptions.Exit(_work_status(ctx, default))
+
+
+def _flush_stdout(ctx: click.Context, status: int) -> None:
+    """Flush what the command printed while the contract still holds: a pipe closed early shows
+    here when the output fits in the buffer (else the interpreter's exit prints a traceback)."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError) as e:
+        if isinstance(e, OSError) and _is_closed_pipe(e):
+            raise _closed_pipe_exit(ctx, status) from None
+        if isinstance(e, OSError):
+            raise
+
+
 def invoke_with_contract(invoke, ctx: click.Context):
     """Run ``invoke(ctx)`` (a click group's invoke) under the error contract."""
+    try:
+        result = _invoke(invoke, ctx)
+    except SystemExit as e:          # a command's verdict status (``raise SystemExit(1)``)
+        _flush_stdout(ctx, e.code if isinstance(e.code, int) else 1)
+        raise
+    except click.exceptions.Exit as e:
+        _flush_stdout(ctx, e.exit_code)
+        raise
+    _flush_stdout(ctx, 0)
+    return result
+
+
+def _invoke(invoke, ctx: click.Context):
     try:
         return invoke(ctx)
     except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
         raise
     except ForensicsError as e:
+        if isinstance(e, EnvironmentFault) and e.errno == errno.EPIPE:
+            raise _closed_pipe_exit(ctx) from None
         if debug_enabled():
             traceback.print_exc()
         raise BadInput(str(e)) from None
     except (KeyboardInterrupt, OSError, EOFError) as e:
+        if _is_closed_pipe(e):
+            raise _closed_pipe_exit(ctx) from None
         fault = as_fault(e, ctx) if not isinstance(e, EOFError) else None
         if fault is None:  # EOFError: a truncated stream that escaped the readers (click says "Aborted!")
             fault = EnvironmentFault(f"unexpected end of input: {e or 'truncated stream'}",
                                      path=output_of(ctx), hint="an input is truncated")
         if debug_enabled():
             traceback.print_exc()
-        if fault.errno == errno.EPIPE:
-            _quiet_stdout()
         raise BadInput(str(fault)) from None
     except Exception:
         traceback.print_exc()

@@ -6,7 +6,7 @@ import json
 import click
 
 from forensics.cli.cluster_options import cluster_client, cluster_options
-from forensics.cli.errors import BadInput, library_errors
+from forensics.cli.errors import BadInput, library_errors, set_exit_status
 from forensics.cli.options import Output, quiet_option, run_option
 
 
@@ -100,6 +100,7 @@ def command(inputs, policies, run_id, as_json, as_csv, output, workers, schedule
         table = table[table["run"] == run_id].reset_index(drop=True)
         if not len(table):
             raise BadInput(f"no run {run_id!r} in the inputs; runs: {', '.join(known) or 'none'}")
+    set_exit_status(1 if fleet_failed(table) else 0)
     if as_json:
         click.echo(json.dumps(fleet_json(table)))
     elif as_csv:

@@ -5,7 +5,7 @@ import dataclasses
 
 import click
 
-from forensics.cli.errors import library_errors
+from forensics.cli.errors import library_errors, set_exit_status
 from forensics.cli.options import Output, echo_json, json_option, quiet_option
 
 
@@ -47,6 +47,7 @@ def command(spec: str, by_exploring: bool, iterations: int | None, as_json: bool
             result = identify_explore(spec, ConfigSpace(), bound)
         else:
             result = identify(spec)
+    set_exit_status(0 if result.ok else 1)
     if as_json:
         echo_json(result.to_json())
     else:

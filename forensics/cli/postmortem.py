@@ -7,7 +7,7 @@ import importlib
 import click
 
 from forensics.cli.cluster_options import cluster_client, cluster_options
-from forensics.cli.errors import library_errors
+from forensics.cli.errors import library_errors, set_exit_status
 from forensics.cli.options import (
     Output,
     echo_json,
@@ -18,6 +18,7 @@ from forensics.cli.options import (
     verdict_markup,
 )
 from forensics.cli.process_setup import imports_without_gc, one_blas_thread, started_as
+from forensics.report.inline import plain
 
 
 @contextlib.contextmanager
@@ -55,13 +56,21 @@ def _phases(enabled: bool):
 
 
 def _render(out: Output, r) -> None:
-    """The short terminal summary: the opening sentence first, then the details."""
+    """The terminal summary in the report's order: the verdict, what to do, then the evidence
+    (the causal chain, the crash in the logs, the replays, the exit status)."""
     from rich.markup import escape as e
     from rich.table import Table
 
-    if r.headline:
-        out.print(f"[bold]{e(r.headline)}[/]")
-    out.echo(r.opening)
+    out.print(f"[bold]{e(plain(r.verdict or r.headline))}[/]")
+    if r.what_to_do:
+        out.print("[bold]What to do:[/]")
+        for step in r.what_to_do:
+            out.echo(f"  - {step.plain()}")
+    else:
+        out.print(f"[bold]Next step:[/] {e(r.next_step)}")
+    if r.opening and (r.chain or r.log_crash is not None):
+        out.print("[bold]Causal chain:[/]")
+        out.echo(f"  {plain(r.opening)}")
     crash = r.log_crash
     if crash is None:
         out.print("[bold]Crash in the logs:[/] none")
@@ -94,7 +103,6 @@ def _render(out: Output, r) -> None:
     for k, m in enumerate(r.mechanisms):
         out.print(f"[bold]Mechanism {k + 1} of {len(r.mechanisms)} ({m.title()}):[/] {e(m.text)}")
     out.print(f"[bold]Exit status {r.exit_status}:[/] {e(r.status_reason)}")
-    out.print(f"[bold]Next step:[/] {e(r.next_step)}")
     out.echo(f"Report: {r.report_html} (also {r.report_md.name}, {r.findings_json.name}, "
               f"{len(r.figures)} figure(s) in {r.out_dir})")
 
@@ -149,6 +157,7 @@ def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], fo
         result = postmortem(list(inputs), out_dir, policies=list(policies) or None,
                             progress=progress, counts=counts, run=run_id, ingest_bar=show,
                             force=force, client=client, jobs=jobs)
+    set_exit_status(result.exit_status)
     if as_json:
         echo_json(result.findings)
     elif not quiet:      # rich is imported only for a summary that is printed
