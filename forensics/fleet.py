@@ -55,6 +55,7 @@ import numpy as np
 import pandas as pd
 
 from forensics.callable_module import make_module_callable
+from forensics.output_dir import atomic_path
 
 log = logging.getLogger(__name__)
 
@@ -265,12 +266,8 @@ def write_parquet(table: pd.DataFrame, path: PathLike, *, table_name: str,
     if meta is not None:
         kv[b"forensics.meta"] = json.dumps(meta, sort_keys=True, default=str).encode()
     arrow = arrow.replace_schema_metadata(kv)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    try:
+    with atomic_path(out) as tmp:
         pq.write_table(arrow, tmp, compression="zstd")
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
     return out
 
 

@@ -12,9 +12,11 @@ export-test).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fnmatch
 import json
 import os
+import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -48,6 +50,40 @@ def refuse_input_as_output(out: str | os.PathLike, inputs: Iterable[str | os.Pat
             raise OutputError("the output lies inside an input file", path=str(out))
 
 
+def check_output_location(path: str | os.PathLike) -> None:
+    """Refuse, before any work, an output that cannot be written: a part of the path is a file,
+    or the directory that would receive it is read-only or not writable. Errors name ``path``
+    as the user gave it.
+
+    Raises:
+        OutputError: a part of the path is a regular file.
+        EnvironmentFault: the place is not writable (``EACCES``) or read-only (``EROFS``).
+    """
+    given = os.fspath(path)
+    target = Path(os.path.abspath(given))
+    existing = target
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    if existing != target and not existing.is_dir():
+        raise OutputError(f"{existing} is a file, not a directory, so nothing can be written "
+                          "below it", path=given, hint="choose another -o")
+    # The directory that receives the new entries: the output itself when it is an existing
+    # directory (a report directory), else the nearest existing directory above it.
+    place = existing if existing.is_dir() else existing.parent
+    try:  # a probe, not os.access: root passes access() where /proc or a full quota refuses
+        fd, probe = tempfile.mkstemp(prefix=".forensics-probe-", dir=place)
+    except OSError as e:
+        fault = EnvironmentFault.from_os_error(e, path=given, name_path=True)
+        where = "" if place == target else f" (in {place})"
+        raise EnvironmentFault(f"cannot be written{where}: {fault.message}", path=given,
+                               errno=fault.errno,
+                               hint=fault.hint if e.errno != errno.ENOENT else
+                               "that place accepts no new files; choose another -o") from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+
+
 def is_inside(path: str | os.PathLike, directory: str | os.PathLike) -> bool:
     """``path`` is ``directory`` or below it (both resolved)."""
     p, d = _resolved(path), _resolved(directory)
@@ -75,6 +111,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     try:
         yield tmp
         os.replace(tmp, target)
+    except OSError as e:  # named as the user's path, not the temporary one beside it
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise EnvironmentFault.from_os_error(e, path=str(target), name_path=True) from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -165,5 +205,6 @@ class ReportDir:
                      (json.dumps({"files": sorted(self.written)}, indent=1) + "\n").encode())
 
 
-__all__ = ["MANIFEST", "OutputError", "ReportDir", "atomic_path", "is_inside", "make_dir",
+__all__ = ["MANIFEST", "OutputError", "ReportDir", "atomic_path", "check_output_location",
+           "is_inside", "make_dir",
            "refuse_existing", "refuse_input_as_output", "write_atomic"]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from forensics.errors import DatasetError, NoTraceError, TraceFormatError
+from forensics.output_dir import atomic_path
 
 #: Recorded per-frame fields that are decisions or environment facts, not held requests.
 DECISION_FIELDS = ("expected", "padded", "scheduled", "can_queue", "alloc_ok", "postpadded")
@@ -170,9 +171,8 @@ def dumps_records(records: Iterable[dict]) -> str:
 def write_records(records: Iterable[dict], path: str | os.PathLike) -> Path:
     """Write records as a JSON Lines trace (atomically: a temporary file renamed into place)."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(dumps_records(records), encoding="utf-8")
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(dumps_records(records), encoding="utf-8")
     return path
 
 

@@ -45,16 +45,17 @@ def _check_checkout(repo: str) -> None:
     from pathlib import Path
 
     if not Path(repo).is_dir():
-        raise BadInput(f"--repo {repo}: no such directory\nhint: pass a TensorRT-LLM git "
-                       "checkout (git clone https://github.com/NVIDIA/TensorRT-LLM)")
+        hint = "pass a TensorRT-LLM git checkout (git clone https://github.com/NVIDIA/TensorRT-LLM)"
+        raise BadInput(f"--repo {repo}: no such directory\nhint: {hint}", path=repo, hint=hint)
     try:
         ok = subprocess.run(["git", "-C", repo, "rev-parse", "--git-dir"], capture_output=True,
                             timeout=30).returncode == 0
     except FileNotFoundError:
-        raise BadInput("git is not installed\nhint: install git; bisect walks the checkout's "
-                       "history") from None
+        hint = "install git; bisect walks the checkout's history"
+        raise BadInput(f"git is not installed\nhint: {hint}", hint=hint) from None
     if not ok:
-        raise BadInput(f"--repo {repo}: not a git checkout (no .git above it)\nhint: pass the "
-                       "directory of a TensorRT-LLM clone, e.g. --repo ~/src/TensorRT-LLM; to "
-                       "replay one source tree without history use "
-                       f"`forensics replay INPUT --policy trtllm:{repo}`")
+        hint = ("pass the directory of a TensorRT-LLM clone, e.g. --repo ~/src/TensorRT-LLM; to "
+                "replay one source tree without history use "
+                f"`forensics replay INPUT --policy trtllm:{repo}`")
+        raise BadInput(f"--repo {repo}: not a git checkout (no .git above it)\nhint: {hint}",
+                       path=repo, hint=hint)

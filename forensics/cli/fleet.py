@@ -7,7 +7,7 @@ import click
 
 from forensics.cli.cluster_options import cluster_client, cluster_options
 from forensics.cli.errors import BadInput, library_errors
-from forensics.cli.options import Output, quiet_option, run_option
+from forensics.cli.options import Output, OutputPath, quiet_option, run_option
 
 
 def _known(v) -> bool:
@@ -63,7 +63,7 @@ def _render(console: Output, table, policies: list[str]) -> None:
 @run_option
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print the table as CSV (one row per run).")
-@click.option("-o", "--output", type=click.Path(path_type=str), default=None, metavar="FILE",
+@click.option("-o", "--output", type=OutputPath(), default=None, metavar="FILE",
               help="Also write the table to this Parquet file.")
 @cluster_options
 @quiet_option

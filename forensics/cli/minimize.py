@@ -4,7 +4,8 @@ from __future__ import annotations
 import click
 
 from forensics.cli.errors import library_errors
-from forensics.cli.options import Output, echo_json, json_option, quiet_option, run_option
+from forensics.cli.options import (Output, OutputPath, echo_json, json_option, quiet_option,
+                                   run_option)
 
 
 @click.command("minimize")
@@ -13,7 +14,7 @@ from forensics.cli.options import Output, echo_json, json_option, quiet_option, 
               help="The policy the trace must keep leaking (or crashing) under.")
 @click.option("--contrast", metavar="NAME", default=None,
               help="A policy the trace must keep passing under (no leak, no crash).")
-@click.option("-o", "--output", required=True, type=click.Path(path_type=str, dir_okay=False),
+@click.option("-o", "--output", required=True, type=OutputPath(dir_okay=False),
               help="Where to write the minimized trace (JSON Lines, trace format v1).")
 @run_option
 @click.option("--pass", "passes", multiple=True, metavar="NAME",

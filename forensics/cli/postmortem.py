@@ -10,6 +10,7 @@ from forensics.cli.cluster_options import cluster_client, cluster_options
 from forensics.cli.errors import library_errors
 from forensics.cli.options import (
     Output,
+    OutputPath,
     echo_json,
     json_option,
     progress_enabled,
@@ -101,7 +102,7 @@ def _render(out: Output, r) -> None:
 
 @click.command("postmortem")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=str))
-@click.option("-o", "--output", "out_dir", required=True, type=click.Path(path_type=str),
+@click.option("-o", "--output", "out_dir", required=True, type=OutputPath(),
               help="Report directory (report.md, report.html, findings.json, figures).")
 @click.option("--policy", "policies", multiple=True, metavar="NAME",
               help="Replay only this policy (repeatable; default: the whole catalogue).")

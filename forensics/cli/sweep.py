@@ -7,7 +7,7 @@ import click
 
 from forensics.cli.cluster_options import cluster_client, cluster_options
 from forensics.cli.errors import library_errors
-from forensics.cli.options import json_option, quiet_option
+from forensics.cli.options import OutputPath, json_option, quiet_option
 
 
 def parse_value(text: str):
@@ -74,9 +74,9 @@ def _render(result) -> None:
 @click.option("--seeds", default=None, metavar="N|S1,S2",
               help="Seeds per point and policy: a count (seeds 0..N-1) or a list (default 3).")
 @click.option("--iters", type=click.IntRange(min=1), default=None, help="Loop bodies per run (default 300).")
-@click.option("-o", "--output", default=None, type=click.Path(dir_okay=False, path_type=str),
+@click.option("-o", "--output", default=None, type=OutputPath(dir_okay=False),
               metavar="FILE", help="Write the per-configuration table to this Parquet file.")
-@click.option("--runs", "runs_output", default=None, type=click.Path(dir_okay=False, path_type=str),
+@click.option("--runs", "runs_output", default=None, type=OutputPath(dir_okay=False),
               metavar="FILE", help="Write the per-run table to this Parquet file.")
 @json_option
 @quiet_option

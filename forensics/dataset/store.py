@@ -93,7 +93,7 @@ def exchange(a: str | os.PathLike, b: str | os.PathLike) -> bool:
 
 
 def _fault(e: OSError, path: Path) -> EnvironmentFault:
-    return EnvironmentFault.from_os_error(e, path=str(path))
+    return EnvironmentFault.from_os_error(e, path=str(path), name_path=True)
 
 
 class WriteLock:
