@@ -48,7 +48,7 @@ _lean_process()
 
 from forensics.cli.errors import BadInput, library_errors  # noqa: E402  (after the pyarrow set-up)
 from forensics.cli.options import (Output, OutputPath, echo_json, json_option,  # noqa: E402
-                                   quiet_option)
+                                   quiet_option, terminal_text)
 from forensics.ingest import ingest  # noqa: E402
 from forensics.ingest.kinds import KINDS  # noqa: E402
 from forensics.report.summary import render_text  # noqa: E402
@@ -87,8 +87,8 @@ def command(inputs: tuple[str, ...], output: str, kind: str | None, as_json: boo
         out.echo(f"ingested {len(report.inputs)} input(s) into {report.path}")
         out.echo(render_text(report.summary))
     if report.skipped and not quiet:
-        click.echo(f"skipped {len(report.skipped)} unrecognised file(s) in directories, e.g. "
-                   f"{report.skipped[0]}", err=True)
+        click.echo(terminal_text(f"skipped {len(report.skipped)} unrecognised file(s) in "
+                                 f"directories, e.g. {report.skipped[0]}"), err=True)
     if report.refused:
         # The dataset was written; exit code 2 still says some inputs were refused.
         raise BadInput("not ingested:\n" + "\n".join(f"  {r}" for r in report.refused),

@@ -126,7 +126,7 @@ class Output:
         Console(file=buf, width=UNWRAPPED_WIDTH, soft_wrap=True, color_system=None,
                 force_terminal=False).print(*objects, **kwargs)
         text = "\n".join(line.rstrip() for line in buf.getvalue().splitlines())
-        click.echo(text, file=self.stream)
+        click.echo(terminal_text(text), file=self.stream)
 
     def echo(self, text: str = "") -> None:
         """Plain text (no markup)."""

@@ -11,6 +11,7 @@ from forensics.cli.errors import library_errors
 from forensics.cli.options import (
     Output,
     OutputPath,
+    cell,
     echo_json,
     json_option,
     progress_enabled,
@@ -39,7 +40,7 @@ def _phases(enabled: bool):
 
     def progress(message: str) -> None:
         if not message.startswith("replaying"):
-            console.print(f"[dim]{message}[/]", highlight=False)
+            console.print(f"[dim]{cell(message)}[/]", highlight=False)
 
     def counts(phase: str, done: int, total: int) -> None:
         if phase not in tasks:
@@ -57,8 +58,9 @@ def _phases(enabled: bool):
 
 def _render(out: Output, r) -> None:
     """The short terminal summary: the opening sentence first, then the details."""
-    from rich.markup import escape as e
     from rich.table import Table
+
+    e = cell
 
     if r.headline:
         out.print(f"[bold]{e(r.headline)}[/]")
@@ -73,7 +75,7 @@ def _render(out: Output, r) -> None:
         out.print(f"[bold]Crash in the logs:[/] [red]{crash.kind.value}[/] on rank {rank}, "
                   f"iteration {it}, at {e(crash.where)}{e(code)}")
         if crash.policies:
-            out.print(f"  produced by: {', '.join(crash.policies)}")
+            out.print(f"  produced by: {e(', '.join(crash.policies))}")
     if r.verdicts:
         t = Table(title=f"Replay of run {e(str(r.run))}", title_justify="left", show_lines=False)
         t.add_column("policy")

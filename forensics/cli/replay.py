@@ -6,7 +6,7 @@ import json
 import click
 
 from forensics.cli.errors import library_errors
-from forensics.cli.options import Output, quiet_option, run_option, verdict_markup
+from forensics.cli.options import Output, cell, quiet_option, run_option, verdict_markup
 
 
 def _render(console: Output, results) -> None:
@@ -16,8 +16,8 @@ def _render(console: Output, results) -> None:
     for name, res in results.items():
         verdict = verdict_markup(res.verdict)
         if res.gated is not None:  # the run names no model and the version's gates read it
-            verdict += f" ({res.verdict_text})"
-        t = Table(title=f"{name}: {verdict}  ({res.policy.title})", title_justify="left",
+            verdict += f" ({cell(res.verdict_text)})"
+        t = Table(title=f"{cell(name)}: {verdict}  ({cell(res.policy.title)})", title_justify="left",
                   show_header=True, header_style="bold")
         for col in ("what", "iter", "rank", "detail"):
             t.add_column(col)
@@ -28,11 +28,11 @@ def _render(console: Output, results) -> None:
         if res.crash is not None:
             c = res.crash
             t.add_row("crash", str(c.iter), str(c.rank), f"{c.kind}: active {c.active} > expected "
-                      f"{c.expected}" if c.kind == "assert" else c.message)
+                      f"{c.expected}" if c.kind == "assert" else cell(c.message))
         if res.first_divergence is not None:
             d = res.first_divergence
             t.add_row("divergence", str(d.iter), str(d.rank),
-                      f"{d.field}: recorded {d.recorded}, replayed {d.replayed}")
+                      cell(f"{d.field}: recorded {d.recorded}, replayed {d.replayed}"))
         # One column of each table: a streamed replay (a long run) reads it from its files.
         iters = res.read_decisions(columns=["iter"])["iter"].nunique()
         dummies = len(res.read_ledger(columns=["dummy"]))

@@ -7,7 +7,7 @@ import click
 
 from forensics.cli.cluster_options import cluster_client, cluster_options
 from forensics.cli.errors import library_errors
-from forensics.cli.options import OutputPath, json_option, quiet_option
+from forensics.cli.options import OutputPath, cell, json_option, quiet_option
 
 
 def parse_value(text: str):
@@ -42,7 +42,7 @@ def _render(result) -> None:
     table = result.configurations
     params = list(result.spec.grid)
     console = Console(highlight=False, soft_wrap=False, width=200)
-    console.print(f"Sweep of {result.spec.scenario}: share of {len(result.spec.seeds)} seed(s) per "
+    console.print(f"Sweep of {cell(result.spec.scenario)}: share of {len(result.spec.seeds)} seed(s) per "
                   f"configuration, {result.spec.iters} iterations each")
     t = Table(header_style="bold")
     for col in (*params, "policy", "runs", "leak", "crash", "near miss", "first crash"):
@@ -53,7 +53,7 @@ def _render(result) -> None:
 
     for _, row in table.iterrows():
         first = row["crash_iter_min"]
-        t.add_row(*(str(row[p]) for p in params), str(row["policy"]), str(row["runs"]),
+        t.add_row(*(cell(row[p]) for p in params), cell(row["policy"]), str(row["runs"]),
                   pct(row["leak"], "yellow"), pct(row["crash"], "red"), pct(row["near_miss"], "cyan"),
                   "-" if pd.isna(first) else str(first))
     console.print(t)
