@@ -7,7 +7,11 @@ export-test).
   manifest, a dataset) or with ``force``; anything else is refused, so ``-o logs/`` cannot wipe
   logs;
 - each file appears atomically (written beside its target, then renamed), and a rerun into the
-  same report directory leaves only what this run wrote (the manifest lists it).
+  same report directory leaves only what this run wrote (the manifest lists it);
+- a report's files are written into a hidden staging directory inside the report directory and
+  moved into place only once all are written: a disk that fills (or an interrupt) while the
+  report is written leaves the previous report whole, or none, never a report without its
+  ``findings.json``; the manifest comes last, and the rerun needs no ``--force``.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import errno
 import fnmatch
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -24,6 +29,9 @@ from forensics.errors import ConfigError, EnvironmentFault
 
 #: The file in a report directory listing what the last run wrote.
 MANIFEST = ".forensics-output.json"
+#: Prefix of the staging directory a report's files are written into before they are moved
+#: into place (``.forensics-staging-PID``); one left by a killed run is removed by the next.
+STAGING_PREFIX = ".forensics-staging-"
 
 
 class OutputError(ConfigError):
@@ -175,7 +183,8 @@ class ReportDir:
                 except (ValueError, KeyError, TypeError, OSError):
                     self._previous = []
             else:
-                entries = [e.name for e in os.scandir(p) if e.name not in self.keep]
+                entries = [e.name for e in os.scandir(p) if e.name not in self.keep
+                           and not e.name.startswith(STAGING_PREFIX)]
                 ours = bool(self.ours_if) and all((p / n).exists() for n in self.ours_if)
                 if entries and not ours and not self.force:
                     raise OutputError(
@@ -186,16 +195,45 @@ class ReportDir:
                     self._previous = [n for n in entries
                                       if any(fnmatch.fnmatch(n, g) for g in self.legacy_files)]
         make_dir(p)
+        for entry in os.scandir(p):  # left by a killed run
+            if entry.name.startswith(STAGING_PREFIX) and entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
         return self
 
+    @property
+    def staging(self) -> Path:
+        """Where this run's files wait until :meth:`finish` moves them into place."""
+        return self.path / f"{STAGING_PREFIX}{os.getpid()}"
+
     def write(self, name: str, data: bytes) -> Path:
+        """Stage one file; returns the path it will have once :meth:`finish` has run. A failed
+        write (a full disk) removes everything staged, leaving the previous report as it was."""
         target = self.path / name
-        write_atomic(target, data)
+        try:
+            self.staging.mkdir(exist_ok=True)
+            (self.staging / name).write_bytes(data)
+        except BaseException as e:
+            self.abort()
+            if isinstance(e, OSError):
+                raise EnvironmentFault.from_os_error(e, path=str(target), name_path=True) from None
+            raise
         self.written.append(name)
         return target
 
+    def abort(self) -> None:
+        """Drop what this run staged (the previous report stays)."""
+        shutil.rmtree(self.staging, ignore_errors=True)
+
     def finish(self) -> None:
-        """Remove the previous run's files this run did not write; record this run's."""
+        """Move this run's files into place, remove the previous run's files this run did not
+        write, and record this run's in the manifest (last)."""
+        try:
+            for name in self.written:
+                os.replace(self.staging / name, self.path / name)
+        except OSError as e:
+            self.abort()
+            raise EnvironmentFault.from_os_error(e, path=str(self.path), name_path=True) from None
+        self.abort()
         for name in self._previous:
             if name in self.written or name in self.keep or "/" in name or name.startswith(".."):
                 continue
@@ -205,6 +243,6 @@ class ReportDir:
                      (json.dumps({"files": sorted(self.written)}, indent=1) + "\n").encode())
 
 
-__all__ = ["MANIFEST", "OutputError", "ReportDir", "atomic_path", "check_output_location",
+__all__ = ["MANIFEST", "STAGING_PREFIX", "OutputError", "ReportDir", "atomic_path", "check_output_location",
            "is_inside", "make_dir",
            "refuse_existing", "refuse_input_as_output", "write_atomic"]
