@@ -6,7 +6,7 @@ import json
 import click
 
 from forensics.cli.errors import BadInput, library_errors
-from forensics.cli.options import Output, quiet_option, run_option
+from forensics.cli.options import Output, isolate_option, quiet_option, run_option
 
 
 @click.command("bisect")
@@ -16,14 +16,19 @@ from forensics.cli.options import Output, quiet_option, run_option
 @click.option("--good", required=True, help="Older revision (sha, tag, branch).")
 @click.option("--bad", required=True, help="Newer revision.")
 @run_option
+@isolate_option
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
 @quiet_option
-def command(input_path: str, repo: str, good: str, bad: str, run_id: str | None,
+def command(input_path: str, repo: str, good: str, bad: str, run_id: str | None, isolate: bool,
             as_json: bool, quiet: bool) -> None:
     """Find the commit whose real pad code changes the verdict.
 
     Replays INPUT under each revision's real pad code, walking only commits that touch the
     executor or scheduler files, and reports the first whose verdict changes.
+
+    Each revision's extracted pad code runs as you, like `git bisect run` runs the tree it
+    checks out; --isolate runs it in a child process with no network and a read-only view of
+    the file system.
 
     \b
     Example:
@@ -32,7 +37,7 @@ def command(input_path: str, repo: str, good: str, bad: str, run_id: str | None,
     from replay.bisect import bisect_input
     _check_checkout(repo)
     with library_errors():
-        result = bisect_input(input_path, repo, good, bad, run=run_id)
+        result = bisect_input(input_path, repo, good, bad, run=run_id, isolate=isolate)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:

@@ -4,21 +4,25 @@ from __future__ import annotations
 import click
 
 from forensics.cli.errors import library_errors
-from forensics.cli.options import Output, echo_json, json_option, quiet_option
+from forensics.cli.options import Output, echo_json, isolate_option, json_option, quiet_option
 
 
 @click.command("identify")
-@click.argument("spec", metavar="trtllm:PATH[@REV]")
+@click.argument("spec", metavar="trtllm:PATH[@REV|#REV]")
+@isolate_option
 @json_option
 @quiet_option
-def command(spec: str, as_json: bool, quiet: bool) -> None:
+def command(spec: str, isolate: bool, as_json: bool, quiet: bool) -> None:
     """Which catalogue policy a build's real pad code behaves as.
 
     Replays a battery of small hand-made traces (one per behaviour the executor's unit tests and
     sources pin) through the build's pad code and through every catalogue policy, and prints,
     behaviour by behaviour, which policies decide as the build does. Exit 0 when one policy
     matches on every behaviour, 1 when none does (the behaviours without a match are listed).
-    The build's extracted method bodies run: use it on sources you trust.
+    The build's extracted method bodies run as you, like `git bisect run` runs the tree it
+    checks out (the stand-in namespace is not a sandbox); --isolate runs them in a child process
+    with no network and a read-only view of the file system. PATH@REV is PATH at REV unless
+    PATH@REV is itself an existing path; PATH#REV always means a revision.
 
     \b
     Example:
@@ -26,10 +30,11 @@ def command(spec: str, as_json: bool, quiet: bool) -> None:
       forensics identify trtllm:installed --json
     """
     from replay.identify import identify
+    from replay.isolation import isolated_policy
     if not spec.startswith("trtllm:"):
         spec = f"trtllm:{spec}"
     with library_errors():
-        result = identify(spec)
+        result = identify(isolated_policy(spec) if isolate else spec)
     if as_json:
         echo_json(result.to_json())
     else:

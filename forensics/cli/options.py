@@ -43,6 +43,12 @@ json_option = click.option("--json", "as_json", is_flag=True,
 quiet_option = click.option("-q", "--quiet", is_flag=True,
                             help="No summary on stdout and no progress on stderr (the exit "
                                  "status still gives the verdict).")
+isolate_option = click.option(
+    "--isolate", is_flag=True,
+    help="Run each trtllm:/py: policy's code in a child process with no network and a "
+         "read-only view of the file system (Linux user namespaces via unshare; elsewhere "
+         "resource limits and a scratch directory). Without it that code runs as you, like "
+         "`git bisect run`.")
 run_option = click.option("--run", "run_id", default=None, metavar="RUN",
                           help="The run to use when the input holds several (see `forensics summary`).")
 
@@ -164,5 +170,5 @@ class UpperChoice(click.Choice):
         return super().convert(str(value).upper(), param, ctx)
 
 
-__all__ = ["Output", "OutputPath", "UpperChoice", "VERDICTS", "cell", "echo_json", "json_option",
+__all__ = ["Output", "OutputPath", "UpperChoice", "VERDICTS", "cell", "echo_json", "isolate_option", "json_option",
            "progress_enabled", "quiet_option", "run_option", "terminal_text", "verdict_markup"]

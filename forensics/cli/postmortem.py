@@ -12,6 +12,7 @@ from forensics.cli.options import (
     Output,
     OutputPath,
     cell,
+    isolate_option,
     echo_json,
     json_option,
     progress_enabled,
@@ -116,11 +117,12 @@ def _render(out: Output, r) -> None:
                    "this process; N processes cost N interpreters' memory).")
 @cluster_options
 @run_option
+@isolate_option
 @json_option
 @quiet_option
 def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], force: bool,
             jobs: int | None, workers: int | None, scheduler: str | None, run_id: str | None,
-            as_json: bool, quiet: bool) -> None:
+            isolate: bool, as_json: bool, quiet: bool) -> None:
     """Explain a crashed fleet from its logs; write a report.
 
     INPUT is any mix of executor logs, iteration-stats JSON and request-state traces (files or
@@ -131,6 +133,8 @@ def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], fo
     logs that is not explained (the summary says why).
 
     With --workers/--scheduler (the [dask] extra) the input files are ingested in parallel.
+    A --policy trtllm:/py: runs that code as you (like `git bisect run`); --isolate runs it in
+    a child process with no network and a read-only view of the file system.
 
     \b
     Example:
@@ -142,6 +146,7 @@ def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], fo
         one_blas_thread()
     with imports_without_gc() if lean else contextlib.nullcontext():
         from forensics.report.postmortem import postmortem
+        from replay.isolation import isolate_specs
         # What every traced post-mortem imports on its way, here with the collector off.
         for name in ("forensics.cluster", "forensics.ingest", "replay.engine", "replay.frames"):
             importlib.import_module(name)
@@ -149,7 +154,9 @@ def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], fo
     show = progress_enabled(quiet)
     with library_errors(), cluster_client(workers, scheduler) as client, \
             _phases(show) as (progress, counts):
-        result = postmortem(list(inputs), out_dir, policies=list(policies) or None,
+        chosen = list(policies) or None
+        result = postmortem(list(inputs), out_dir,
+                            policies=isolate_specs(chosen) if isolate else chosen,
                             progress=progress, counts=counts, run=run_id, ingest_bar=show,
                             force=force, client=client, jobs=jobs)
     if as_json:

@@ -6,7 +6,8 @@ import json
 import click
 
 from forensics.cli.errors import library_errors
-from forensics.cli.options import Output, cell, quiet_option, run_option, verdict_markup
+from forensics.cli.options import (Output, cell, isolate_option, quiet_option, run_option,
+                                   verdict_markup)
 
 
 def _render(console: Output, results) -> None:
@@ -52,9 +53,10 @@ def _render(console: Output, results) -> None:
 @click.option("--policy", "policies", multiple=True, metavar="NAME",
               help="Policy to replay under (repeatable; default: every catalogue policy).")
 @run_option
+@isolate_option
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
 @quiet_option
-def command(inputs, policies, run_id, as_json, quiet) -> None:
+def command(inputs, policies, run_id, isolate, as_json, quiet) -> None:
     """Replay a run under executor versions; find leaked dummies.
 
     Pads, fleet-wide skips, leaked dummies and the crash, per policy.
@@ -62,16 +64,24 @@ def command(inputs, policies, run_id, as_json, quiet) -> None:
     INPUT is a dataset or any input `forensics ingest` accepts (ingested on the fly).
     Exit code 0 when no chosen policy leaks or crashes, 1 when one does, 2 on bad input.
 
+    A trtllm:/py: policy runs that source's code as you, with your permissions (like `git
+    bisect run`): the stand-in namespace is not a sandbox. Use --isolate for code you have not
+    read.
+
     \b
     Example:
       forensics replay crash.ds
       forensics replay trace.jsonl --policy prefix-2026 --policy fix-16161 --json
+      forensics replay crash.ds --policy trtllm:~/src/TensorRT-LLM#v1.2.0 --isolate
     """
     from replay.engine import replay_input
+    from replay.isolation import isolate_specs
     from replay.results import results_json
 
     with library_errors():
-        results = replay_input(list(inputs), list(policies) or None, run=run_id)
+        chosen = list(policies) or None
+        results = replay_input(list(inputs), isolate_specs(chosen) if isolate else chosen,
+                               run=run_id)
     if as_json:
         click.echo(json.dumps(results_json(results), sort_keys=False))
     else:

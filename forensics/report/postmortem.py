@@ -330,10 +330,11 @@ def _identify_real_code(policies: Sequence, say: Progress) -> dict:
     says which catalogue entry (gates, removal paths) the real code behaves as."""
     out = {}
     for spec in policies:
-        if isinstance(spec, str) and spec.startswith("trtllm:"):
+        name = spec if isinstance(spec, str) else getattr(spec, "name", "")
+        if name.startswith("trtllm:"):  # a spec, or its policy resolved already (--isolate)
             from replay.identify import identify
-            say(f"identifying {spec}")
-            out[spec] = identify(spec)
+            say(f"identifying {name}")
+            out[name] = identify(spec)
     return out
 
 
