@@ -2,7 +2,7 @@
 
 The minimizer and the test exporter work on plain records (the JSON objects of
 ``traces/FORMAT.md``: one run record, then frame records), because every shrink must stay a valid
-v1 trace and records are what a reviewer reads. pandas is imported only inside the loaders.
+trace and records are what a reviewer reads. pandas is imported only inside the loaders.
 
 Example:
     >>> recs = [{"kind": "run", "format": "adp-trace", "version": 1, "tp_size": 2},
