@@ -7,8 +7,10 @@ or metaclass expression of the file ever runs), in a namespace of stand-ins
 (``replay.standin_executor``), never the source's globals. Resolving a policy runs nothing from
 the source (issue #14 item 6, ``replay.source_guard``): a non-literal default is refused with its
 name and line, decorators are never evaluated (the known ones come from the stand-in) and
-annotations are removed. Replaying *does* run the extracted bodies: ``trtllm:`` is for sources you
-trust, as ``git bisect run`` is. The definitions taken:
+annotations are removed. Replaying *does* run the extracted bodies, as the user, like ``git
+bisect run`` runs the tree it checks out: the stand-in namespace is not a sandbox
+(``().__class__.__base__.__subclasses__()`` reaches ``os.system``); ``replay.isolation``
+(``--isolate``) runs them in a confined child process. The definitions taken:
 
 * from class ``PyExecutor``: ``_pad_attention_dp_dummy_request`` and every method of the class it
   reaches through ``self.NAME`` (``_count_schedulable_active_requests`` since PR #12208, the
