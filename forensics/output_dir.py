@@ -58,10 +58,11 @@ def refuse_input_as_output(out: str | os.PathLike, inputs: Iterable[str | os.Pat
             raise OutputError("the output lies inside an input file", path=str(out))
 
 
-def check_output_location(path: str | os.PathLike) -> None:
+def check_output_location(path: str | os.PathLike, *, replaced_beside: bool = False) -> None:
     """Refuse, before any work, an output that cannot be written: a part of the path is a file,
     or the directory that would receive it is read-only or not writable. Errors name ``path``
-    as the user gave it.
+    as the user gave it. ``replaced_beside``: the output is built beside its path and swapped in
+    (a dataset), so an existing one needs its parent writable, not itself.
 
     Raises:
         OutputError: a part of the path is a regular file.
@@ -77,7 +78,8 @@ def check_output_location(path: str | os.PathLike) -> None:
                           "below it", path=given, hint="choose another -o")
     # The directory that receives the new entries: the output itself when it is an existing
     # directory (a report directory), else the nearest existing directory above it.
-    place = existing if existing.is_dir() else existing.parent
+    place = existing if existing.is_dir() and not (replaced_beside and existing == target) \
+        else existing.parent
     try:  # a probe, not os.access: root passes access() where /proc or a full quota refuses
         fd, probe = tempfile.mkstemp(prefix=".forensics-probe-", dir=place)
     except OSError as e:

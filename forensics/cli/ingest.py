@@ -56,7 +56,7 @@ from forensics.report.summary import render_text  # noqa: E402
 
 @click.command("ingest")
 @click.argument("inputs", nargs=-1, required=True, type=OutputPath())
-@click.option("-o", "--output", "output", required=True, type=OutputPath(),
+@click.option("-o", "--output", "output", required=True, type=OutputPath(replaced_beside=True),
               help="Dataset directory to write (replaced atomically if it exists).")
 @click.option("--kind", type=click.Choice(KINDS), default=None,
               help="Read every input as this kind instead of detecting it per file.")

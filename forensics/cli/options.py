@@ -150,13 +150,15 @@ class OutputPath(click.Path):
     (:func:`~forensics.output_dir.check_output_location`: a part of it is a file, or its place
     is read-only or not writable). The error names the path as given, with a hint."""
 
-    def __init__(self, **kwargs: Any):
+    def __init__(self, *, replaced_beside: bool = False, **kwargs: Any):
         kwargs.setdefault("path_type", str)
         super().__init__(**kwargs)
+        self.replaced_beside = replaced_beside
 
     def convert(self, value, param, ctx):
         value = super().convert(value, param, ctx)
-        check_output_location(value)   # a ForensicsError: exit 2 with path and hint
+        # a ForensicsError: exit 2 with path and hint
+        check_output_location(value, replaced_beside=self.replaced_beside)
         return value
 
 
