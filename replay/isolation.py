@@ -8,9 +8,10 @@ of the interpreter through ``().__class__.__base__.__subclasses__()`` and from t
 instead, and only plain data crosses between the two:
 
 * where the platform allows (Linux with unprivileged user namespaces, ``unshare`` from
-  util-linux), the child runs in new user, network and mount namespaces: no network (only a
-  loopback that is down), every mount of the file system remounted read-only, and a private
-  empty ``tmpfs`` on ``/tmp`` as its scratch working directory, gone when the child exits;
+  util-linux), the child runs in new user, network, mount and pid namespaces: no network (only
+  a loopback that is down), every mount of the file system remounted read-only, a private empty
+  ``tmpfs`` as its scratch working directory (gone when the child exits), and no process outside
+  it that it could signal;
 * elsewhere it runs under resource limits (``RLIMIT_FSIZE`` 0: no file gets a byte written;
   ``RLIMIT_NPROC`` 0: no new process for a non-root user; ``RLIMIT_CORE`` 0) in a scratch working
   directory. That is weaker: it cannot hide the file system (a file can still be created empty
@@ -54,9 +55,9 @@ CODE_PREFIXES = (TRTLLM_PREFIX, CANDIDATE_PREFIX)
 MAX_REPLY = 16 << 20
 #: Bytes of the child's stderr kept to explain a child that died.
 STDERR_TAIL = 4096
-#: The ``unshare`` invocation: new user (mapped to root inside, to remount), network and mount
-#: namespaces.
-UNSHARE = ("unshare", "--user", "--map-root-user", "--net", "--mount")
+#: The ``unshare`` invocation: new user (mapped to root inside, to remount), network, mount and
+#: process-id namespaces (a process outside has no pid inside, so none can be signalled).
+UNSHARE = ("unshare", "--user", "--map-root-user", "--net", "--mount", "--pid", "--fork")
 
 # mount(2) flags (linux/mount.h)
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8

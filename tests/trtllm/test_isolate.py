@@ -97,7 +97,7 @@ def test_cli_replay_isolate_leaves_no_sentinel(tmp_path, hostile):
 
 
 @needs_namespaces
-def test_isolated_child_has_no_network_and_a_read_only_file_system(tmp_path):
+def test_isolated_child_has_no_network_a_read_only_file_system_and_no_signals(tmp_path):
     import errno
     assert errno.EROFS == 30
     """A py: candidate reporting what it can do from inside, through its warnings."""
@@ -117,13 +117,18 @@ def test_isolated_child_has_no_network_and_a_read_only_file_system(tmp_path):
                 net = "connected"
             except OSError:
                 net = "no network"
-            self.logger.warning(wrote + "; " + net)
+            try:
+                os.kill({os.getpid()}, 0)
+                signal = "can signal the tool"
+            except ProcessLookupError:
+                signal = "no such process"
+            self.logger.warning(wrote + "; " + net + "; " + signal)
             return len(self.active_requests)
         """))
     policy = isolated_policy(f"py:{probe}:count_probe:count:prefix-2026")
     outcome = policy.pad_hook(_view())
     assert not target.exists()
-    assert outcome.warnings == ("refused 30; no network",)  # EROFS
+    assert outcome.warnings == ("refused 30; no network; no such process",)  # EROFS
 
 
 def _view():
