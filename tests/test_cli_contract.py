@@ -17,7 +17,7 @@ import forensics
 from forensics.cli import cli
 from forensics.cli.options import Output, cell, terminal_text
 from forensics.errors import ConfigError, DatasetError
-from forensics.sweep import grid_value
+from forensics.what_if import grid_value
 
 REPO = Path(__file__).resolve().parents[1]
 NVBUG = REPO / "traces" / "samples" / "nvbug-6438685"

@@ -26,13 +26,13 @@ def parse_value(text: str):
 
 class GridItem(click.ParamType):
     """``FIELD=V1,V2,...``: a workload field and its values, each checked against the field's
-    type (:func:`forensics.sweep.grid_value`) as the option is read, so ``ranks=abc`` or
+    type (:func:`forensics.what_if.grid_value`) as the option is read, so ``ranks=abc`` or
     ``overlap=maybe`` is a usage error (exit 2) before anything runs."""
 
     name = "FIELD=V1,V2"
 
     def convert(self, value, param, ctx):
-        from forensics.sweep import grid_value  # pandas: not on the `sweep --help` path
+        from forensics.what_if import grid_value  # pandas: not on the `sweep --help` path
 
         if isinstance(value, tuple):
             return value
@@ -107,7 +107,7 @@ def command(spec_file, scenario, grid_items, policies, seeds, iters, output, run
       forensics sweep sweep.toml --workers 2 --json
     """
     from forensics.cluster import task_bar
-    from forensics.sweep import SweepSpec, parse_seeds, sweep
+    from forensics.what_if import SweepSpec, parse_seeds, sweep
 
     data: dict = {}
     with library_errors():
@@ -130,10 +130,6 @@ def command(spec_file, scenario, grid_items, policies, seeds, iters, output, run
                 task_bar(f"simulating {spec.size} runs", enabled=not quiet) as done:
             result = sweep(spec, client=client, output=output, runs_output=runs_output, done=done)
     if as_json:
-        from forensics.fleet import _plain
-
-        rows = [{k: _plain(v) for k, v in row.items()}
-                for row in result.configurations.astype(object).to_dict("records")]
-        click.echo(json.dumps({"spec": spec.to_json(), "configurations": rows}))
+        click.echo(json.dumps(result.to_json()))
     elif not quiet:
         _render(result)
