@@ -96,16 +96,18 @@ def namespaces_available() -> bool:
 # --------------------------------------------------------------------------- plain data
 
 def frame_to_json(view: FrameView) -> dict[str, Any]:
-    return {"iter": view.iter, "rank": view.rank, "requests": [list(r) for r in view.requests],
-            "expected": view.expected, "config": dataclasses.asdict(view.config),
-            "alloc_ok": view.alloc_ok, "new_requests": view.new_requests}
+    """Every field of the frame as JSON (the run configuration as its fields)."""
+    d = {f.name: getattr(view, f.name) for f in dataclasses.fields(FrameView)}
+    d["requests"] = [list(r) for r in view.requests]
+    d["config"] = dataclasses.asdict(view.config)
+    return d
 
 
 def frame_from_json(d: dict[str, Any]) -> FrameView:
-    return FrameView(iter=d["iter"], rank=d["rank"],
-                     requests=tuple((int(i), int(s), bool(b)) for i, s, b in d["requests"]),
-                     expected=d["expected"], config=RunConfig(**d["config"]),
-                     alloc_ok=d["alloc_ok"], new_requests=d["new_requests"])
+    fields = dict(d)
+    fields["requests"] = tuple((int(i), int(s), bool(b)) for i, s, b in d["requests"])
+    fields["config"] = RunConfig(**d["config"])
+    return FrameView(**fields)
 
 
 def outcome_to_json(o: PadOutcome) -> dict[str, Any]:

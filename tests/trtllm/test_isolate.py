@@ -212,3 +212,21 @@ def test_postmortem_isolate_same_findings_on_the_bundled_sample(tmp_path):
     assert codes[True] == codes[False]
     for key in ("exit_status", "status_reason", "next_step", "policies", "identified", "chain"):
         assert out[True].get(key) == out[False].get(key), key
+
+
+def test_every_frame_and_outcome_field_crosses_to_the_child():
+    """A field added to FrameView or PadOutcome must cross too (or the verdicts could differ)."""
+    import dataclasses
+    from replay.config import RunConfig
+    from replay.isolation import frame_from_json, frame_to_json, outcome_from_json, outcome_to_json
+    from replay.policy import FrameView, PadOutcome
+    view = FrameView(iter=7, rank=3, requests=((1, 4, False), (-1, 9, True)), expected=2,
+                     config=RunConfig(tp_size=4, disaggregated=True, model_arch="deepseek_v4"),
+                     **{f.name: not f.default if isinstance(f.default, bool) else 5
+                        for f in dataclasses.fields(FrameView) if f.name not in
+                        ("iter", "rank", "requests", "expected", "config")})
+    assert frame_from_json(json.loads(json.dumps(frame_to_json(view)))) == view
+    out = PadOutcome(padded=True, role="context", alloc_failed=True, crash="AssertionError: x",
+                     surplus_warning=True, warnings=("w1", "w2"))
+    assert outcome_from_json(json.loads(json.dumps(outcome_to_json(out))), "t") == out
+    assert {f.name for f in dataclasses.fields(PadOutcome)} == set(outcome_to_json(out))
