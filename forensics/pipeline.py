@@ -197,15 +197,17 @@ def _replay(ds, windows: dict, pols, replay_dir: Path, say: Progress, counts) ->
 
 def _identify_real_code(policies: Sequence, say: Progress) -> dict:
     """``forensics identify`` of every ``trtllm:`` policy given: the build's era."""
-    specs = [s for s in policies if isinstance(s, str) and s.startswith("trtllm:")]
+    # A spec, or its policy resolved already (``--isolate``: the code runs in a child process).
+    names = {(s if isinstance(s, str) else getattr(s, "name", "")): s for s in policies}
+    specs = {name: s for name, s in names.items() if name.startswith("trtllm:")}
     if not specs:
         return {}
     # Imported only when a ``trtllm:`` policy is given (36 ms measured, on no other path).
     from replay.identify import identify
     out = {}
-    for spec in specs:
-        say(f"identifying {spec}")
-        out[spec] = identify(spec)
+    for name, spec in specs.items():
+        say(f"identifying {name}")
+        out[name] = identify(spec)
     return out
 
 __all__ = ["DATASET_DIR", "REPLAY_DIR", "PostmortemResult", "postmortem"]

@@ -10,6 +10,9 @@ from forensics.cli.cluster_options import cluster_client, cluster_options
 from forensics.cli.errors import library_errors, set_exit_status
 from forensics.cli.options import (
     Output,
+    OutputPath,
+    cell,
+    isolate_option,
     echo_json,
     json_option,
     progress_enabled,
@@ -39,7 +42,7 @@ def _phases(enabled: bool):
 
     def progress(message: str) -> None:
         if not message.startswith("replaying"):
-            console.print(f"[dim]{message}[/]", highlight=False)
+            console.print(f"[dim]{cell(message)}[/]", highlight=False)
 
     def counts(phase: str, done: int, total: int) -> None:
         if phase not in tasks:
@@ -58,8 +61,9 @@ def _phases(enabled: bool):
 def _render(out: Output, r) -> None:
     """The terminal summary in the report's order: the verdict, what to do, then the evidence
     (the causal chain, the crash in the logs, the replays, the exit status)."""
-    from rich.markup import escape as e
     from rich.table import Table
+
+    e = cell
 
     out.print(f"[bold]{e(plain(r.verdict or r.headline))}[/]")
     if r.what_to_do:
@@ -81,7 +85,7 @@ def _render(out: Output, r) -> None:
         out.print(f"[bold]Crash in the logs:[/] [red]{crash.kind.value}[/] on rank {rank}, "
                   f"iteration {it}, at {e(crash.where)}{e(code)}")
         if crash.policies:
-            out.print(f"  produced by: {', '.join(crash.policies)}")
+            out.print(f"  produced by: {e(', '.join(crash.policies))}")
     if r.verdicts:
         t = Table(title=f"Replay of run {e(str(r.run))}", title_justify="left", show_lines=False)
         t.add_column("policy")
@@ -109,7 +113,7 @@ def _render(out: Output, r) -> None:
 
 @click.command("postmortem")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=str))
-@click.option("-o", "--output", "out_dir", required=True, type=click.Path(path_type=str),
+@click.option("-o", "--output", "out_dir", required=True, type=OutputPath(),
               help="Report directory (report.md, report.html, findings.json, figures).")
 @click.option("--policy", "policies", multiple=True, metavar="NAME",
               help="Replay only this policy (repeatable; default: the whole catalogue).")
@@ -121,11 +125,12 @@ def _render(out: Output, r) -> None:
                    "this process; N processes cost N interpreters' memory).")
 @cluster_options
 @run_option
+@isolate_option
 @json_option
 @quiet_option
 def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], force: bool,
             jobs: int | None, workers: int | None, scheduler: str | None, run_id: str | None,
-            as_json: bool, quiet: bool) -> None:
+            isolate: bool, as_json: bool, quiet: bool) -> None:
     """Explain a crashed fleet from its logs; write a report.
 
     INPUT is any mix of executor logs, iteration-stats JSON and request-state traces (files or
@@ -136,6 +141,8 @@ def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], fo
     logs that is not explained (the summary says why).
 
     With --workers/--scheduler (the [dask] extra) the input files are ingested in parallel.
+    A --policy trtllm:/py: runs that code as you (like `git bisect run`); --isolate runs it in
+    a child process with no network and a read-only view of the file system.
 
     \b
     Example:
@@ -147,6 +154,7 @@ def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], fo
         one_blas_thread()
     with imports_without_gc() if lean else contextlib.nullcontext():
         from forensics.pipeline import postmortem
+        from replay.isolation import isolate_specs
         # What every traced post-mortem imports on its way, here with the collector off.
         for name in ("forensics.cluster", "forensics.readers", "replay.engine", "replay.frames"):
             importlib.import_module(name)
@@ -154,7 +162,9 @@ def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], fo
     show = progress_enabled(quiet)
     with library_errors(), cluster_client(workers, scheduler) as client, \
             _phases(show) as (progress, counts):
-        result = postmortem(list(inputs), out_dir, policies=list(policies) or None,
+        chosen = list(policies) or None
+        result = postmortem(list(inputs), out_dir,
+                            policies=isolate_specs(chosen) if isolate else chosen,
                             progress=progress, counts=counts, run=run_id, ingest_bar=show,
                             force=force, client=client, jobs=jobs)
     set_exit_status(result.exit_status)

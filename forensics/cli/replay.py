@@ -4,17 +4,17 @@ from __future__ import annotations
 import json
 
 import click
-from rich.markup import escape
 
 from forensics.cli.errors import library_errors, set_exit_status
-from forensics.cli.options import Output, quiet_option, run_option, verdict_markup
+from forensics.cli.options import (Output, cell, isolate_option, quiet_option, run_option,
+                                   verdict_markup)
 
 
 def _verdict_row(name: str, res) -> str:
     """``prefix-2026: crash at iter 76 on rank 2 - 22 leaked dummies, 11 fleet-wide skips (...)``"""
-    text = f"[bold]{escape(name)}[/]: {verdict_markup(res.verdict)}"
+    text = f"[bold]{cell(name)}[/]: {verdict_markup(res.verdict)}"
     if res.gated is not None:  # the run names no model and the version's gates read it
-        text += f" ({escape(res.verdict_text)})"
+        text += f" ({cell(res.verdict_text)})"
     if res.crash is not None:
         text += f" at iter {res.crash.iter} on rank {res.crash.rank}"
     n, skips = len(res.leak_records), len(res.skipped_iters)
@@ -22,7 +22,7 @@ def _verdict_row(name: str, res) -> str:
     text += f" - {leaks}, {skips} fleet-wide skip{'' if skips == 1 else 's'}"
     if res.dropped_iters:
         text += f", {len(res.dropped_iters)} iterations not replayable"
-    return text + f"  ({escape(res.policy.title)})"
+    return text + f"  ({cell(res.policy.title)})"
 
 
 def _crash_cell(res) -> str:
@@ -63,9 +63,9 @@ def _render(console: Output, results, verbose: bool) -> None:
         t.add_column(col)
     for name, res in results.items():
         d = res.first_divergence
-        t.add_row(name, verdict_markup(res.verdict), str(len(res.leak_records)),
+        t.add_row(cell(name), verdict_markup(res.verdict), str(len(res.leak_records)),
                   str(len(res.skipped_iters)), _crash_cell(res),
-                  "" if d is None else escape(f"iter {d.iter}, rank {d.rank}: {d.field} "
+                  "" if d is None else cell(f"iter {d.iter}, rank {d.rank}: {d.field} "
                                               f"{d.recorded} -> {d.replayed}"))
     if not spaced:
         console.echo()
@@ -77,11 +77,12 @@ def _render(console: Output, results, verbose: bool) -> None:
 @click.option("--policy", "policies", multiple=True, metavar="NAME",
               help="Policy to replay under (repeatable; default: every catalogue policy).")
 @run_option
+@isolate_option
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
 @click.option("-v", "--verbose", is_flag=True,
               help="Every leak's causal chain, not only one paragraph per mechanism.")
 @quiet_option
-def command(inputs, policies, run_id, as_json, verbose, quiet) -> None:
+def command(inputs, policies, run_id, isolate, as_json, verbose, quiet) -> None:
     """Replay a run under executor versions; find leaked dummies.
 
     Per policy: the verdict, the leaked dummies grouped by mechanism (the fatal one named),
@@ -90,17 +91,25 @@ def command(inputs, policies, run_id, as_json, verbose, quiet) -> None:
     INPUT is a dataset or any input `forensics ingest` accepts (ingested on the fly).
     Exit code 0 when no chosen policy leaks or crashes, 1 when one does, 2 on bad input.
 
+    A trtllm:/py: policy runs that source's code as you, with your permissions (like `git
+    bisect run`): the stand-in namespace is not a sandbox. Use --isolate for code you have not
+    read.
+
     \b
     Example:
       forensics replay crash.ds
       forensics replay crash.ds --verbose | less     # every leak's chain
       forensics replay trace.jsonl --policy prefix-2026 --policy fix-16161 --json
+      forensics replay crash.ds --policy trtllm:~/src/TensorRT-LLM#v1.2.0 --isolate
     """
     from replay.engine import replay_input
+    from replay.isolation import isolate_specs
     from replay.results import results_json
 
     with library_errors():
-        results = replay_input(list(inputs), list(policies) or None, run=run_id)
+        chosen = list(policies) or None
+        results = replay_input(list(inputs), isolate_specs(chosen) if isolate else chosen,
+                               run=run_id)
     status = 1 if any(not r.ok for r in results.values()) else 0
     set_exit_status(status)
     if as_json:
