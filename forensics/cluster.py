@@ -317,11 +317,12 @@ def ingest_parallel(inputs: Sequence[PathLike], output: PathLike, *, client: Any
 
 
 def as_dataset(inputs: Sequence[PathLike], *, cache_dir: PathLike | None = None, client: Any = None,
-               done: Done | None = None, quiet: bool = True, jobs: int | None = None):
+               done: Done | None = None, quiet: bool = True, jobs: int | None = None,
+               keep_going: bool = False):
     """:func:`forensics.ingest.as_dataset`, ingesting file by file on ``client`` when given.
 
     Without a client this is ``forensics.ingest.as_dataset`` (``jobs`` processes reading the
-    files). With one, a dataset input is
+    files; ``keep_going`` as there). With one, a dataset input is
     loaded as is, a ``cache_dir`` holding a dataset of the same inputs is reused, and otherwise
     every file becomes a task (into ``cache_dir``, or a temporary directory removed with the
     returned dataset).
@@ -332,7 +333,7 @@ def as_dataset(inputs: Sequence[PathLike], *, cache_dir: PathLike | None = None,
 
     inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     if client is None or (len(inputs) == 1 and (Path(inputs[0]) / META_FILE).is_file()):
-        return serial(inputs, cache_dir=cache_dir, quiet=quiet, jobs=jobs)
+        return serial(inputs, cache_dir=cache_dir, quiet=quiet, jobs=jobs, keep_going=keep_going)
     if cache_dir is not None:
         ds = _cached(Path(cache_dir), inputs)
         if ds is not None:

@@ -301,7 +301,7 @@ def _ingest_file(writer: DatasetWriter, cand: _Candidate, kind: str, traces: _Tr
 
 
 def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str | None = None,
-           quiet: bool = True, jobs: int | None = None) -> IngestReport:
+           quiet: bool = True, jobs: int | None = None, keep_going: bool = False) -> IngestReport:
     """Ingest logs, stats JSON and traces into a new dataset directory (atomically).
 
     Args:
@@ -313,6 +313,9 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
         jobs: processes reading the files at once (one file each; the dataset is the same);
             1: one file after the other. Default: large inputs of several files are read on
             two threads of this process (``forensics.ingest.parallel.readers`` says why).
+        keep_going: a file that breaks its format (a trace or a stats JSON array) is refused
+            with the error (file and line) and left out, the other inputs are ingested (what a
+            post-mortem wants); default: the error stops the ingest, no dataset is written.
 
     Returns:
         An :class:`IngestReport`; ``report.refused`` lists missing and binary inputs.
@@ -364,12 +367,21 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
     from forensics.ingest.parallel import readers, write_parallel, write_threaded
 
     how, n = readers(jobs, [c.path for c, _ in plan])
+
+    def refuse(cand: _Candidate, e: InputError) -> None:
+        where = f"line {e.line}: " if e.line is not None else ""
+        refused.append(RefusedInput(cand.name, f"{where}{e.message}"))
+        logger.warning("not ingested: %s", e)
+
+    on_error = refuse if keep_going else None
     with DatasetWriter(out) as writer, _progress_bar(total, len(plan), quiet) as advance, \
             recording_reads() as reads:
         if how == "processes":
-            fingerprints = write_parallel(writer, plan, traces, advance, n)
-        elif how == "threads":
-            fingerprints = write_threaded(writer, plan, traces, advance, n)
+            fingerprints = write_parallel(writer, plan, traces, advance, n, on_error)
+        elif how == "threads" or keep_going:
+            # each file into a part of its own: one that breaks its format is left out whole
+            fingerprints = write_threaded(writer, plan, traces, advance,
+                                          n if how == "threads" else 1, on_error)
         else:
             for cand, k in plan:
                 fingerprints.append(_ingest_file(writer, cand, k, traces, advance, reads))
@@ -423,7 +435,7 @@ def _cached(cache: Path, inputs: list[PathLike]) -> Dataset | None:
 
 
 def as_dataset(inputs: PathLike | Iterable[PathLike], *, cache_dir: PathLike | None = None,
-               quiet: bool = True, jobs: int | None = None) -> Dataset:
+               quiet: bool = True, jobs: int | None = None, keep_going: bool = False) -> Dataset:
     """A loaded dataset from a dataset directory or from raw inputs.
 
     - one input that is a dataset directory (holds ``_meta.json``): loaded as is;
@@ -432,7 +444,8 @@ def as_dataset(inputs: PathLike | Iterable[PathLike], *, cache_dir: PathLike | N
       the files now; without ``cache_dir``, into a temporary directory removed when the returned
       dataset is garbage-collected.
 
-    ``jobs``: processes reading the inputs (:func:`ingest`).
+    ``jobs``: processes reading the inputs; ``keep_going``: a file breaking its format is
+    refused and the others ingested (both as in :func:`ingest`).
 
     Refused inputs (missing or binary) are logged and listed in ``dataset.meta["refused"]``;
     callers that must not go on without them check that list.
@@ -455,11 +468,11 @@ def as_dataset(inputs: PathLike | Iterable[PathLike], *, cache_dir: PathLike | N
         if ds is not None:
             logger.info("%s: inputs unchanged, reusing the dataset", cache)
             return ds
-        report = ingest(inputs, cache, quiet=quiet, jobs=jobs)
+        report = ingest(inputs, cache, quiet=quiet, jobs=jobs, keep_going=keep_going)
     else:
         tmp = Path(tempfile.mkdtemp(prefix="forensics-ds-"))
         try:
-            report = ingest(inputs, tmp / "dataset", quiet=quiet, jobs=jobs)
+            report = ingest(inputs, tmp / "dataset", quiet=quiet, jobs=jobs, keep_going=keep_going)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise

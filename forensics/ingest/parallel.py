@@ -28,6 +28,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from forensics.errors import InputError
+
+#: ``refuse(candidate, error)``: a file left out of an ingest that goes on without it.
+Refuse = Callable[[Any, InputError], None]
 
 #: Inputs holding less text than this in all (decompressed, estimated) are read on one thread:
 #: they take moments.
@@ -119,10 +123,14 @@ def _raise_reported(report: dict, name: str, stderr: str) -> None:
 
 
 def write_parallel(writer: Any, plan: list, traces: Any, advance: Callable[[int], None],
-                   jobs: int) -> list:
+                   jobs: int, refuse: Refuse | None = None) -> list:
     """Read each ``(candidate, kind)`` of ``plan`` in a worker process, at most ``jobs`` at
     once, the largest files first (the longest sets the wall time), and move the parts into
-    ``writer`` in input order. Returns the inputs' fingerprints in input order."""
+    ``writer`` in input order. Returns the inputs' fingerprints in input order.
+
+    ``refuse``: when given, a file whose reading raises an :class:`~forensics.errors.InputError`
+    (a trace or stats file breaking its format) is handed to it and left out, the others go on
+    (else the first such error is raised)."""
     from forensics.ingest.meta import InputFingerprint
 
     scratch = writer.scratch()
@@ -155,13 +163,19 @@ def write_parallel(writer: Any, plan: list, traces: Any, advance: Callable[[int]
                 code, out, err_text = finished.pop(nxt)
                 cand, kind = plan[nxt]
                 report = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
-                if code != 0 or "fingerprint" not in report:
-                    _raise_reported(report, cand.name, err_text)
                 part = scratch / f"{nxt:05d}"
-                if several and kind == "trace":
-                    _check_part(traces, part, cand.name)
-                writer.adopt(part)
-                fingerprints.append(InputFingerprint(**report["fingerprint"]))
+                try:
+                    if code != 0 or "fingerprint" not in report:
+                        _raise_reported(report, cand.name, err_text)
+                    if several and kind == "trace":
+                        _check_part(traces, part, cand.name)
+                except InputError as e:
+                    if refuse is None:
+                        raise
+                    refuse(cand, e)
+                else:
+                    writer.adopt(part)
+                    fingerprints.append(InputFingerprint(**report["fingerprint"]))
                 advance(_size(cand.path))
                 nxt += 1
             if running and nxt < len(plan) and nxt not in finished:
@@ -179,13 +193,14 @@ class _Stopped(Exception):
 
 
 def write_threaded(writer: Any, plan: list, traces: Any, advance: Callable[[int], None],
-                   threads: int) -> list:
+                   threads: int, refuse: Refuse | None = None) -> list:
     """Read each ``(candidate, kind)`` of ``plan`` on a thread of its own, at most ``threads``
     at once, the largest files first, into a part dataset each; move the parts into ``writer``
     in input order. Returns the inputs' fingerprints in input order.
 
     The first error in input order is raised; readers still running then stop at their next
-    block (their progress callback raises), and none is left writing when this returns."""
+    block (their progress callback raises), and none is left writing when this returns.
+    ``refuse``: as for :func:`write_parallel` (a file breaking its format is left out)."""
     import concurrent.futures
     import threading
 
@@ -217,10 +232,16 @@ def write_threaded(writer: Any, plan: list, traces: Any, advance: Callable[[int]
         try:
             futures = {i: pool.submit(read, i) for i in order}
             for i, (cand, kind) in enumerate(plan):
-                fp = futures[i].result()
                 part = scratch / f"{i:05d}"
-                if several and kind == "trace":
-                    _check_part(traces, part, cand.name)
+                try:
+                    fp = futures[i].result()
+                    if several and kind == "trace":
+                        _check_part(traces, part, cand.name)
+                except InputError as e:
+                    if refuse is None:
+                        raise
+                    refuse(cand, e)
+                    continue
                 writer.adopt(part)
                 fingerprints.append(fp)
         finally:

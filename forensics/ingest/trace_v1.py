@@ -39,7 +39,10 @@ from forensics.errors import TraceFormatError
 from forensics.ingest import json_scan
 from forensics.ingest.frame_keys import FrameKeys
 from forensics.ingest.json_object_lines import LineBlocks
-from forensics.ingest.sources import compression_of, content_size, decompressed_chunks, open_raw
+from forensics.ingest.event_kinds import INPUT_TRUNCATED
+from forensics.ingest.sources import (DecompressionError, compression_of, content_size,
+                                      decompressed_chunks, open_raw)
+from forensics.ingest.surrogates import escaped
 from forensics.ingest.trace_fast import BLOCK_BYTES, FrameColumns, fast_frames
 from replay.states import (CURRENT_NUMBERING, RequestState, UnknownStateError, numbering_decoder,
                            parse_state)
@@ -273,10 +276,24 @@ def _cut(blocks: LineBlocks, block_bytes: int, stop: dict[str, Any]) -> Iterator
         yield blocks.take(cut)
     tail = blocks.rest()
     if tail:
+        if "error" not in stop and tail.strip() and not _whole_record(tail):
+            # The file ends inside a line that is no record: its writer stopped mid-line.
+            stop["error"] = DecompressionError(
+                "the file ends inside a line (no newline after an incomplete record)",
+                INPUT_TRUNCATED, -1)
         if "error" in stop:
             stop["tail"] = tail
         else:
             yield tail
+
+
+def _whole_record(line: bytes) -> bool:
+    """Whether a last line without its newline holds a whole JSON value (a cut one does not)."""
+    try:
+        json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def _chunks(path: str | os.PathLike, progress: Callable[[int], None] | None,
@@ -507,6 +524,7 @@ class _Builder:
         run_id = rec.get("run_id")
         if run_id is not None and not isinstance(run_id, str):
             run_id = str(run_id)
+        run_id = escaped(run_id) if run_id is not None else None
         self.run = run_id or self.source
         self.tp_size = rec["tp_size"]
         r = self.runs
@@ -518,7 +536,7 @@ class _Builder:
         for key in _RUN_BOOLS:
             r[key].append(rec[key])
         r["encoder_decoder"].append(enc)
-        r["build"].append(rec["build"])
+        r["build"].append(escaped(rec["build"]))
         r["record_json"].append(text.strip() if text is not None else json.dumps(rec, sort_keys=True))
 
     def _frame(self, rec: dict, line: int) -> None:
@@ -619,6 +637,7 @@ class _Builder:
         msg = rec.get("message", rec.get("text"))
         if not isinstance(msg, str):
             msg = text.strip() if text is not None else json.dumps(rec, sort_keys=True)
+        msg = escaped(msg)
         rank = rec.get("rank")
         it = rec.get("iter")
         row = {n: None for n in EVENTS.names}

@@ -210,7 +210,7 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
     say("ingesting inputs")
     inputs = _outside(inputs, out)
     ds = as_dataset(inputs, cache_dir=cache_dir if cache_dir is not None else out / DATASET_DIR,
-                    client=client, quiet=not ingest_bar, jobs=jobs)
+                    client=client, quiet=not ingest_bar, jobs=jobs, keep_going=True)
     summary = summarize(ds)
     refused = list(ds.meta.get("refused", []))
 
