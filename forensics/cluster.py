@@ -287,13 +287,17 @@ def ingest_parallel(inputs: Sequence[PathLike], output: PathLike, *, client: Any
     """
     from forensics.errors import InputError
     from forensics.ingest import classify, discover
+    from forensics.ingest.kinds import OTHER_JSON
 
     out = Path(output)
     candidates, refused, skipped = discover(inputs, exclude=out)
     files = []
     for cand in candidates:
         try:
-            classify(cand.path)
+            if classify(cand.path) == OTHER_JSON and not cand.named:
+                from forensics.ingest import NOT_STATS_REASON, RefusedInput
+                refused.append(RefusedInput(cand.name, NOT_STATS_REASON))
+                continue
             files.append(cand)
         except InputError as e:
             from forensics.ingest import RefusedInput

@@ -7,7 +7,9 @@ export-test).
   manifest, a dataset) or with ``force``; anything else is refused, so ``-o logs/`` cannot wipe
   logs;
 - each file appears atomically (written beside its target, then renamed), and a rerun into the
-  same report directory leaves only what this run wrote (the manifest lists it).
+  same report directory leaves only what this run wrote (the manifest lists it);
+- the manifest, written as soon as the directory is opened, also marks it as this tool's output:
+  a directory walk over its parent leaves it out.
 """
 from __future__ import annotations
 
@@ -146,7 +148,15 @@ class ReportDir:
                     self._previous = [n for n in entries
                                       if any(fnmatch.fnmatch(n, g) for g in self.legacy_files)]
         make_dir(p)
+        if not (p / MANIFEST).is_file():
+            # The manifest marks the directory as this tool's from the start: a directory walk
+            # over its parent skips it (forensics.ingest.discover), even before the run ends.
+            self._write_manifest(self._previous)
         return self
+
+    def _write_manifest(self, files: Iterable[str]) -> None:
+        write_atomic(self.path / MANIFEST,
+                     (json.dumps({"files": sorted(files)}, indent=1) + "\n").encode())
 
     def write(self, name: str, data: bytes) -> Path:
         target = self.path / name
@@ -161,8 +171,7 @@ class ReportDir:
                 continue
             with contextlib.suppress(FileNotFoundError, IsADirectoryError):
                 (self.path / name).unlink()
-        write_atomic(self.path / MANIFEST,
-                     (json.dumps({"files": sorted(self.written)}, indent=1) + "\n").encode())
+        self._write_manifest(self.written)
 
 
 __all__ = ["MANIFEST", "OutputError", "ReportDir", "atomic_path", "is_inside", "make_dir",

@@ -10,10 +10,13 @@ Library entry points:
 Inputs are files or directories. A directory contributes every *recognised* file below it,
 recursively, in sorted order: a name ending in ``.log .txt .out .err .stdout .stderr .json
 .jsonl .ndjson``, optionally followed by ``.gz``/``.zst``/``.zstd`` (see
-:func:`forensics.ingest.kinds.recognised`); hidden files and directories and nested datasets
-(directories holding ``_meta.json``) are skipped. A file named explicitly is always read. The kind
-of each file (``log``, ``stats``, ``trace``) comes from its decompressed content
-(:func:`forensics.ingest.kinds.detect_kind`) unless ``kind=`` forces one for all.
+:func:`forensics.ingest.kinds.recognised`); hidden files and directories and this tool's own
+outputs, wherever ``-o`` put them (datasets: ``_meta.json``; report directories: their manifest
+``.forensics-output.json``), are skipped and listed in ``skipped``. A file named explicitly is
+always read. The kind of each file (``log``, ``stats``, ``trace``) comes from its decompressed
+content (:func:`forensics.ingest.kinds.detect_kind`) unless ``kind=`` forces one for all; JSON
+that is neither (no IterationStats key in its first object) is refused by a walk, with the
+reason, and kept verbatim in ``unparsed`` when named explicitly (kind ``json``).
 
 Bad inputs: a missing path or a binary (non-text) file is refused (listed in
 ``IngestReport.refused`` and ``_meta.json``) while the others are still ingested; a trace or a
@@ -40,8 +43,8 @@ from forensics.callable_module import make_module_callable
 from forensics.dataset.store import META_FILE, Dataset, DatasetWriter
 from forensics.errors import DatasetError, InputError, TraceFormatError
 from forensics.ingest.frame_keys import FrameKeys
-from forensics.ingest.kinds import (KINDS, detect_kind, head_after_nul_run, nul_padded_text,
-                                    recognised)
+from forensics.ingest.kinds import (KINDS, OTHER_JSON, detect_kind, head_after_nul_run,
+                                    nul_padded_text, recognised)
 from forensics.ingest.meta import InputFingerprint, fingerprint, identities
 from forensics.ingest.sources import (
     display_name,
@@ -50,6 +53,7 @@ from forensics.ingest.sources import (
     name_bytes_hex,
     recording_reads,
 )
+from forensics.output_dir import MANIFEST
 
 if TYPE_CHECKING:
     from forensics.report.summary import DatasetSummary
@@ -57,6 +61,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 PathLike = str | os.PathLike
+
+#: Why JSON that is neither stats nor a trace is not read as stats.
+NOT_STATS_REASON = ("JSON whose first object has no IterationStats key (iter, timestamp, "
+                    "numActiveRequests, ...): not an iteration-stats file")
 
 #: Inputs smaller than this in total ingest in moments: no progress bar.
 PROGRESS_MIN_BYTES = 8 << 20
@@ -108,6 +116,7 @@ class IngestReport:
 class _Candidate:
     path: Path
     name: str
+    named: bool = True      # given by the user, not found by a directory walk
 
 
 def discover(inputs: Iterable[PathLike], *, exclude: PathLike | None = None
@@ -124,11 +133,11 @@ def discover(inputs: Iterable[PathLike], *, exclude: PathLike | None = None
     seen: set[Path] = set()
     excluded = Path(exclude).resolve() if exclude is not None else None
 
-    def add(path: Path, name: str) -> None:
+    def add(path: Path, name: str, named: bool) -> None:
         key = path.resolve()
         if key not in seen:
             seen.add(key)
-            files.append(_Candidate(path, name))
+            files.append(_Candidate(path, name, named))
 
     for inp in inputs:
         path = Path(inp)
@@ -136,6 +145,8 @@ def discover(inputs: Iterable[PathLike], *, exclude: PathLike | None = None
         if path.is_dir() and (path / META_FILE).is_file():
             refused.append(RefusedInput(name, "is a dataset, not raw input (open it with "
                                               "forensics.load or `forensics summary`)"))
+        elif path.is_dir() and (path / MANIFEST).is_file():
+            refused.append(RefusedInput(name, "is a report of this tool, not raw input"))
         elif path.is_dir():
             found = False
 
@@ -147,26 +158,43 @@ def discover(inputs: Iterable[PathLike], *, exclude: PathLike | None = None
 
             for root, dirs, names in os.walk(path, onerror=unreadable):
                 root_path = Path(root)
-                dirs[:] = sorted(d for d in dirs if not d.startswith(".")
-                                 and not (root_path / d / META_FILE).is_file()
-                                 and (excluded is None or (root_path / d).resolve() != excluded))
+                kept = []
+                for d in sorted(dirs):
+                    if d.startswith(".") or (excluded is not None
+                                             and (root_path / d).resolve() == excluded):
+                        continue
+                    if _tool_output(root_path / d):
+                        # a dataset or a report this tool wrote, wherever its -o was
+                        skipped.append(display_name(root_path / d) + os.sep)
+                        continue
+                    kept.append(d)
+                dirs[:] = kept
                 for n in sorted(names):
                     child = root_path / n
                     child_name = display_name(child)
                     if recognised(n) and child.is_file():
-                        add(child, child_name)
+                        add(child, child_name, False)
                         found = True
                     elif not n.startswith("."):
                         skipped.append(child_name)
             if not found:
                 logger.warning("%s: no recognised input file in directory", name)
         elif path.is_file():
-            add(path, name)
+            add(path, name, True)
         elif path.exists():
             refused.append(RefusedInput(name, "not a regular file or directory"))
         else:
             refused.append(RefusedInput(name, "no such file or directory"))
     return files, refused, skipped
+
+
+def _tool_output(directory: Path) -> bool:
+    """Whether ``directory`` is an output of this tool: a dataset (``_meta.json``) or a report
+    directory (its manifest, :data:`forensics.output_dir.MANIFEST`)."""
+    try:
+        return (directory / META_FILE).is_file() or (directory / MANIFEST).is_file()
+    except OSError:     # not searchable: the walk reports the directory when it lists it
+        return False
 
 
 def _check_readable(cand: _Candidate) -> None:
@@ -268,6 +296,12 @@ def _write_file(writer: DatasetWriter, cand: _Candidate, kind: str, traces: _Tra
             traces.check(tables, cand.name)
             for name in ("runs", "frames", "requests", "events", "unparsed"):
                 writer.write(name, getattr(tables, name))
+    elif kind == OTHER_JSON:
+        from forensics.ingest.verbatim import read_verbatim
+
+        for unparsed, events in read_verbatim(cand.path, cand.name, progress=progress):
+            writer.write("unparsed", unparsed)
+            writer.write("events", events)
     else:  # pragma: no cover - kinds are validated before
         raise InputError(f"unknown input kind {kind!r}", path=cand.name)
 
@@ -348,10 +382,17 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
     for cand in candidates:
         try:
             _check_readable(cand)
-            plan.append((cand, classify(cand.path, kind=kind)))
+            k = classify(cand.path, kind=kind)
         except InputError as e:
             refused.append(RefusedInput(cand.name, e.message))
             logger.info("refused: %s", e)
+            continue
+        if k == OTHER_JSON and not cand.named:
+            refused.append(RefusedInput(cand.name, NOT_STATS_REASON + " (name the file to keep "
+                                                   "it verbatim)"))
+            logger.info("refused: %s: %s", cand.name, NOT_STATS_REASON)
+            continue
+        plan.append((cand, k))
     if not plan:
         listing = "; ".join(str(r) for r in refused) or "no recognised input file"
         missing = refused and all(r.reason == "no such file or directory" for r in refused)

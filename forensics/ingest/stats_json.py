@@ -75,6 +75,17 @@ TYPED_COLUMNS: dict[str, str] = {
     "hostStepTimeMS": "host_step_time_ms",
     "prevDeviceStepTimeMS": "prev_device_step_time_ms",
 }
+#: The top-level keys of TensorRT-LLM's ``IterationStats`` (its JSON, camelCase) and of the
+#: PyTorch executor's additions: JSON whose first object carries none of them is not read as
+#: stats (:func:`forensics.ingest.kinds.detect_kind`).
+ITERATION_STATS_KEYS = frozenset({
+    "timestamp", "iter", "iterLatencyMS", "newActiveRequestsQueueLatencyMS",
+    "numNewActiveRequests", "numActiveRequests", "numQueuedRequests", "numCompletedRequests",
+    "maxNumActiveRequests", "maxBatchSizeStatic", "maxBatchSizeTunerRecommended",
+    "maxBatchSizeRuntime", "maxNumTokensStatic", "maxNumTokensTunerRecommended",
+    "maxNumTokensRuntime", "gpuMemUsage", "cpuMemUsage", "pinnedMemUsage", "kvCacheStats",
+    "crossKvCacheStats", "staticBatchingStats", "inflightBatchingStats", "specDecodingStats",
+    "attentionDpRank", "hostStepTimeMS", "prevDeviceStepTimeMS"})
 _FLOAT_COLUMNS = frozenset({"iter_latency_ms", "host_step_time_ms", "prev_device_step_time_ms"})
 _INT_BOUNDS = {"rank": 2**31 - 1}
 

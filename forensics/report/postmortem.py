@@ -30,6 +30,7 @@ from forensics.report.crash_signatures import (
     Signature,
     crash_in_logs,
     find_signatures,
+    outside_catalogue,
 )
 from forensics.report.document import code
 from forensics.report.html import render_html
@@ -208,7 +209,7 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
     report_dir = ReportDir(out, force=force, keep=[DATASET_DIR, REPLAY_DIR], ours_if=["findings.json"],
                            legacy_files=["report.md", "report.html", "findings.json", "*.png", "*.svg"]).open()
     say("ingesting inputs")
-    inputs = _outside(inputs, out)
+    # the report directory, marked by its manifest since open(), is left out of any walk
     ds = as_dataset(inputs, cache_dir=cache_dir if cache_dir is not None else out / DATASET_DIR,
                     client=client, quiet=not ingest_bar, jobs=jobs, keep_going=True)
     summary = summarize(ds)
@@ -343,25 +344,6 @@ def _era_sentence(spec: str, ident) -> str:
                 "behaviour `forensics identify` checks.")
     return (f"No catalogue entry behaves as the real code of {spec} on every behaviour "
             f"(closest: {ident.closest}; none matches on {', '.join(ident.unmatched)}).")
-
-
-def _outside(inputs: list, out: Path) -> list:
-    """The inputs with the report directory left out.
-
-    ``forensics postmortem logs/ -o logs/report`` must not ingest its own ``findings.json`` on
-    the next run: a directory input holding the report directory is expanded into its files.
-    """
-    from forensics.ingest import discover
-    out_r = out.resolve()
-    result: list = []
-    for inp in inputs:
-        p = Path(inp)
-        if p.is_dir() and (out_r == p.resolve() or p.resolve() in out_r.parents):
-            found, _, _ = discover([inp], exclude=out)
-            result.extend(str(c.path) for c in found if out_r not in c.path.resolve().parents)
-        else:
-            result.append(inp)
-    return result
 
 
 def _json_default(o):
@@ -561,9 +543,7 @@ def _status(ds, refused, log_crash, verdicts, lo: LogsOnlyFindings, has_traces: 
                                 "pad-dummy or crash event and no request-state trace")
     if log_crash is not None:
         if not log_crash.kind.is_cause:
-            return EXIT_UNEXPLAINED, (f"the logs show a crash ({log_crash.kind.value} at "
-                                      f"{code(log_crash.where)}) with no pad-dummy signature before it; "
-                                      "the catalogue does not model it")
+            return EXIT_UNEXPLAINED, outside_catalogue(log_crash)
         if not has_traces and lov is not None and lov.explained:
             return EXIT_EXPLAINED, (f"the logs show the NVBug 6438685 chain: {lov.chain.text()}; "
                                     f"the {log_crash.kind.value} matches "
@@ -691,7 +671,7 @@ def _opening(status, reason, story, story_is_build, log_crash, lo, recommended, 
     if log_crash is not None:
         where = (f"rank {log_crash.rank}" if log_crash.rank is not None else "an unknown rank") + (
             f" at iteration {log_crash.iter}" if log_crash.iter is not None else "")
-        head = f"{log_crash.kind.value} on {where} ({code(log_crash.where)})"
+        head = f"{log_crash.title} on {where} ({code(log_crash.where)})"
         if lov is not None and lov.explained:
             c = lov.chain
             zero = ", ".join(str(r) for r in c.zero_ranks)
@@ -704,6 +684,8 @@ def _opening(status, reason, story, story_is_build, log_crash, lo, recommended, 
                     f"{lov.survivors_text()}.",
                     f"{head[:1].upper()}{head[1:]} after the fleet-wide skip of iteration "
                     f"{c.skip_iter}: the NVBug 6438685 chain (logs only)")
+        if status == EXIT_UNEXPLAINED and not log_crash.kind.is_cause:
+            return f"{reason[:1].upper()}{reason[1:]}.", f"{head}, not explained"
         if status == EXIT_UNEXPLAINED:
             return f"The logs show an {head}; not explained: {reason}.", f"{head}, not explained"
         return f"The logs show an {head}: {reason}" + (f"; {todo}" if todo else "") + ".", head
@@ -756,6 +738,12 @@ def _next_step(status: int, verdicts: Sequence[PolicyVerdict], log_crash: Option
                     f"{lov.survivors_text()}.{tell} To see which requests and dummy leaked and "
                     f"confirm the build: {record}")
         return (f"Builds that close the pad-dummy leak {lov.survivors_text()}.{tell} {record}")
+    if (status == EXIT_UNEXPLAINED and log_crash is not None and not log_crash.kind.is_cause
+            and log_crash.follows is None):
+        at = f" at `{log_crash.code_location}`" if log_crash.code_location else ""
+        return (f"Look into the {log_crash.title}{at} (the excerpt in the report) with the "
+                "component that raised it; a pad-dummy leak is not what stopped this run, as "
+                "far as the logs show. To rule one out, " + _record_step(lo))
     if status == EXIT_UNEXPLAINED and not verdicts:
         step = _record_step(lo)
         return step[:1].upper() + step[1:]
