@@ -61,7 +61,12 @@ logger = logging.getLogger(__name__)
 CACHE_ENV = "NUMBA_CACHE_DIR"
 #: A build lock older than this is taken to be left by a killed builder.
 STALE_BUILD_S = 20 * 60
+#: The CPU a portable object is compiled for (numba's ``NUMBA_CPU_NAME``): the baseline of the
+#: target triple's architecture, so it loads on any machine of that architecture.
+PORTABLE_CPU = "generic"
 _HERE = Path(__file__).resolve().parent
+#: Objects built ahead of use (:mod:`forensics.ingest.prebuild`), inside the installed package.
+PREBUILT_DIR = _HERE / "_prebuilt"
 _SOURCES = ("_scan_kernel.py", "native_scan.py")
 
 # Definitions of the symbols numba's cfunc wrappers take from numba's own libraries. The
@@ -133,7 +138,9 @@ SCAN = Library("scan", "forensics.ingest._scan_kernel", _SOURCES, PROTOTYPES, "l
 _engines: list[Any] = []
 
 
-def _key(llvm: Any, lib: Library = SCAN) -> str:
+def _key(llvm: Any, lib: Library = SCAN, *, portable: bool = False) -> str:
+    """The saved object's key: the kernel's source, llvmlite's version, the target triple and
+    the CPU it is compiled for (the host's name and features, or :data:`PORTABLE_CPU`)."""
     import llvmlite
 
     h = hashlib.sha256()
@@ -141,8 +148,11 @@ def _key(llvm: Any, lib: Library = SCAN) -> str:
         h.update((_HERE / name).read_bytes())
     h.update(llvmlite.__version__.encode())
     h.update(llvm.get_process_triple().encode())
-    h.update(llvm.get_host_cpu_name().encode())
-    h.update(llvm.get_host_cpu_features().flatten().encode())
+    if portable:
+        h.update(PORTABLE_CPU.encode())
+    else:
+        h.update(llvm.get_host_cpu_name().encode())
+        h.update(llvm.get_host_cpu_features().flatten().encode())
     return h.hexdigest()[:24]
 
 
@@ -179,6 +189,12 @@ def entry_points(lib: Library = SCAN, *, compile: str = "here") -> dict[str, Any
     key = _key(llvm, lib)
     for d in _cache_dirs():
         loaded = _load(llvm, d / f"{lib.stem}-{key}", lib)
+        if loaded is not None:
+            return loaded
+    # built ahead for any CPU of this architecture (at install or image-build time)
+    portable = _key(llvm, lib, portable=True)
+    for d in [*_cache_dirs(), PREBUILT_DIR]:
+        loaded = _load(llvm, d / f"{lib.stem}-{portable}", lib)
         if loaded is not None:
             return loaded
     if compile == "background":
@@ -387,9 +403,42 @@ def _save(stem: Path, objects: dict[str, bytes], meta: dict[str, Any]) -> bool:
     return True
 
 
+def prebuild(libraries: list[Library], directory: Path | None = None, *,
+             portable: bool = True) -> list[Path]:
+    """Compile ``libraries`` now and save their objects (for a container image or a cluster
+    install: the first ingest then compiles nothing). ``portable``: for
+    :data:`PORTABLE_CPU`, loadable on any machine of this architecture (call it in a process
+    that has not imported numba: numba reads the CPU to compile for when imported); else for
+    this machine's CPU. ``directory``: default the package's :data:`PREBUILT_DIR` when it can
+    be written, else the user cache. Returns the saved objects' stems."""
+    import llvmlite.binding as llvm
+
+    if portable:
+        if "numba" in sys.modules:
+            raise RuntimeError("a portable build needs a process that has not imported numba")
+        os.environ["NUMBA_CPU_NAME"] = PORTABLE_CPU
+        os.environ["NUMBA_CPU_FEATURES"] = ""
+    else:
+        _numba_cache()
+    if directory is None:
+        directory = PREBUILT_DIR if writable(PREBUILT_DIR) else user_cache_dir() / "native"
+    if portable:   # numba's cache of host code must not serve a portable compile
+        os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="forensics-numba-portable-")
+        atexit.register(shutil.rmtree, os.environ[CACHE_ENV], True)
+    stems = []
+    for lib in libraries:
+        objects, meta = _objects(importlib.import_module(lib.module).ENTRY_POINTS)
+        stem = directory / f"{lib.stem}-{_key(llvm, lib, portable=portable)}"
+        if not _save(stem, objects, meta):
+            raise OSError(f"cannot write {directory}")
+        stems.append(stem)
+    return stems
+
+
 def main(argv: list[str]) -> int:
-    """The builder process: ``python -m forensics.ingest.native_code STEM MODULE LOCK`` compiles
-    the kernels of ``MODULE`` and saves their object at ``STEM``, then removes ``LOCK``."""
+    """The background builder: ``python -m forensics.ingest.native_code STEM MODULE LOCK``
+    compiles the kernels of ``MODULE`` and saves their object at ``STEM``, then removes
+    ``LOCK``."""
     stem, module, lock = Path(argv[0]), argv[1], Path(argv[2])
     try:
         _numba_cache()

@@ -306,7 +306,7 @@ def other_crash_name(row: pd.Series) -> Optional[str]:
     if _CUDA_TEXT.search(msg):
         return "CUDA error"
     m = _CPP_ASSERT_TEXT.search(msg)
-    if m and "[TensorRT-LLM]" in msg or (m and kind in (K.CPP_LOG, K.CPP_BACKTRACE)):
+    if m is not None and ("[TensorRT-LLM]" in msg or kind in (K.CPP_LOG, K.CPP_BACKTRACE)):
         cond = m.group("cond")
         return f"C++ assertion failed: {cond[:120]}" if cond else "C++ assertion failed"
     if kind in _TRACEBACK_KINDS:

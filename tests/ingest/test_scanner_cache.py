@@ -87,3 +87,21 @@ def test_a_stale_build_lock_is_taken_over(tmp_path):
     old = lock.stat().st_mtime - native_code.STALE_BUILD_S - 1
     os.utime(lock, (old, old))
     assert native_code._take_lock(lock)              # a builder killed long ago
+
+
+def test_a_prebuilt_portable_object_in_the_package_is_loaded(cold, tmp_path, monkeypatch):
+    """Objects built ahead (python -m forensics.ingest.prebuild) under the portable key, in
+    the package's _prebuilt directory: a cold user cache loads them and builds nothing. (The
+    object saved here is this process's compile, saved under the portable key: what is
+    checked is where and under which key the loader looks.)"""
+    import llvmlite.binding as llvm
+
+    from forensics.ingest import _scan_kernel
+
+    monkeypatch.setattr(native_code, "PREBUILT_DIR", tmp_path / "_prebuilt")
+    objects, meta = native_code._objects(_scan_kernel.ENTRY_POINTS)
+    key = native_code._key(llvm, native_code.SCAN, portable=True)
+    assert key != native_code._key(llvm, native_code.SCAN)
+    assert native_code._save(tmp_path / "_prebuilt" / f"scan-{key}", objects, meta)
+    assert native_scan.enabled(native_scan.MIN_BYTES)
+    assert cold == []
