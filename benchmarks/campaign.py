@@ -17,7 +17,7 @@ in paired interleaved rounds (serial, default, cluster, serial, ...):
   baseline the goal names);
 - default: ``forensics fleet RUN... --json`` unpinned: what the command does without the extra.
   It is no longer serial: a run's files of at least 64 MB of text are read on two threads
-  (``forensics.ingest.parallel.readers``), so it already uses part of the second core;
+  (``forensics.readers.parallel.readers``), so it already uses part of the second core;
 - cluster: ``forensics fleet RUN... --json --workers 2`` (cluster start-up and shut-down
   included).
 
@@ -107,7 +107,7 @@ def configurations(n: int, scale: float) -> list[dict]:
 
 
 def simulate_one(cfg: dict, out_dir: str, compress: str | None) -> str:
-    from forensics.fleet import grid_workload
+    from forensics.fleet_table import grid_workload
     from forensics.simulate import get_scenario, simulate
 
     sc = get_scenario("fleet-1h")

@@ -41,7 +41,7 @@ def main() -> int:
     import forensics
     from forensics.dataset.schema import TABLES
     from forensics.errors import TraceFormatError
-    from forensics.ingest import json_scan
+    from forensics.readers import json_scan
     from tests.ingest import fuzz_json, fuzz_lines
     from tests.ingest.test_line_accounting import SHARED, assert_accounted
 

@@ -96,14 +96,14 @@ print(wall, ru.ru_utime + ru.ru_stime, max(peak[0] / 1024, ru.ru_maxrss), ru.ru_
 
 _ONE_WINDOW = """
 import sys
-from forensics.report.postmortem import postmortem
+from forensics.pipeline import postmortem
 postmortem([sys.argv[1]], sys.argv[2], window=10 ** 9)
 """
 
 
 _OURS = """
 import sys, time
-from forensics.ingest.stats_json import read_stats
+from forensics.readers.stats_json import read_stats
 t = time.perf_counter()
 rows = 0
 for b in read_stats(sys.argv[1], "stats.jsonl.zst"):
@@ -116,7 +116,7 @@ import io, json, sys, time
 import pyarrow as pa
 import zstandard
 from forensics.dataset.schema import STATS_READ as STATS
-from forensics.ingest.stats_json import stats_row
+from forensics.readers.stats_json import stats_row
 t = time.perf_counter()
 rows, tables, n = [], [], 0
 with open(sys.argv[1], "rb") as raw:
@@ -167,7 +167,7 @@ def parse_sizes(text: str) -> list[tuple[int, int]]:
 
 
 def stats_reader(stats: str, work: str) -> None:
-    """The IterationStats reader (``forensics.ingest.stats_json.read_stats``) against the
+    """The IterationStats reader (``forensics.readers.stats_json.read_stats``) against the
     straightforward per-object loop, MB/s of decompressed JSON, in fresh processes."""
     mb = decompressed_mb(stats)
     speeds = {}
@@ -245,7 +245,7 @@ def main() -> None:
             runs: dict[str, list[tuple[float, float, float, float]]] = {k: [] for k in variants}
             # the compiled scanners loaded once, compiled here on a cold cache (else the first
             # rounds would read with the reference reader while they build in the background)
-            subprocess.run([sys.executable, "-c", "from forensics.ingest import json_scan, "
+            subprocess.run([sys.executable, "-c", "from forensics.readers import json_scan, "
                             "native_scan\nnative_scan.kernel(); json_scan.kernel()"], check=True)
             for _ in range(args.rounds):            # interleaved: each round runs every variant
                 for name, (cmd, env) in variants.items():

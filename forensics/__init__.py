@@ -11,7 +11,7 @@ Pipeline: ingest -> dataset -> reconstruct -> replay -> report. The library entr
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from forensics.version import __version__
 
 
 def __getattr__(name: str):
@@ -21,17 +21,20 @@ def __getattr__(name: str):
         from forensics.dataset import store
         return getattr(store, name)
     if name == "ingest":
-        from forensics.ingest import ingest
+        from forensics.readers import ingest
         return ingest
     if name == "postmortem":
-        from forensics.report.postmortem import postmortem
+        from forensics.pipeline import postmortem
         return postmortem
     if name == "investigate":
-        from forensics.investigate import investigate
+        from forensics.investigation import investigate
         return investigate
-    if name in ("fleet", "sweep"):  # modules callable as functions (callable_module)
-        import importlib
-        return importlib.import_module(f"forensics.{name}")
+    if name == "fleet":
+        from forensics.fleet_table import fleet
+        return fleet
+    if name == "sweep":
+        from forensics.what_if import sweep
+        return sweep
     raise AttributeError(name)
 
 

@@ -13,8 +13,8 @@ scheduler never carries trace data. See ``docs/scale.md``.
 - :func:`map_tasks`: run a function over items, as Dask tasks or in this process, results in
   input order, with a completion callback that feeds a progress bar.
 - :func:`task_bar`: that progress bar (rich, on stderr, only on a terminal).
-- :func:`as_dataset`: :func:`forensics.ingest.as_dataset` with the files of the inputs ingested
-  in parallel, one task per file, merged into one dataset identical to a serial ingest.
+
+The ingest on a cluster, one task per file, is :mod:`forensics.readers.on_cluster`.
 """
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ import contextlib
 import logging
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -193,9 +192,9 @@ def map_tasks(fn: Callable[..., Any], items: Sequence[tuple], *, client: Any = N
             if done is not None:
                 done(i + 1, total)
         return out
-    from distributed import as_completed
-
     import uuid
+
+    from distributed import as_completed
 
     name = f"{key or getattr(fn, '__name__', 'task')}-{uuid.uuid4().hex[:8]}"
     # A key of its own per item: two identical items (the same run twice) are two tasks.
@@ -221,7 +220,13 @@ def task_bar(description: str, *, enabled: bool = True) -> Iterator[Done]:
         yield lambda done, total: None
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
@@ -232,139 +237,13 @@ def task_bar(description: str, *, enabled: bool = True) -> Iterator[Done]:
         yield advance
 
 
-# ---------------------------------------------------------------------- parallel ingest
-
-def _ingest_one(path: str, part: str) -> str:
-    """Task: ingest one input file into its own dataset ``part``; returns the path."""
-    from forensics.ingest import ingest
-
-    return str(ingest([path], part).path)
-
-
-def _merge_parts(parts: list[str], output: str, refused: list[dict], skipped: list[str]) -> str:
-    """Task: the per-file datasets ``parts`` (in ingest order) into one dataset at ``output``.
-
-    Rows go through :class:`~forensics.dataset.store.DatasetWriter` table by table in the order
-    a serial ingest writes them, so the result reads the same as ``forensics ingest`` of the
-    same inputs; the cross-file trace checks (one run record per run, no frame twice) run as
-    they do there.
-    """
-    import types
-
-    from forensics import __version__
-    from forensics.dataset.schema import REFERENCE_TABLES, TABLES
-    from forensics.dataset.store import Dataset, DatasetWriter
-    from forensics.ingest import _TraceRuns
-
-    traces = _TraceRuns()
-    inputs: list[dict] = []
-    with DatasetWriter(output) as writer:
-        for part in parts:
-            ds = Dataset(part)
-            inputs.extend(ds.meta.get("inputs", []))
-            runs, frames = ds.arrow("runs"), ds.arrow("frames")
-            if runs.num_rows or frames.num_rows:
-                source = str(ds.meta["inputs"][0]["name"]) if ds.meta.get("inputs") else part
-                traces.check(types.SimpleNamespace(runs=runs, frames=frames), source)
-            for table in TABLES:
-                if table not in REFERENCE_TABLES:   # the writer adds those once itself
-                    writer.write(table, ds.arrow(table))
-        path = writer.finish({"tool": "adp-forensics", "tool_version": __version__,
-                              "inputs": inputs, "refused": refused, "skipped": skipped})
-    return str(path)
-
-
-def ingest_parallel(inputs: Sequence[PathLike], output: PathLike, *, client: Any,
-                    done: Done | None = None) -> Path:
-    """Ingest ``inputs`` into the dataset ``output`` with one task per input file.
-
-    The same files, names and checks as :func:`forensics.ingest.ingest` (refused inputs are
-    recorded, not fatal); parts are written beside ``output`` (a file system the workers
-    share) and removed afterwards.
-
-    Raises:
-        InputError: nothing to ingest; TraceFormatError, StatsFormatError: as ``ingest``.
-    """
-    from forensics.errors import InputError
-    from forensics.ingest import classify, discover
-    from forensics.ingest.kinds import OTHER_JSON
-
-    out = Path(output)
-    candidates, refused, skipped = discover(inputs, exclude=out)
-    files = []
-    for cand in candidates:
-        try:
-            if classify(cand.path) == OTHER_JSON and not cand.named:
-                from forensics.ingest import NOT_STATS_REASON, RefusedInput
-                refused.append(RefusedInput(cand.name, NOT_STATS_REASON))
-                continue
-            files.append(cand)
-        except InputError as e:
-            from forensics.ingest import RefusedInput
-            refused.append(RefusedInput(cand.name, e.message))
-    if not files:
-        listing = "; ".join(str(r) for r in refused) or "no recognised input file"
-        raise InputError(f"nothing to ingest ({listing})")
-    out.resolve().parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}.parts-", dir=out.resolve().parent))
-    try:
-        parts = map_tasks(_ingest_one, [(c.name, str(scratch / f"{i:05d}"))
-                                        for i, c in enumerate(files)],
-                          client=client, done=done, key="ingest-file")
-        rf = [{"name": r.name, "reason": r.reason} for r in refused]
-        (path,) = map_tasks(_merge_parts, [(parts, str(out), rf, list(skipped))], client=client,
-                            key="merge-dataset")
-    finally:
-        import shutil
-        shutil.rmtree(scratch, ignore_errors=True)
-    return Path(path)
-
-
-def as_dataset(inputs: Sequence[PathLike], *, cache_dir: PathLike | None = None, client: Any = None,
-               done: Done | None = None, quiet: bool = True, jobs: int | None = None,
-               keep_going: bool = False):
-    """:func:`forensics.ingest.as_dataset`, ingesting file by file on ``client`` when given.
-
-    Without a client this is ``forensics.ingest.as_dataset`` (``jobs`` processes reading the
-    files; ``keep_going`` as there). With one, a dataset input is
-    loaded as is, a ``cache_dir`` holding a dataset of the same inputs is reused, and otherwise
-    every file becomes a task (into ``cache_dir``, or a temporary directory removed with the
-    returned dataset).
-    """
-    from forensics.dataset.store import META_FILE, Dataset
-    from forensics.ingest import _cached
-    from forensics.ingest import as_dataset as serial
-
-    inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
-    if client is None or (len(inputs) == 1 and (Path(inputs[0]) / META_FILE).is_file()):
-        return serial(inputs, cache_dir=cache_dir, quiet=quiet, jobs=jobs, keep_going=keep_going)
-    if cache_dir is not None:
-        ds = _cached(Path(cache_dir), inputs)
-        if ds is not None:
-            return ds
-        return Dataset(ingest_parallel(inputs, cache_dir, client=client, done=done))
-    import shutil
-    import weakref
-
-    tmp = Path(tempfile.mkdtemp(prefix="forensics-ds-"))
-    try:
-        ds = Dataset(ingest_parallel(inputs, tmp / "dataset", client=client, done=done))
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    weakref.finalize(ds, shutil.rmtree, str(tmp), True)
-    return ds
-
-
 __all__ = [
     "DASK_EXTRA",
     "INSTALL_HINT",
-    "as_dataset",
     "connect",
     "dask_available",
     "dashboard_link",
     "in_worker_task",
-    "ingest_parallel",
     "map_tasks",
     "require_dask",
     "task_bar",

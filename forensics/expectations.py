@@ -266,7 +266,7 @@ def expect_file_for(path: str | os.PathLike) -> Path:
 
 def run_record_expectations(head_text: str, origin: str) -> Optional[list[Expectation]]:
     """Expectations from the ``expect`` object of a trace's run record (its first record), or None."""
-    from forensics.ingest.kinds import first_json_object
+    from forensics.readers.kinds import first_json_object
 
     record = first_json_object(head_text)
     if record is None or record.get("kind") != "run" or RUN_RECORD_KEY not in record:

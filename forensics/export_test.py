@@ -186,7 +186,7 @@ def render_test(records: list[dict], expectations: Sequence[Expectation], *, sou
                 minimized_for: Optional[tuple[str, Optional[str]]] = None,
                 filename: str = "THIS_FILE.py") -> str:
     """The text of the exported test file (pure; :func:`export_test` writes it)."""
-    from forensics import __version__
+    from forensics.version import __version__
 
     prov = [f"Source: {source}." if source else "Source: in-memory records."]
     if minimized_for is not None and before is not None and after is not None:

@@ -150,7 +150,7 @@ class ReportDir:
         make_dir(p)
         if not (p / MANIFEST).is_file():
             # The manifest marks the directory as this tool's from the start: a directory walk
-            # over its parent skips it (forensics.ingest.discover), even before the run ends.
+            # over its parent skips it (forensics.readers.discover), even before the run ends.
             self._write_manifest(self._previous)
         return self
 

@@ -88,8 +88,8 @@ def _name_is_json(path: Path) -> bool:
 
 
 def _name_is_input(path: Path) -> bool:
-    """Names a directory walk of ``forensics ingest`` picks up (``forensics.ingest.kinds``)."""
-    from forensics.ingest.kinds import recognised
+    """Names a directory walk of ``forensics ingest`` picks up (``forensics.readers.kinds``)."""
+    from forensics.readers.kinds import recognised
     return recognised(path)
 
 
@@ -115,7 +115,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Optional[p
 
 
 def _head(path: Path) -> str:
-    from forensics.ingest.sources import head_bytes
+    from forensics.readers.sources import head_bytes
     return head_bytes(path).decode("utf-8", "replace")
 
 

@@ -12,12 +12,12 @@ from replay import feed
 
 
 def _tables_from_records(records: Iterable[dict], source: str) -> Any:
-    from forensics.ingest.trace_v1 import tables_from_records
+    from forensics.readers.trace_v1 import tables_from_records
     return tables_from_records(records, source)
 
 
 def _as_dataset(inputs: Any, cache_dir: Any = None) -> Any:
-    from forensics.ingest import as_dataset
+    from forensics.readers import as_dataset
     return as_dataset(inputs, cache_dir=cache_dir)
 
 

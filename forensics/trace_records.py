@@ -22,7 +22,8 @@ from typing import Any, Iterable, Optional
 from forensics.errors import DatasetError, NoTraceError, TraceFormatError
 
 #: Recorded per-frame fields that are decisions or environment facts, not held requests.
-DECISION_FIELDS = ("expected", "padded", "scheduled", "can_queue", "alloc_ok", "postpadded")
+DECISION_FIELDS = ("expected", "padded", "scheduled", "can_queue", "alloc_ok", "postpadded",
+                   "kv_precheck_ok")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,7 +121,8 @@ def records_from_tables(runs, frames, requests, run: Optional[str] = None) -> li
             v = rec.get(name)
             if v is None or v is pd.NA or (isinstance(v, float) and v != v):
                 continue
-            f[name] = bool(v) if name in ("padded", "can_queue", "alloc_ok", "postpadded") \
+            f[name] = bool(v) if name in ("padded", "can_queue", "alloc_ok", "postpadded",
+                                          "kv_precheck_ok") \
                 else int(v)
         out.append(f)
     return out
@@ -131,17 +133,17 @@ def input_tables(path: str | os.PathLike):
 
     A single trace file (plain or compressed) is read directly with the trace reader; anything
     else (a directory of per-rank files, logs, a dataset directory) goes through
-    ``forensics.ingest.as_dataset``.
+    ``forensics.readers.as_dataset``.
     """
     p = Path(path)
     if p.is_file():
-        from forensics.ingest.kinds import detect_kind
-        from forensics.ingest.sources import display_name, head_bytes
+        from forensics.readers.kinds import detect_kind
+        from forensics.readers.sources import display_name, head_bytes
         if detect_kind(head_bytes(p).decode("utf-8", "replace")) == "trace":
-            from forensics.ingest.trace_v1 import read_trace
+            from forensics.readers.trace_v1 import read_trace
             t = read_trace(p, display_name(p))
             return t.runs, t.frames, t.requests
-    from forensics.ingest import as_dataset
+    from forensics.readers import as_dataset
     ds = as_dataset([str(p)])
     return ds.arrow("runs"), ds.arrow("frames"), ds.arrow("requests")
 
@@ -185,7 +187,7 @@ def records_from_frames(frames: Any) -> list[dict]:
     Iterations the replay skipped (a rank without a frame) are not written, so a request first
     seen in such an iteration is first seen later in the result.
     """
-    from forensics.ingest.trace_v1 import FORMAT_NAME, FORMAT_VERSION
+    from forensics.readers.trace_v1 import FORMAT_NAME, FORMAT_VERSION
     from replay.config import DEFAULT_EXPECTED_MULTIPLIER
     from replay.states import RequestState
 
@@ -232,6 +234,8 @@ def records_from_frames(frames: Any) -> list[dict]:
                 f["can_queue"] = bool(frames.rec_can_queue[i, r])
             if not frames.alloc_ok[i, r]:
                 f["alloc_ok"] = False
+            if not frames.kv_precheck_ok[i, r]:
+                f["kv_precheck_ok"] = False
             out.append(f)
     return out
 

@@ -280,12 +280,12 @@ A sweep runs each version forward. A fleet of *recorded* runs is the other quest
 the other versions have decided on the same request mix? `forensics.fleet` replays each recorded
 run under every catalogue version (one row per run, columns `<policy>.<metric>`; `forensics fleet
 RUN_DIR... --csv` prints the same). Here a few runs are recorded under `prefix-2026` with
-`forensics.fleet.simulate_grid`; for other versions a replay is a counterfactual, and
+`forensics.fleet_table.simulate_grid`; for other versions a replay is a counterfactual, and
 `diverged_iter` says where it departs from the recording."""),
     new_code_cell('''import shutil
 import tempfile
 
-from forensics.fleet import simulate_grid
+from forensics.fleet_table import simulate_grid
 
 RUNS = tempfile.mkdtemp(prefix="fleet-")
 grid = simulate_grid(RUNS, grid={"ranks": (8,), "overlap": (True, False), "burst_size": (16, 48)},

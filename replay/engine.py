@@ -57,7 +57,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -66,9 +65,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from replay.errors import PolicyError
 from replay.config import RunConfig
+from replay.errors import PolicyError
 from replay.frames import RunFrames
+from replay.heap import release_arrow, trim, usable_cores
 from replay.policy import FrameView, PadOutcome, Policy
 from replay.resolve import resolve_policy
 from replay.results import (
@@ -349,7 +349,8 @@ def _hook_pad(frames: RunFrames, pol: Policy, cfg: RunConfig, i: int, row_in: St
             reqs.insert(before, dummy)
         views.append(FrameView(iter=it, rank=r, requests=tuple(reqs), expected=int(expected[r]),
                                config=cfg, alloc_ok=bool(row_in.alloc_ok[r]),
-                               new_requests=int(row_in.new_real[r])))
+                               new_requests=int(row_in.new_real[r]),
+                               kv_precheck_ok=bool(row_in.kv_precheck_ok[r])))
     for r, outcome in enumerate(_hook_outcomes(pol, views, role)):
         res["padded"][r] = bool(outcome.padded)
         res["role_context"][r] = bool(outcome.padded) and outcome.role == "context"
@@ -659,13 +660,6 @@ class _LedgerStream:
         return tuple(sorted(self.leaks, key=lambda lk: lk.dummy))
 
 
-def _usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:   # not Linux
-        return os.cpu_count() or 1
-
-
 def replay_windows(windows: Any, policies: Iterable[Policy | str], directory: str | Path | None,
                    progress=None, threads: int | None = None) -> dict[str, ReplayResult]:
     """Replay a run under several policies in one pass over its windows, in bounded memory.
@@ -711,7 +705,7 @@ def replay_windows(windows: Any, policies: Iterable[Policy | str], directory: st
             streams[p.name] = [(None, StreamReplay(p, cfg, base, shared))]
     every = [s for group in streams.values() for _, s in group]
     total = len(windows)
-    n = max(1, min(threads or _usable_cores(), len(every)))
+    n = max(1, min(threads or usable_cores(), len(every)))
     if any(s.policy.pad_hook is not None for s in every):
         # a hook is Python (it holds the GIL: no gain) and may keep state that the model
         # variants of one policy share (the stand-in executor of real code): never two at once
@@ -723,7 +717,7 @@ def replay_windows(windows: Any, policies: Iterable[Policy | str], directory: st
             for s in every:
                 s.feed(frames)
             del frames
-            _trim_heap()
+            trim()
             if all(s.stopped for s in every):
                 break
     else:
@@ -742,51 +736,9 @@ def replay_windows(windows: Any, policies: Iterable[Policy | str], directory: st
     return out
 
 
-def _trim_heap() -> None:
-    """Hand the heap pages freed by the last window back to the OS (glibc ``malloc_trim``).
-
-    A window's arrays are freed when the next is read, but glibc keeps most of those pages
-    mapped, so the resident size would creep up window after window (~100 MB over a fleet
-    hour, measured) though nothing is live. Elsewhere than glibc: nothing.
-    """
-    global _malloc_trim
-    if _malloc_trim is None:
-        try:
-            import ctypes
-            _malloc_trim = ctypes.CDLL("libc.so.6").malloc_trim
-        except (OSError, AttributeError):
-            _malloc_trim = False
-    if _malloc_trim:
-        _malloc_trim(0)
-    _release_arrow()
-
-
-_malloc_trim: Any = None
-
-
-def _release_arrow() -> None:
-    """Hand back the pages of Arrow buffers freed on this thread's heap, when Arrow's pool
-    keeps one heap per thread (mimalloc, the default; ``release_unused`` collects the caller's
-    only, and the system pool's would trim every arena: ``_trim_heap`` does that once).
-
-    Without it the replay's reader and deciding threads kept the freed pages of every window's
-    Parquet reads and decision tables: measured on fleet-1h, Arrow's arena resident 169 MiB at
-    32x20k and 260-290 MiB at 32x100k while 25-60 MiB were live (~200 MiB with it)."""
-    global _arrow_pool
-    if _arrow_pool is None:
-        import pyarrow as pa
-        pool = pa.default_memory_pool()
-        _arrow_pool = pool if pool.backend_name == "mimalloc" else False
-    if _arrow_pool:
-        _arrow_pool.release_unused()
-
-
-_arrow_pool: Any = None
-
-
 def _feed_released(stream: Any, frames: Any) -> None:
     stream.feed(frames)
-    _release_arrow()
+    release_arrow()
 
 
 def _feed_threaded(windows: Any, streams: list, n: int, progress, total: int) -> None:
@@ -799,7 +751,7 @@ def _feed_threaded(windows: Any, streams: list, n: int, progress, total: int) ->
     predicates = list(dict.fromkeys(s.policy.predicate(s.config) for s in streams))
 
     def read_next():
-        _release_arrow()   # this thread's share of the last window's Arrow buffers
+        release_arrow()   # this thread's share of the last window's Arrow buffers
         frames = next(it, end)
         if frames is not end:
             for p in predicates:   # shared per-window caches, filled before the threads share
@@ -820,7 +772,7 @@ def _feed_threaded(windows: Any, streams: list, n: int, progress, total: int) ->
             for f in [pool.submit(_feed_released, s, frames) for s in live]:
                 f.result()
             del frames
-            _trim_heap()
+            trim()
             k += 1
             if all(s.stopped for s in streams):
                 break

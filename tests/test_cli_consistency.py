@@ -81,7 +81,7 @@ def test_log_format_accepts_any_case(runner, tmp_path):
     (["record", "status"], 0),
 ])
 def test_quiet_silences_stdout_and_json_is_one_object(runner, tmp_path, args, code):
-    from forensics.ingest import ingest
+    from forensics.readers import ingest
     ds = tmp_path / "ds"
     ingest([TRACE], ds)
     args = [a.format(tmp=tmp_path, ds=ds) for a in args]
@@ -176,7 +176,7 @@ def test_hints_fit_the_error(runner, tmp_path):
 
 
 def test_progress_totals_are_real(tmp_path):
-    from forensics.report.postmortem import postmortem
+    from forensics.pipeline import postmortem
     from forensics.simulate import simulate
     seen = []
     simulate("nvbug-6438685", out_dir=tmp_path / "s", iters=20, progress=lambda d, t: seen.append((d, t)))

@@ -19,7 +19,8 @@ import forensics
 from forensics import cluster
 from forensics.cli import cli
 from forensics.errors import TraceFormatError
-from forensics.fleet import fleet_table
+from forensics.fleet_table import fleet_table
+from forensics.readers.on_cluster import ingest_parallel
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "traces" / "samples"
@@ -85,7 +86,7 @@ def test_per_rank_files_are_ingested_in_parallel(client, tmp_path):
     _split_by_rank(NVBUG / "trace.jsonl", run)
     serial = forensics.ingest([run], tmp_path / "serial.ds")
     done = []
-    path = cluster.ingest_parallel([run], tmp_path / "parallel.ds", client=client,
+    path = ingest_parallel([run], tmp_path / "parallel.ds", client=client,
                                    done=lambda n, total: done.append(n))
     assert len(done) == 10
     par = forensics.load(path)
@@ -112,7 +113,7 @@ def test_a_frame_in_two_rank_files_is_refused_on_the_cluster_too(client, tmp_pat
     with pytest.raises(TraceFormatError, match=r"duplicate frame \(iter 0, rank 0\)") as serial:
         forensics.ingest([run], tmp_path / "serial.ds")
     with pytest.raises(TraceFormatError, match=r"duplicate frame \(iter 0, rank 0\)") as par:
-        cluster.ingest_parallel([run], tmp_path / "parallel.ds", client=client)
+        ingest_parallel([run], tmp_path / "parallel.ds", client=client)
     assert "trace-rank1.jsonl" in str(serial.value) and "trace-rank1.jsonl" in str(par.value)
     assert not (tmp_path / "parallel.ds").exists()
 
@@ -206,7 +207,7 @@ def near_run(tmp_path) -> Path:
 @needs_dask
 def test_fleet_of_a_simulated_grid_on_a_cluster(client, tmp_path):
     """A runs DataFrame (simulate_grid's) keeps its parameter columns and dtypes on the cluster."""
-    from forensics.fleet import simulate_grid
+    from forensics.fleet_table import simulate_grid
 
     grid = simulate_grid(tmp_path, grid={"ranks": (4,), "overlap": (True, False)}, iters=60)
     on_cluster = forensics.fleet(grid, ["prefix-2026"], client=client, layout="long")

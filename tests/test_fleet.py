@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from forensics.cli import cli
-from forensics.fleet import (
+from forensics.fleet_table import (
     CONFIG_COLUMNS,
     METRIC_DTYPES,
     fleet_failed,

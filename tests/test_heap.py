@@ -1,4 +1,4 @@
-"""forensics.heap: the glibc threshold under which blocks stay in the arenas while files are
+"""replay.heap: the glibc threshold under which blocks stay in the arenas while files are
 read on threads, and back after."""
 import ctypes
 import subprocess
@@ -11,7 +11,7 @@ import pytest
 _CHECK = """
 import ctypes
 import numpy as np
-from forensics import heap
+from replay import heap
 
 class MallInfo2(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in
@@ -40,7 +40,7 @@ def test_text_sized_blocks_are_mapped_while_reading_and_in_the_arenas_after():
         ctypes.CDLL(None).mallinfo2
     except (OSError, AttributeError):
         pytest.skip("not glibc 2.33 or later")
-    from forensics import heap
+    from replay import heap
 
     out = subprocess.run([sys.executable, "-c", _CHECK], capture_output=True, text=True,
                          check=True).stdout

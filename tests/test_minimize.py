@@ -25,7 +25,7 @@ import pytest
 from click.testing import CliRunner
 
 from forensics.cli import cli
-from forensics.ingest.trace_v1 import tables_from_records
+from forensics.readers.trace_v1 import tables_from_records
 from forensics.minimize import (PASSES, NotFailingError, ddmin, minimize, renumber_iterations)
 from forensics.trace_records import TraceSize, load_records, write_records
 

@@ -20,7 +20,7 @@ import pytest
 # Imported here so pytester's in-process runs reuse them: pytester drops modules first imported
 # by an inner run, and numpy's C extension cannot be imported twice in one process.
 import forensics.expectations  # noqa: F401
-import forensics.ingest  # noqa: F401
+import forensics.readers  # noqa: F401
 import forensics.trace_records  # noqa: F401
 import replay  # noqa: F401
 import replay.explain  # noqa: F401
@@ -171,7 +171,7 @@ def test_every_committed_sample_has_expectations():
 
 def test_a_dataset_with_two_runs_replays_each(pytester: pytest.Pytester):
     """A dataset directory is one input; its expectations apply to every run it holds."""
-    from forensics.ingest import ingest
+    from forensics.readers import ingest
     src = pytester.path / "src"
     write_trace(src, name="a", run=dict(RUN, run_id="a"), expect_toml=None)
     write_trace(src, name="b", run=dict(RUN, run_id="b"), expect_toml=None)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import forensics
-from forensics.ingest import native_scan
+from forensics.readers import native_scan
 from unprivileged import run_as_nobody, skip_reason, world_readable_tmp
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from forensics.ingest.trace_v1 import tables_from_records
+from forensics.readers.trace_v1 import tables_from_records
 from forensics.reconstruct import LOG_STATE_COLUMNS, frame_state, log_state
 
 sys.path.insert(0, str(Path(__file__).parent / "replay"))
@@ -111,7 +111,7 @@ def test_log_state_built_by_position_equals_the_merge(sample, tmp_path):
     with the fleet size given, guessed, and larger than the ranks that log."""
     import pandas as pd
 
-    from forensics.ingest import as_dataset
+    from forensics.readers import as_dataset
     from forensics.reconstruct import log_state
     src = Path(__file__).resolve().parents[1] / "traces" / "samples" / sample
     if not src.is_dir():

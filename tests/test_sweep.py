@@ -12,7 +12,7 @@ from click.testing import CliRunner
 import forensics
 from forensics.cli import cli
 from forensics.errors import ConfigError, PolicyError
-from forensics.sweep import CONFIGURATION_COLUMNS, SweepSpec, configuration_table, parse_seeds
+from forensics.what_if import CONFIGURATION_COLUMNS, SweepSpec, configuration_table, parse_seeds
 
 SPEC = """\
 scenario = "nvbug-6438685"

@@ -9,7 +9,7 @@ import zstandard
 
 from forensics.dataset.schema import EVENTS, FRAMES, REQUESTS, RUNS, UNPARSED
 from forensics.errors import TraceFormatError
-from forensics.ingest.trace_v1 import is_trace, read_trace, tables_from_records
+from forensics.readers.trace_v1 import is_trace, read_trace, tables_from_records
 
 RUN = {"kind": "run", "format": "adp-trace", "version": 1, "tp_size": 2, "pp_size": 1,
        "max_batch_size": 8, "max_num_active_requests": 8, "disaggregated": True,
@@ -126,7 +126,7 @@ def test_a_schema_1_0_dataset_without_postpadded_still_loads(tmp_path):
     from forensics.dataset.schema import SCHEMA_VERSION
     forensics.ingest([write(tmp_path, [RUN, F0])], tmp_path / "ds")
     new = forensics.load(tmp_path / "ds")
-    assert new.meta["schema_version"] == SCHEMA_VERSION == "2.1"
+    assert new.meta["schema_version"] == SCHEMA_VERSION == "2.2"
     ds_dir = tmp_path / "old"
     ds_dir.mkdir()
     for t in ("iterations", "events", "stats", "runs", "frames", "requests", "unparsed"):
@@ -160,7 +160,7 @@ def _fleet(n_iters=6, ranks=2):
 def test_batch_boundaries_do_not_change_the_tables(tmp_path, batch_frames):
     import pyarrow as pa
 
-    from forensics.ingest.trace_v1 import iter_trace
+    from forensics.readers.trace_v1 import iter_trace
 
     p = write(tmp_path, _fleet())
     whole = read_trace(p, "t")
@@ -177,7 +177,7 @@ def test_batch_boundaries_do_not_change_the_tables(tmp_path, batch_frames):
 
 
 def test_a_duplicate_in_a_later_batch_names_its_line(tmp_path):
-    from forensics.ingest.trace_v1 import iter_trace
+    from forensics.readers.trace_v1 import iter_trace
 
     lines = _fleet(n_iters=3) + [{"kind": "frame", "iter": 0, "rank": 1, "requests": []}]
     p = write(tmp_path, lines)  # the duplicate of (0, 1) is on the last line
@@ -188,7 +188,7 @@ def test_a_duplicate_in_a_later_batch_names_its_line(tmp_path):
 
 
 def test_the_first_bad_line_wins_over_a_later_duplicate_and_vice_versa(tmp_path):
-    from forensics.ingest.trace_v1 import iter_trace
+    from forensics.readers.trace_v1 import iter_trace
 
     dup = {"kind": "frame", "iter": 0, "rank": 0, "requests": []}
     bad = {"kind": "frame", "iter": 9, "rank": 0, "requests": [{"id": 1, "state": "NOPE"}]}
@@ -210,7 +210,7 @@ def test_the_first_bad_line_wins_over_a_later_duplicate_and_vice_versa(tmp_path)
 
 
 def test_progress_adds_up_to_the_file_size(tmp_path):
-    from forensics.ingest.trace_v1 import iter_trace
+    from forensics.readers.trace_v1 import iter_trace
 
     text = "\n".join(x if isinstance(x, str) else json.dumps(x) for x in _fleet(40)) + "\n"
     p = tmp_path / "t.jsonl.gz"
@@ -224,7 +224,7 @@ def test_ingest_streams_batches_and_catches_a_duplicate_across_rank_files(tmp_pa
     import functools
 
     import forensics
-    from forensics.ingest import trace_v1
+    from forensics.readers import trace_v1
 
     monkeypatch.setattr(trace_v1, "iter_trace", functools.partial(trace_v1.iter_trace, batch_frames=2))
     run = dict(RUN, run_id="job")

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forensics.errors import TraceFormatError
-from forensics.ingest.trace_v1 import read_trace
+from forensics.readers.trace_v1 import read_trace
 
 RUN = {"kind": "run", "format": "adp-trace", "version": 1, "tp_size": 2, "pp_size": 1,
        "max_batch_size": 4, "max_num_active_requests": 4, "disaggregated": True,

@@ -7,7 +7,7 @@ import pytest
 
 import replay
 from forensics.errors import TraceFormatError
-from forensics.ingest.trace_v1 import read_trace, tables_from_records
+from forensics.readers.trace_v1 import read_trace, tables_from_records
 from replay.states import LEGACY_NUMBERING, RequestState
 
 RUN2 = {"kind": "run", "format": "adp-trace", "version": 2, "tp_size": 1, "pp_size": 1,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from forensics import __version__
+from forensics.version import __version__
 
 #: Command modules, each defining ``command`` (a click command) to register.
 COMMAND_MODULES = (

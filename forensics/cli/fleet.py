@@ -87,7 +87,7 @@ def command(inputs, policies, run_id, as_json, as_csv, output, workers, schedule
       forensics fleet runs/*/ --workers 2 -o fleet.parquet
     """
     from forensics.cluster import task_bar
-    from forensics.fleet import fleet, fleet_failed, fleet_json, fleet_policies
+    from forensics.fleet_table import fleet, fleet_failed, fleet_json, fleet_policies
 
     if as_json and as_csv:
         raise click.UsageError("--json and --csv are exclusive")

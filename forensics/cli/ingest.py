@@ -48,8 +48,8 @@ _lean_process()
 
 from forensics.cli.errors import BadInput, library_errors  # noqa: E402  (after the pyarrow set-up)
 from forensics.cli.options import Output, echo_json, json_option, quiet_option  # noqa: E402
-from forensics.ingest import ingest  # noqa: E402
-from forensics.ingest.kinds import KINDS  # noqa: E402
+from forensics.readers import ingest  # noqa: E402
+from forensics.readers.kinds import KINDS  # noqa: E402
 from forensics.report.summary import render_text  # noqa: E402
 
 

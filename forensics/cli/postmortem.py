@@ -138,9 +138,9 @@ def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], fo
     if lean:
         one_blas_thread()
     with imports_without_gc() if lean else contextlib.nullcontext():
-        from forensics.report.postmortem import postmortem
+        from forensics.pipeline import postmortem
         # What every traced post-mortem imports on its way, here with the collector off.
-        for name in ("forensics.cluster", "forensics.ingest", "replay.engine", "replay.frames"):
+        for name in ("forensics.cluster", "forensics.readers", "replay.engine", "replay.frames"):
             importlib.import_module(name)
 
     show = progress_enabled(quiet)

@@ -96,7 +96,7 @@ def command(spec_file, scenario, grid_items, policies, seeds, iters, output, run
       forensics sweep sweep.toml --workers 2 --json
     """
     from forensics.cluster import task_bar
-    from forensics.sweep import SweepSpec, parse_seeds, sweep
+    from forensics.what_if import SweepSpec, parse_seeds, sweep
 
     data: dict = {}
     with library_errors():
@@ -119,10 +119,6 @@ def command(spec_file, scenario, grid_items, policies, seeds, iters, output, run
                 task_bar(f"simulating {spec.size} runs", enabled=not quiet) as done:
             result = sweep(spec, client=client, output=output, runs_output=runs_output, done=done)
     if as_json:
-        from forensics.fleet import _plain
-
-        rows = [{k: _plain(v) for k, v in row.items()}
-                for row in result.configurations.astype(object).to_dict("records")]
-        click.echo(json.dumps({"spec": spec.to_json(), "configurations": rows}))
+        click.echo(json.dumps(result.to_json()))
     elif not quiet:
         _render(result)

@@ -35,7 +35,7 @@ Line accounting (text inputs): every line of a text input is either the ``line``
 row of ``iterations``, ``events``, ``stats``, ``runs``, ``frames`` or ``unparsed``, or lies inside
 the ``line``..``line_end`` range of exactly one ``events`` or ``stats`` row (a pretty-printed
 IterationStats object spans lines). Lines are 1-based. Exception: ``events`` of the kinds in
-``forensics.ingest.event_kinds.NOTES`` (``input_truncated``, ``nul_bytes``) mark a place and
+``forensics.readers.event_kinds.NOTES`` (``input_truncated``, ``nul_bytes``) mark a place and
 claim no line.
 """
 from __future__ import annotations
@@ -55,11 +55,13 @@ from replay.frame_schema import FRAMES
 #: kinds cuda_device_assert / nccl_timeout / cuda_oom / dist_timeout and their number columns,
 #: ``log_time`` / ``iterations.timestamp`` / ``stats.timestamp`` as ``timestamp[us]`` (the
 #: logger's local clock) with
-#: ``*_text`` beside them keeping a time that does not parse (see forensics.ingest.timestamps).
+#: ``*_text`` beside them keeping a time that does not parse (see forensics.readers.timestamps).
 #: "2.1" ``_meta.json`` inputs carry ``xxh3_128`` (hex XXH3-128 of the bytes read) instead of
 #:       ``sha256``; the tables are unchanged. A 2.0 dataset is read; as a cache it is never
 #:       reused (its digests cannot be compared), so ``as_dataset`` ingests its inputs again.
-SCHEMA_VERSION = "2.1"
+#: "2.2" added ``frames.kv_precheck_ok`` (at the end; a 2.1 dataset loads with it null, read as
+#:       true: the KV-capacity precheck passed or was not made).
+SCHEMA_VERSION = "2.2"
 
 #: Table names in a fixed order.
 TABLES = ("iterations", "events", "stats", "runs", "frames", "requests", "unparsed",
@@ -121,7 +123,7 @@ EVENTS = pa.schema([
     pa.field("line_end", pa.int64(), nullable=False),      # last line of a multi-line event (== line if one)
     pa.field("rank", pa.int32()),
     pa.field("severity", pa.string()),                     # F E W I V D, or null
-    pa.field("kind", pa.string(), nullable=False),         # see forensics.ingest.event_kinds
+    pa.field("kind", pa.string(), nullable=False),         # see forensics.readers.event_kinds
     pa.field("message", pa.string()),
     pa.field("log_time", pa.timestamp("us")),              # logger prefix time (local clock, no zone)
     pa.field("exception_type", pa.string()),               # tracebacks
@@ -144,7 +146,7 @@ EVENTS = pa.schema([
     pa.field("executor_function", pa.string()),
     pa.field("exception_chain", pa.string()),              # chained exceptions, "Type: message"
                                                            # per line, first raised first
-    # CUDA / torch.distributed failures (forensics.ingest.failure_messages)
+    # CUDA / torch.distributed failures (forensics.readers.failure_messages)
     pa.field("cuda_block", pa.string()),                   # device assert: "x,y,z"
     pa.field("cuda_thread", pa.string()),
     pa.field("seq_num", pa.int64()),                       # NCCL watchdog: WorkNCCL fields
@@ -201,7 +203,7 @@ STATS_READ = pa.schema([
 ])
 
 #: `stats` keeps these typed columns: the readers' rows with ``timestamp`` typed (upstream prints
-#: ``MM-DD-YYYY HH:MM:SS``, the local clock of the process; ``forensics.ingest.timestamps``) and
+#: ``MM-DD-YYYY HH:MM:SS``, the local clock of the process; ``forensics.readers.timestamps``) and
 #: ``timestamp_text`` keeping a time that does not parse (null where it did).
 STATS = pa.schema([pa.field("timestamp", pa.timestamp("us")) if f.name == "timestamp" else f
                    for f in STATS_READ] + [pa.field("timestamp_text", pa.string())])

@@ -19,7 +19,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from forensics.ingest import event_kinds as K
+from forensics.readers import event_kinds as K
 
 #: How to record a replayable run next time (shown verbatim in reports).
 RECORDING_DOC = "docs/recording.md"

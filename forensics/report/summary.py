@@ -18,14 +18,14 @@ import pyarrow.parquet as pq
 
 from forensics.dataset.schema import REFERENCE_TABLES, TABLES
 from forensics.dataset.store import META_FILE, Dataset
-from forensics.ingest.kinds import OTHER_JSON
+from forensics.input_kinds import OTHER_JSON
 
 #: Tables whose ``iter`` ranges are reported; their ``iter`` means differ (the log's is one more
 #: than the stats/frames ``iter`` of the same loop body), so they are never merged.
 ITER_TABLES = ("iterations", "stats", "frames")
 #: Tables whose ``rank`` column contributes to the ranks seen.
 RANK_TABLES = ("iterations", "events", "stats", "frames")
-#: Beside an input of kind ``json`` (:data:`forensics.ingest.kinds.OTHER_JSON`).
+#: Beside an input of kind ``json`` (:data:`forensics.input_kinds.OTHER_JSON`).
 VERBATIM_NOTE = "kept verbatim in unparsed: JSON with no IterationStats key, not read as stats"
 #: At most this many inputs are listed by :func:`render_text`.
 MAX_LISTED_INPUTS = 10

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 zstandard = pytest.importorskip("zstandard")
 
 from forensics.errors import TraceFormatError  # noqa: E402
-from forensics.ingest.executor_log import parse_executor_log  # noqa: E402
-from forensics.ingest.stats_json import read_stats  # noqa: E402
-from forensics.ingest.trace_v1 import iter_trace  # noqa: E402
+from forensics.readers.executor_log import parse_executor_log  # noqa: E402
+from forensics.readers.stats_json import read_stats  # noqa: E402
+from forensics.readers.trace_v1 import iter_trace  # noqa: E402
 
 SETTINGS = settings(max_examples=20, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])

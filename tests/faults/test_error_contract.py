@@ -72,7 +72,7 @@ def test_write_faults_are_exit_2(tmp_path, monkeypatch, command, code):
 
 
 def test_interrupt_is_exit_2(tmp_path, monkeypatch):
-    import forensics.ingest as ingest_mod
+    import forensics.readers.files as ingest_mod
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
@@ -137,7 +137,7 @@ def test_subprocess_broken_pipe(tmp_path):
 
 
 def test_a_bug_is_exit_4_with_its_traceback_never_1(tmp_path, monkeypatch):
-    import forensics.ingest as ingest_mod
+    import forensics.readers.files as ingest_mod
 
     def bug(*a, **k):
         raise ZeroDivisionError("a bug")

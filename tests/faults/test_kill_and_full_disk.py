@@ -99,8 +99,8 @@ KILL_SCRIPT = textwrap.dedent("""
                 die()
             real_rename(a, b)
         os.rename = rename
-    import forensics.ingest
-    forensics.ingest.ingest([sys.argv[2]], sys.argv[3])
+    import forensics.readers
+    forensics.readers.ingest([sys.argv[2]], sys.argv[3])
     print("finished")
 """)
 

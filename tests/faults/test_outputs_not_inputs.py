@@ -15,8 +15,8 @@ from click.testing import CliRunner
 
 import forensics
 from forensics.cli import cli
-from forensics.ingest import ingest
-from forensics.ingest.kinds import detect_kind
+from forensics.readers import ingest
+from forensics.readers.kinds import detect_kind
 from forensics.output_dir import MANIFEST, ReportDir
 from forensics.report.summary import VERBATIM_NOTE, render_text
 from unprivileged import run_as_nobody, skip_reason, world_readable_tmp

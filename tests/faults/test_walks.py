@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 import forensics
 from forensics.cli import cli
-from forensics.ingest import ingest
+from forensics.readers import ingest
 
 LINE = ("[TRT-LLM] [RANK {r}] [I] iter = {i}, global_rank = {r}, rank = {r}, "
         "currank_total_requests = 1/1, host_step_time = 1.0ms, prev_device_step_time = 1.0ms, "
@@ -88,8 +88,8 @@ def test_a_growing_file_is_fingerprinted_as_read(tmp_path, monkeypatch):
     body = "".join(LINE.format(r=0, i=i) for i in range(36000))  # ~9 MiB: several blocks
     log.write_text(body)
     before = xxhash.xxh3_128_hexdigest(body.encode())
-    import forensics.ingest as ingest_mod
-    from forensics.ingest.progress import ingest_progress
+    import forensics.readers as ingest_mod
+    from forensics.readers.progress import ingest_progress
 
     grown = []
 

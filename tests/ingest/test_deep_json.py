@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import forensics
-from forensics.ingest import stats_fast, trace_fast
+from forensics.readers import stats_fast, trace_fast
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_LINE = (REPO / "traces" / "samples" / "healthy" / "trace.jsonl").read_text().splitlines()[0]
@@ -96,7 +96,7 @@ def test_fast_paths_decline_deep_blocks(depth):
 
 def test_flatten_any_depth_json_decodes():
     """The per-object flattening has no recursion limit of its own (order kept)."""
-    from forensics.ingest.stats_json import flatten_numeric
+    from forensics.readers.stats_json import flatten_numeric
     obj: dict = {"z": 1}
     for _ in range(3000):
         obj = {"a": obj, "n": 2}

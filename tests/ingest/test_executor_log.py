@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from forensics.ingest import event_kinds
-from forensics.ingest.executor_log import parse_executor_log
+from forensics.readers import event_kinds
+from forensics.readers.executor_log import parse_executor_log
 
 from . import log_lines
 from .test_line_accounting import REAL, assert_accounted, collect, write
@@ -122,11 +122,12 @@ def test_generic_logger_lines_keep_severity_rank_time(tmp_path, style, launcher,
 
 @pytest.mark.parametrize("make", [
     lambda: log_lines.surplus(5, 4, rank=1), lambda: log_lines.dummy_alloc_failed(rank=1),
+    lambda: log_lines.dummy_no_kv_capacity(rank=1),
     lambda: log_lines.dummy_skipped(2, 0, rank=1), lambda: log_lines.kv_timeout(77, rank=1),
     lambda: log_lines.kv_error(1, 3, rank=1), lambda: log_lines.event_loop_error("x y", rank=1),
     lambda: log_lines.version_banner("0.20.0rc3"), lambda: log_lines.collector_timestamp(),
-], ids=["surplus", "alloc", "skipped", "kv_timeout", "kv_error", "event_loop", "version",
-        "collector"])
+], ids=["surplus", "alloc", "no_kv_capacity", "skipped", "kv_timeout", "kv_error", "event_loop",
+        "version", "collector"])
 def test_known_messages_are_typed_events(tmp_path, make):
     piece = make()
     _, ev, un, _ = parse_pieces(tmp_path, [piece])
@@ -300,7 +301,7 @@ class _Tty(io.StringIO):
 
 
 def test_progress_bar_only_on_a_terminal_and_not_quiet():
-    from forensics.ingest.progress import ingest_progress
+    from forensics.readers.progress import ingest_progress
     for stream, quiet in ((io.StringIO(), False), (_Tty(), True)):
         with ingest_progress(100, "x.log", quiet, stream=stream) as advance:
             advance(50)
@@ -315,7 +316,7 @@ def test_layout_fast_path_equals_general_path():
     """The learnt-layout reader and the per-pair reader give the same rows for every variant."""
     import pyarrow as pa
 
-    from forensics.ingest import iteration_line
+    from forensics.readers import iteration_line
     rng = random.Random(11)
     texts = []
     for i in range(300):
@@ -351,7 +352,7 @@ def test_layout_reads_the_states_dict_as_the_general_path(sep):
     the dict, so the row depended on which reader the line went to)."""
     import pyarrow as pa
 
-    from forensics.ingest import iteration_line
+    from forensics.readers import iteration_line
     line = ("[07/09/2026-16:18:39] [TRT-LLM] [RANK 7] [E] iter = 9, global_rank = 7, rank = 7, "
             "num_scheduled_requests = 0, kv_cache_util = N/A, currank_total_requests = 0/0, "
             f"host_step_time = 5ms, states{sep}'num_ctx_requests': 2, 'num_ctx_tokens': 3, "

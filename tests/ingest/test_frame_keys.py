@@ -6,8 +6,8 @@ import random
 import numpy as np
 import pytest
 
-from forensics.ingest import frame_keys
-from forensics.ingest.frame_keys import FrameKeys
+from forensics.readers import frame_keys
+from forensics.readers.frame_keys import FrameKeys
 
 
 @pytest.mark.parametrize("seed", range(8))

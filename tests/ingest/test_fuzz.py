@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import forensics
 from forensics.dataset.schema import TABLES
 from forensics.errors import TraceFormatError
-from forensics.ingest import json_scan
+from forensics.readers import json_scan
 
 from . import fuzz_json, fuzz_lines
 from .test_line_accounting import SHARED, assert_accounted

@@ -14,8 +14,8 @@ import zstandard
 import forensics
 from forensics.dataset.schema import TABLES
 from forensics.errors import DatasetError, InputError, TraceFormatError
-from forensics.ingest import as_dataset, discover, ingest
-from forensics.ingest.kinds import detect_kind, recognised
+from forensics.readers import as_dataset, discover, ingest
+from forensics.readers.kinds import detect_kind, recognised
 
 SHARED = Path(__file__).resolve().parents[3] / "shared"
 REAL_LOGS = SHARED / "samples" / "real-logs"
@@ -136,7 +136,7 @@ def test_ingest_directory_every_kind(inputs: Path, tmp_path: Path):
     assert set(ds.unparsed["text"]) == {"some line nobody understands"}
     assert report.summary.ranks == (0, 1)
     meta = json.loads((report.path / "_meta.json").read_text())
-    assert meta["schema_version"] == "2.1" and meta["tool_version"] == forensics.__version__
+    assert meta["schema_version"] == "2.2" and meta["tool_version"] == forensics.__version__
     for fp in meta["inputs"]:
         assert set(fp) == {"name", "size", "xxh3_128", "kind"}
         data = Path(fp["name"]).read_bytes()
@@ -198,7 +198,7 @@ def test_output_that_is_not_a_dataset_is_never_replaced(inputs: Path, tmp_path: 
 
 
 def test_interrupted_ingest_leaves_no_dataset(inputs: Path, tmp_path: Path, monkeypatch):
-    from forensics.ingest import stats_json
+    from forensics.readers import stats_json
 
     real = stats_json.read_stats
 
@@ -216,7 +216,7 @@ def test_interrupted_ingest_leaves_no_dataset(inputs: Path, tmp_path: Path, monk
 def test_interrupted_reingest_keeps_the_old_dataset(inputs: Path, tmp_path: Path, monkeypatch):
     out = ingest([inputs / "iteration_stats.json"], tmp_path / "ds").path
     before = read_tables(out)
-    from forensics.ingest import stats_json
+    from forensics.readers import stats_json
 
     def explode(path, source, **kw):
         raise RuntimeError("parser bug")
@@ -311,7 +311,7 @@ def test_as_dataset_reuses_cache_while_inputs_unchanged(inputs: Path, tmp_path: 
     cache = tmp_path / "cache.ds"
     first = as_dataset([inputs], cache_dir=cache)
     assert len(first.stats) == 10
-    import forensics.ingest as ingest_mod
+    import forensics.readers as ingest_mod
 
     calls = []
     real_ingest = ingest_mod.ingest
@@ -338,14 +338,14 @@ def test_as_dataset_ingests_again_over_a_2_0_cache(inputs: Path, tmp_path: Path,
         del fp["xxh3_128"]
     meta_path.write_text(json.dumps(meta))
     assert len(forensics.load(cache).stats) == 10          # read as it is
-    import forensics.ingest as ingest_mod
+    import forensics.readers as ingest_mod
 
     calls = []
     real_ingest = ingest_mod.ingest
     monkeypatch.setattr(ingest_mod, "ingest", lambda *a, **k: calls.append(a) or real_ingest(*a, **k))
     again = as_dataset([inputs], cache_dir=cache)
     assert len(calls) == 1 and len(again.stats) == 10
-    assert json.loads(meta_path.read_text())["schema_version"] == "2.1"
+    assert json.loads(meta_path.read_text())["schema_version"] == "2.2"
 
 
 def test_as_dataset_without_cache_uses_a_temp_dir_removed_with_the_dataset(inputs: Path):
@@ -406,8 +406,9 @@ def test_real_samples_every_line_accounted_once(real_logs: Path, tmp_path: Path)
 
 
 def test_forensics_ingest_is_callable_after_submodule_imports(inputs: Path, tmp_path: Path):
-    import forensics.ingest.kinds
+    import forensics.readers.kinds
 
+    assert forensics.ingest is forensics.readers.ingest
     report = forensics.ingest([inputs / "iteration_stats.json"], tmp_path / "ds")
     assert report.rows["stats"] == 10
 
@@ -415,8 +416,7 @@ def test_forensics_ingest_is_callable_after_submodule_imports(inputs: Path, tmp_
 def test_progress_counts_every_on_disk_byte(inputs: Path, tmp_path: Path, monkeypatch):
     import contextlib
 
-    import forensics.ingest as ingest_mod
-    from forensics.ingest import progress
+    import forensics.readers as ingest_mod
 
     calls: list[tuple[int, bool, list[int]]] = []
 
@@ -426,7 +426,7 @@ def test_progress_counts_every_on_disk_byte(inputs: Path, tmp_path: Path, monkey
         calls.append((total, quiet, seen))
         yield seen.append
 
-    monkeypatch.setattr(progress, "ingest_progress", fake)
+    monkeypatch.setattr(ingest_mod, "ingest_progress", fake)
     monkeypatch.setattr(ingest_mod, "PROGRESS_MIN_BYTES", 0)
     report = ingest([inputs], tmp_path / "ds", quiet=False)
     total = sum(fp.size for fp in report.inputs)

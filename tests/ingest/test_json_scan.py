@@ -1,4 +1,4 @@
-"""The compiled JSON Lines scanner (``forensics.ingest.json_scan``) against the reference paths.
+"""The compiled JSON Lines scanner (``forensics.readers.json_scan``) against the reference paths.
 
 For stats the reference is the per-object parser (``stats_json._parse``) over the whole text;
 for traces it is ``iter_trace`` with both vectorised paths off (the per-frame builder). Every
@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forensics.errors import TraceFormatError
-from forensics.ingest import json_scan, stats_json, trace_fast, trace_v1
+from forensics.readers import json_scan, stats_json, trace_fast, trace_v1
 
 from .test_line_accounting import SHARED
 from .test_trace_fast import _BAD, _ODD_OK
@@ -316,7 +316,8 @@ def test_frames_hand_checked():
     assert c.req_state.tolist() == [10, 13]      # CONTEXT_INIT, GENERATION_IN_PROGRESS
     assert {k: v.to_pylist() for k, v in c.optional.items()} == {
         "expected": [None, 0], "padded": [False, None], "scheduled": [None, None],
-        "can_queue": [None, None], "alloc_ok": [None, True], "postpadded": [None, None]}
+        "can_queue": [None, None], "alloc_ok": [None, True], "postpadded": [None, None],
+        "kv_precheck_ok": [None, None]}
     ref = trace_fast.fast_frames(block, 10, 2)
     for f in dataclasses.fields(c):
         a, b = getattr(c, f.name), getattr(ref, f.name)
@@ -455,7 +456,7 @@ def test_shared_json_lines_same(native, monkeypatch):
 def test_without_numba_the_msgspec_path_reads(tmp_path):
     stats = _stats_file(tmp_path, 0, [])
     code = ("import sys; sys.modules['numba'] = sys.modules['llvmlite'] = None\n"
-            "from forensics.ingest import json_scan, stats_json, trace_v1\n"
+            "from forensics.readers import json_scan, stats_json, trace_v1\n"
             "assert json_scan.kernel() is None and not json_scan.enabled(1 << 40)\n"
             "n = sum(b.stats.num_rows for b in stats_json.read_stats(sys.argv[1], 'x'))\n"
             "m = sum(b.frames.num_rows for b in trace_v1.iter_trace(sys.argv[2], 'y'))\n"
@@ -481,7 +482,7 @@ def test_a_numba_that_refuses_the_kernels_turns_the_path_off(tmp_path):
             "        raise UnsupportedError('option _nrt')\n"
             "    return real(*a, **k)\n"
             "numba.njit = njit\n"
-            "from forensics.ingest import json_scan, native_code, stats_json\n"
+            "from forensics.readers import json_scan, native_code, stats_json\n"
             "native_code._cache_dirs = lambda: [__import__('pathlib').Path(sys.argv[2])]\n"
             "assert json_scan.kernel() is None and not json_scan.enabled(1 << 40)\n"
             "print(sum(b.stats.num_rows for b in stats_json.read_stats(sys.argv[1], 'x')))\n")
@@ -496,7 +497,7 @@ def _saved_object(directory: Path) -> Path:
     """The kernels' object files saved into ``directory``; their common stem."""
     import llvmlite.binding as llvm
 
-    from forensics.ingest import _json_kernel, native_code
+    from forensics.readers import _json_kernel, native_code
 
     objects, meta = native_code._objects(_json_kernel.ENTRY_POINTS)
     stem = directory / f"{json_scan.LIBRARY.stem}-{native_code._key(llvm, json_scan.LIBRARY)}"
@@ -510,7 +511,7 @@ def test_saved_object_runs_without_numba(tmp_path, monkeypatch):
     _saved_object(tmp_path / "cache")
     stats = _stats_file(tmp_path, 0, [])
     code = ("import sys; sys.modules['numba'] = None\n"
-            "from forensics.ingest import json_scan, native_code, stats_json, trace_v1\n"
+            "from forensics.readers import json_scan, native_code, stats_json, trace_v1\n"
             "assert json_scan.kernel() is not None and native_code._engines\n"
             "real = json_scan.stats, json_scan.frames\n"
             "took = []\n"
@@ -544,7 +545,7 @@ def test_damaged_object_file_is_not_loaded(tmp_path):
     """A damaged saved object of the JSON kernels is refused by its digest (LLVM would crash)."""
     import llvmlite.binding as llvm
 
-    from forensics.ingest import native_code
+    from forensics.readers import native_code
 
     stem = _saved_object(tmp_path)
     assert native_code._load(llvm, stem, json_scan.LIBRARY) is not None

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forensics.dataset.schema import EVENTS, ITERATIONS, UNPARSED
-from forensics.ingest import event_kinds
-from forensics.ingest.executor_log import parse_executor_log
+from forensics.readers import event_kinds
+from forensics.readers.executor_log import parse_executor_log
 
 from . import log_lines
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from forensics.ingest import executor_log
+from forensics.readers import executor_log
 
 
 def _log(tmp_path, seed: int, n: int = 3000):

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import forensics
-from forensics.ingest import json_scan
-from forensics.ingest.surrogates import escaped, escaped_value
+from forensics.readers import json_scan
+from forensics.readers.surrogates import escaped, escaped_value
 
 ESC = "\\udcff"          # the escape as the file spells it (6 characters)
 

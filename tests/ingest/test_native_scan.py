@@ -1,4 +1,4 @@
-"""The native single-pass scanner (``forensics.ingest.native_scan``) against the reference path.
+"""The native single-pass scanner (``forensics.readers.native_scan``) against the reference path.
 
 Every table of a parse with the scanner must equal, row for row and value for value, the same
 parse with the reference (Arrow/RE2) path alone: on the shared samples, on generated logs of
@@ -23,8 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from forensics.ingest import json_scan, native_scan
-from forensics.ingest.executor_log import parse_executor_log
+from forensics.readers import json_scan, native_scan
+from forensics.readers.executor_log import parse_executor_log
 
 from . import fuzz_lines
 from .test_line_accounting import SHARED
@@ -223,8 +223,8 @@ def _native_rows_in_subprocess(log: Path, check: str, **env: str) -> list[str]:
     """Iteration rows of a native-path parse of ``log`` in a fresh process where numba cannot
     be imported (``check`` runs first), and whether the scanner reported an error."""
     code = ("import sys; sys.modules['numba'] = None\n"
-            "from forensics.ingest import native_code, native_scan\n"
-            "from forensics.ingest.executor_log import parse_executor_log\n"
+            "from forensics.readers import native_code, native_scan\n"
+            "from forensics.readers.executor_log import parse_executor_log\n"
             f"{check}\n"
             "n = sum(b.iterations.num_rows for b in parse_executor_log(sys.argv[1], 'x', "
             "native=True))\n"
@@ -251,7 +251,7 @@ def test_saved_object_runs_without_numba(tmp_path):
     where numba cannot be imported, reads the same rows as the reference path."""
     import llvmlite.binding as llvm
 
-    from forensics.ingest import _scan_kernel, native_code
+    from forensics.readers import _scan_kernel, native_code
 
     objects, meta = native_code._objects(_scan_kernel.ENTRY_POINTS)
     assert native_code._save(tmp_path / "cache" / f"scan-{native_code._key(llvm)}", objects,
@@ -270,7 +270,7 @@ def test_damaged_object_file_is_not_loaded(tmp_path):
     functions read the block instead, with the same rows."""
     import llvmlite.binding as llvm
 
-    from forensics.ingest import _scan_kernel, native_code
+    from forensics.readers import _scan_kernel, native_code
 
     objects, meta = native_code._objects(_scan_kernel.ENTRY_POINTS)
     stem = tmp_path / f"scan-{native_code._key(llvm)}"
@@ -282,8 +282,8 @@ def test_damaged_object_file_is_not_loaded(tmp_path):
     log = tmp_path / "bench.log"
     _bench_module().generate_bench(log, 1, "V5")
     code = ("import sys\n"
-            "from forensics.ingest import native_code, native_scan\n"
-            "from forensics.ingest.executor_log import parse_executor_log\n"
+            "from forensics.readers import native_code, native_scan\n"
+            "from forensics.readers.executor_log import parse_executor_log\n"
             "native_code._cache_dirs = lambda: [__import__('pathlib').Path(sys.argv[2])]\n"
             "n = sum(b.iterations.num_rows for b in parse_executor_log(sys.argv[1], 'x', "
             "native=True))\n"
@@ -367,7 +367,7 @@ def test_other_lines_of_consecutive_blocks_are_read_in_one_call(tmp_path, monkey
     ``GROUP_BLOCKS`` consecutive scanned blocks: fewer calls than such blocks, and the same
     tables as one call per block and as the reference path (iteration lines the scanner does
     not take, events and tracebacks running across blocks, a long line between groups)."""
-    from forensics.ingest import executor_log
+    from forensics.readers import executor_log
 
     log = tmp_path / "groups.log"
     _bench_module().generate_bench(log, 1, "V4")

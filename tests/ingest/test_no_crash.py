@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import forensics
-from forensics.ingest.executor_log import parse_executor_log
+from forensics.readers.executor_log import parse_executor_log
 
 from .test_line_accounting import assert_accounted
 

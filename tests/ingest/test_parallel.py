@@ -13,8 +13,8 @@ import zstandard
 import forensics
 from forensics.dataset.schema import TABLES
 from forensics.errors import TraceFormatError
-from forensics.ingest import ingest
-from forensics.ingest import parallel
+from forensics.readers import ingest
+from forensics.readers import parallel
 
 SAMPLES = Path(__file__).resolve().parents[2] / "traces" / "samples"
 NVBUG = SAMPLES / "nvbug-6438685"

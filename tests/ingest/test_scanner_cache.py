@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from forensics import user_cache
-from forensics.ingest import json_scan, native_code, native_scan
+from forensics.readers import json_scan, native_code, native_scan
 
 
 @pytest.fixture
@@ -48,8 +48,8 @@ def test_a_cold_cache_starts_one_background_build_and_says_so(cold, tmp_path, ca
         assert not native_scan.enabled(native_scan.MIN_BYTES)    # no second build
     (argv,) = cold
     stem, module, lock = argv[-3:]
-    assert argv[1:3] == ["-m", "forensics.ingest.native_code"]
-    assert module == "forensics.ingest._scan_kernel"
+    assert argv[1:3] == ["-m", "forensics.readers.native_code"]
+    assert module == "forensics.readers._scan_kernel"
     assert Path(stem).parent == tmp_path / "cache" / "native" and Path(lock).is_file()
     notes = [r.getMessage() for r in caplog.records]
     assert len(notes) == 1 and "in the background" in notes[0]
@@ -90,13 +90,13 @@ def test_a_stale_build_lock_is_taken_over(tmp_path):
 
 
 def test_a_prebuilt_portable_object_in_the_package_is_loaded(cold, tmp_path, monkeypatch):
-    """Objects built ahead (python -m forensics.ingest.prebuild) under the portable key, in
+    """Objects built ahead (python -m forensics.readers.prebuild) under the portable key, in
     the package's _prebuilt directory: a cold user cache loads them and builds nothing. (The
     object saved here is this process's compile, saved under the portable key: what is
     checked is where and under which key the loader looks.)"""
     import llvmlite.binding as llvm
 
-    from forensics.ingest import _scan_kernel
+    from forensics.readers import _scan_kernel
 
     monkeypatch.setattr(native_code, "PREBUILT_DIR", tmp_path / "_prebuilt")
     objects, meta = native_code._objects(_scan_kernel.ENTRY_POINTS)

@@ -9,7 +9,7 @@ import random
 import pytest
 import zstandard
 
-from forensics.ingest import json_scan, sources, stats_json
+from forensics.readers import json_scan, sources, stats_json
 
 
 def _text(n_lines: int, seed: int = 0) -> bytes:

@@ -15,8 +15,8 @@ import pyarrow as pa
 import pytest
 
 from forensics.errors import StatsFormatError
-from forensics.ingest import stats_fast, stats_json
-from forensics.ingest.stats_json import read_stats
+from forensics.readers import stats_fast, stats_json
+from forensics.readers.stats_json import read_stats
 
 
 def _line(i: int, rank: int) -> dict:

@@ -9,8 +9,8 @@ import pytest
 import zstandard
 
 from forensics.errors import StatsFormatError
-from forensics.ingest import stats_json
-from forensics.ingest.stats_json import read_stats, stats_row
+from forensics.readers import stats_json
+from forensics.readers.stats_json import read_stats, stats_row
 
 
 def _stats(i: int, rank: int | None = None) -> dict:

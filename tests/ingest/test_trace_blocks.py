@@ -6,7 +6,7 @@ import random
 import pytest
 import zstandard
 
-from forensics.ingest import trace_v1
+from forensics.readers import trace_v1
 
 
 @pytest.mark.parametrize("compressed", [False, True])

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 from forensics.errors import TraceFormatError
-from forensics.ingest import json_scan, trace_fast, trace_v1
+from forensics.readers import json_scan, trace_fast, trace_v1
 from replay.states import RequestState
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from forensics.ingest import as_dataset
+from forensics.readers import as_dataset
 from replay.engine import replay_windows, run_all
 from replay.frames import FrameWindows, RunFrames
 
@@ -170,7 +170,8 @@ def test_figures_from_files_equal_figures_from_memory(source, tmp_path):
     enough to be drawn in windows)."""
     from forensics.report.logs_only import logs_only_findings
     from forensics.report.narrative import figure_blocks, figure_policies
-    from forensics.report.postmortem import _verdict, figure_views, story_policy
+    from forensics.report.figure_views import figure_views
+    from forensics.verdicts import policy_verdict, story_policy
     if source.startswith("sim:"):
         from forensics.simulate import simulate
         _, scenario, policy = source.split(":")
@@ -186,8 +187,8 @@ def test_figures_from_files_equal_figures_from_memory(source, tmp_path):
     windows = FrameWindows(ds, size=64)
     streamed = replay_windows(windows, pols, tmp_path / "w")
     cfg = windows.config
-    verdicts = tuple(_verdict(n, r, None, cfg.build) for n, r in whole.items())
-    assert verdicts == tuple(_verdict(n, r, None, cfg.build) for n, r in streamed.items())
+    verdicts = tuple(policy_verdict(n, r, None, cfg.build) for n, r in whole.items())
+    assert verdicts == tuple(policy_verdict(n, r, None, cfg.build) for n, r in streamed.items())
     lo = logs_only_findings(ds.iterations, ds.events, tp_size=cfg.tp_size, has_traces=True)
     chain = story_policy(verdicts)
     a = figure_blocks(ds, windows.run, whole, chain, verdicts, lo, cfg)
@@ -234,7 +235,7 @@ def test_fleet_and_replay_cli_stream_like_in_memory(tmp_path):
     from click.testing import CliRunner
 
     from forensics.cli import cli
-    from forensics.fleet import fleet_table
+    from forensics.fleet_table import fleet_table
     from forensics.simulate import simulate
     import replay.engine as engine
 

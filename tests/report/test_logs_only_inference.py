@@ -6,10 +6,10 @@ import json
 
 from report_scenarios import SAMPLES, _ASSERT, _ITER
 
-from forensics.ingest import as_dataset
+from forensics.readers import as_dataset
 from forensics.report.logs_only import infer_run_facts, judge_logs_only, logs_only_findings
 from forensics.report.crash_signatures import crash_in_logs, find_signatures
-from forensics.report.postmortem import postmortem
+from forensics.pipeline import postmortem
 from replay.catalogue import CATALOGUE
 
 NVBUG_LOG = SAMPLES / "nvbug-6438685" / "executor.log"
@@ -102,7 +102,7 @@ def test_signature_matched_only_against_possible_versions(tmp_path):
     assert v.survivors == (("disaggregated, pp_size 1",
                             ("fix-16279 (only if the model is DeepSeek-V4)",
                              "tolerant-17278 (only if the model is DeepSeek-V4)",
-                             "sched-aware-16921", "postpad-17379", "newest")),)
+                             "sched-aware-16921", "postpad-17379", "newest", "dkv")),)
     assert v.chain is None and not v.explained     # rank 0 alone logs: no skip is known
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from forensics.report.crash_signatures import SignatureKind
-from forensics.report.postmortem import postmortem
+from forensics.pipeline import postmortem
 from report_scenarios import SHARED
 
 ITER = ("[11/30/2026-12:00:01] [TRT-LLM] [RANK 1] [I] iter = 41, global_rank = 1, rank = 1, "

@@ -15,7 +15,7 @@ from report_scenarios import CLEAN_FRAMES, CRASH_FRAMES, SAMPLES, crash_log, wri
 
 from forensics.cli import cli
 from forensics.errors import ForensicsError
-from forensics.report.postmortem import postmortem
+from forensics.pipeline import postmortem
 
 SVG_ROOT = "{http://www.w3.org/2000/svg}svg"
 
@@ -255,8 +255,8 @@ def test_bundled_surplus_sample_warnings_matched(tmp_path):
     assert v["tolerant-17278"].reproduces_log_warnings is True
     assert v["prefix-2026"].reproduces_log_warnings is False
     assert {s.kind.value for s in r.signatures} == {"surplus-warning"}
-    assert all(s.policies == ("tolerant-17278", "sched-aware-16921", "postpad-17379", "newest")
-               for s in r.signatures)
+    assert all(s.policies == ("tolerant-17278", "sched-aware-16921", "postpad-17379", "newest",
+                              "kv-connector-19164", "dkv") for s in r.signatures)
 
 
 def test_logs_alone_agree_with_the_replay(tmp_path):
@@ -293,7 +293,7 @@ def test_progress_and_several_runs(tmp_path):
     replaying = [m for m in seen if m.startswith("replaying")]
     # one pass per run over its iteration windows, every policy at once
     assert [m.split()[1] for m in replaying] == ["hand", "other"]
-    assert all("10 policies" in m for m in replaying)
+    assert all("12 policies" in m for m in replaying)
     assert sorted(r.findings["runs"]) == ["hand", "other"]
     assert r.findings["runs"]["other"]["policies"]["prefix-2026"]["crash"]["iter"] == 2
 
@@ -321,7 +321,7 @@ def test_story_policy_prefers_the_policy_that_reproduces_the_logged_crash():
     recording build among those), then the recording build if it fails, then any crash, any leak."""
     from types import SimpleNamespace as V
 
-    from forensics.report.postmortem import story_policy
+    from forensics.verdicts import story_policy
     rows = [V(policy="a", verdict="leak", reproduces_log_crash=False, is_recording_build=True),
             V(policy="b", verdict="crash", reproduces_log_crash=None, is_recording_build=False),
             V(policy="c", verdict="crash", reproduces_log_crash=True, is_recording_build=False)]

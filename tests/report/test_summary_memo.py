@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from forensics.dataset.store import Dataset
-from forensics.ingest import ingest
+from forensics.readers import ingest
 from forensics.report.summary import summarize
 
 SAMPLES = Path(__file__).resolve().parents[2] / "traces" / "samples"

@@ -25,7 +25,7 @@ def _records(path):
 
 
 def _log_iterations(path):
-    from forensics.ingest.executor_log import parse_executor_log
+    from forensics.readers.executor_log import parse_executor_log
     batches = list(parse_executor_log(path, "sim"))
     it = pa.concat_tables([b.iterations for b in batches])
     ev = pa.concat_tables([b.events for b in batches])
@@ -85,7 +85,7 @@ def test_compressed_output_is_deterministic_and_readable(tmp_path):
     b = simulate("healthy", out_dir=tmp_path / "b", iters=30, compression="gz")
     assert a.files["trace"].name == "trace.jsonl.gz"
     assert a.files["trace"].read_bytes() == b.files["trace"].read_bytes()
-    from forensics.ingest.trace_v1 import read_trace
+    from forensics.readers.trace_v1 import read_trace
     assert read_trace(a.files["trace"]).frames.num_rows == 30 * 4
 
 
@@ -113,7 +113,7 @@ def test_replaying_the_trace_under_its_policy_reproduces_every_decision(tmp_path
 
 def test_the_crash_is_found_by_ingest_and_replay(tmp_path, nvbug):
     from forensics.dataset.store import load
-    from forensics.ingest import ingest
+    from forensics.readers import ingest
     ingest([nvbug.files["log"].parent], tmp_path / "ds")
     ds = load(tmp_path / "ds")
     rep = engine.run(RunFrames.from_dataset(ds), policy="prefix-2026")

@@ -1,0 +1,452 @@
+"""The compiled scanners' machine code, kept as object files and loaded with llvmlite alone
+(a :class:`Library` each: the log scanner's, :data:`SCAN`, and the JSON Lines scanner's,
+``json_scan.LIBRARY``).
+
+Why: numba's own cache still costs ~0.75 s CPU per process (importing numba, then loading
+its typing and lowering registries before the first cached call, which imports scipy), a
+sixth of the whole ingest of a 500 MB log. The scanner's entry points are ``cfunc``\\s that
+need no numba runtime (no allocation, no exception: ``error_model="numpy"``), so their object
+code, once compiled, is a plain function to link: this module links it with llvmlite's MCJIT
+(~30 ms) and calls it through ctypes (which releases the GIL during the call, as ``nogil``
+did). The first run (or a changed kernel, llvmlite or CPU) compiles with numba and saves the
+object; when nothing can be saved or loaded, numba's compiled functions are used directly.
+
+Where: objects and numba's own cache go to the per-user cache directory
+(:func:`forensics.user_cache.user_cache_dir`: ``$FORENSICS_CACHE_DIR``, else
+``$XDG_CACHE_HOME/adp-forensics``, else ``~/.cache/adp-forensics``), never into the installed
+package, which may be read-only. A ``NUMBA_CACHE_DIR`` the user set is searched first and used
+for numba's cache. With no writable cache directory, a compile goes to a temporary directory
+(removed at exit), and when even that fails the caller reads with the reference path: never an
+error.
+
+When: an ingest never stalls on the compile (:func:`entry_points` with
+``compile="background"``, what the readers ask for by input size): without a saved object it
+starts one builder process (``python -m forensics.readers.native_code``, detached, one per
+library and machine at a time: a lock file beside the object), says so in one line, and reads
+this input with the reference path; the next ingest loads the object. Asked for explicitly
+(``FORENSICS_INGEST_PATH=native``, or :func:`entry_points` with the default ``compile="here"``)
+the compile runs in the process, announced by a one-line note first.
+
+The object is keyed by the kernel's source, llvmlite's version and the host CPU (numba
+compiles for the host's features). The few symbols numba's wrappers name outside the object
+are resolved here: the Python C API from the process; numba's own helpers (GIL, exception
+and NRT calls, reached only on error paths the kernel does not have) by small definitions
+below. A saved object is checked against its digest first: LLVM crashes on a damaged one.
+"""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import dataclasses
+import hashlib
+import importlib
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from forensics.user_cache import user_cache_dir, writable, writable_cache_dir
+
+logger = logging.getLogger(__name__)
+
+#: Environment variable numba reads for its cache directory; when the user set it, saved objects
+#: are looked for (and saved) there first.
+CACHE_ENV = "NUMBA_CACHE_DIR"
+#: A build lock older than this is taken to be left by a killed builder.
+STALE_BUILD_S = 20 * 60
+#: The CPU a portable object is compiled for (numba's ``NUMBA_CPU_NAME``): the baseline of the
+#: target triple's architecture, so it loads on any machine of that architecture.
+PORTABLE_CPU = "generic"
+_HERE = Path(__file__).resolve().parent
+#: Objects built ahead of use (:mod:`forensics.readers.prebuild`), inside the installed package.
+PREBUILT_DIR = _HERE / "_prebuilt"
+_SOURCES = ("_scan_kernel.py", "native_scan.py")
+
+# Definitions of the symbols numba's cfunc wrappers take from numba's own libraries. The
+# wrapper calls them only when the kernel returned an error status (its code has none to
+# return): then ``numba_gil_ensure`` sets ``forensics_scan_failed``, which the caller checks
+# after every call (``failed()`` of :func:`entry_points`), so such a bug stops the ingest. The
+# others do nothing (x86-64 and AArch64 calls tolerate a callee that ignores its arguments).
+_STUBS_IR = """
+@forensics_scan_failed = global i32 0
+declare i32 @PyGILState_Ensure()
+declare void @PyGILState_Release(i32)
+define void @numba_gil_ensure(ptr %s) {
+  store volatile i32 1, ptr @forensics_scan_failed
+  %r = call i32 @PyGILState_Ensure()
+  store i32 %r, ptr %s
+  ret void
+}
+define void @numba_gil_release(ptr %s) {
+  %v = load i32, ptr %s
+  call void @PyGILState_Release(i32 %v)
+  ret void
+}
+define ptr @numba_do_raise() {
+  ret ptr null
+}
+define ptr @numba_runtime_build_excinfo_struct() {
+  ret ptr null
+}
+define ptr @numba_unpickle() {
+  ret ptr null
+}
+define void @NRT_Free() {
+  ret void
+}
+define void @NRT_MemInfo_call_dtor() {
+  ret void
+}
+"""
+_STUBBED = ("numba_gil_ensure", "numba_gil_release", "numba_do_raise",
+            "numba_runtime_build_excinfo_struct", "numba_unpickle", "NRT_Free",
+            "NRT_MemInfo_call_dtor")
+
+_I64 = ctypes.c_int64
+_PTR = ctypes.c_void_p
+#: ctypes prototypes of the entry points (``_scan_kernel.SCAN_SIG`` / ``COUNT_SIG``).
+PROTOTYPES = {
+    "scan": ctypes.CFUNCTYPE(_I64, _PTR, _I64, _I64, *([_PTR] * 12)),
+    "count": ctypes.CFUNCTYPE(_I64, _PTR, _I64),
+}
+
+
+
+@dataclasses.dataclass(frozen=True)
+class Library:
+    """A kernel module whose ``ENTRY_POINTS`` (name -> cfunc) are saved and loaded together."""
+
+    stem: str                       # the saved files are ``{stem}-{key}.*``
+    module: str                     # imports numba; defines ENTRY_POINTS
+    sources: tuple[str, ...]        # files beside this one whose text keys the object
+    prototypes: dict[str, Any]      # ctypes prototype of each entry point
+    title: str = "compiled scanner"  # what the notes call it
+
+
+#: The log scanner (:mod:`forensics.readers._scan_kernel`).
+SCAN = Library("scan", "forensics.readers._scan_kernel", _SOURCES, PROTOTYPES, "log scanner")
+
+#: The MCJIT engines holding loaded code: never dropped (freeing one frees the code that
+#: functions handed out still point to).
+_engines: list[Any] = []
+
+
+def _key(llvm: Any, lib: Library = SCAN, *, portable: bool = False) -> str:
+    """The saved object's key: the kernel's source, llvmlite's version, the target triple and
+    the CPU it is compiled for (the host's name and features, or :data:`PORTABLE_CPU`)."""
+    import llvmlite
+
+    h = hashlib.sha256()
+    for name in lib.sources:
+        h.update((_HERE / name).read_bytes())
+    h.update(llvmlite.__version__.encode())
+    h.update(llvm.get_process_triple().encode())
+    if portable:
+        h.update(PORTABLE_CPU.encode())
+    else:
+        h.update(llvm.get_host_cpu_name().encode())
+        h.update(llvm.get_host_cpu_features().flatten().encode())
+    return h.hexdigest()[:24]
+
+
+#: The value this module gave ``NUMBA_CACHE_DIR`` (numba's cache in the user cache directory),
+#: which is not a directory of the user's choosing.
+_numba_dir_set: str | None = None
+#: Libraries whose background build this process announced.
+_announced: set[str] = set()
+
+
+def _cache_dirs() -> list[Path]:
+    """Where saved objects are looked for, in order; they are saved into the first writable."""
+    given = os.environ.get(CACHE_ENV)
+    dirs = [Path(given)] if given and given != _numba_dir_set else []
+    try:
+        dirs.append(user_cache_dir() / "native")
+    except RuntimeError:     # no home directory at all
+        pass
+    return dirs
+
+
+def entry_points(lib: Library = SCAN, *, compile: str = "here") -> dict[str, Any] | None:
+    """The entry points of ``lib`` as ctypes functions (``lib.prototypes``) and ``failed()``:
+    whether a call returned an error (see ``_STUBS_IR``); None without numba/llvmlite, or when
+    they cannot be had now (the caller uses the reference path then).
+
+    ``compile``: what to do without a saved object: ``"here"`` compile in this process (a
+    one-line note first), ``"background"`` start a builder process and return None,
+    ``"never"`` return None."""
+    try:
+        import llvmlite.binding as llvm
+    except ImportError:
+        return None
+    key = _key(llvm, lib)
+    for d in _cache_dirs():
+        loaded = _load(llvm, d / f"{lib.stem}-{key}", lib)
+        if loaded is not None:
+            return loaded
+    # built ahead for any CPU of this architecture (at install or image-build time)
+    portable = _key(llvm, lib, portable=True)
+    for d in [*_cache_dirs(), PREBUILT_DIR]:
+        loaded = _load(llvm, d / f"{lib.stem}-{portable}", lib)
+        if loaded is not None:
+            return loaded
+    if compile == "background":
+        build_in_background(lib, key)
+        return None
+    if compile != "here":
+        return None
+    return _compile(key, lib)
+
+
+def _build_dir() -> Path | None:
+    """The first writable directory of :func:`_cache_dirs` (None: no cache can be written)."""
+    for d in _cache_dirs():
+        if writable(d):
+            return d
+    return None
+
+
+def build_in_background(lib: Library, key: str) -> bool:
+    """Start a detached process compiling ``lib`` and saving its object for later processes,
+    unless one is running already; announce it once per process. False when it cannot be
+    built (no numba, no writable cache directory)."""
+    if importlib.util.find_spec("numba") is None:
+        return False
+    d = _build_dir()
+    if d is None:
+        if lib.stem not in _announced:
+            _announced.add(lib.stem)
+            logger.warning("no writable cache directory (%s; set %s to choose one): the compiled "
+                           "%s cannot be kept, inputs are read with the reference reader",
+                           _where(), "FORENSICS_CACHE_DIR", lib.title)
+        return False
+    stem = d / f"{lib.stem}-{key}"
+    lock = _file(stem, ".building")
+    if not _take_lock(lock):
+        started = False
+    else:
+        try:
+            subprocess.Popen([sys.executable, "-m", __name__, str(stem), lib.module, str(lock)],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+        except OSError:
+            lock.unlink(missing_ok=True)
+            return False
+        started = True
+    if lib.stem not in _announced:
+        _announced.add(lib.stem)
+        logger.warning("%s the %s for this machine in the background (once; about a minute "
+                       "of CPU); this run reads with the reference reader, the next ones load "
+                       "it", "building" if started else "still building", lib.title)
+    return True
+
+
+def _where() -> str:
+    try:
+        return str(user_cache_dir())
+    except RuntimeError:
+        return "no home directory"
+
+
+def _take_lock(lock: Path) -> bool:
+    """Create ``lock`` (False when a live build holds it; a stale one is replaced)."""
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                if time.time() - lock.stat().st_mtime < STALE_BUILD_S:
+                    return False
+                lock.unlink()
+            except OSError:
+                return False
+            continue
+        except OSError:
+            return False
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        return True
+    return False
+
+
+def _numba_cache() -> None:
+    """Point numba's cache at the user cache directory (else a temporary one, removed at exit),
+    unless the user chose one: numba would write into the installed package, which may be
+    read-only ("cannot cache function ...: no locator available")."""
+    global _numba_dir_set
+    if os.environ.get(CACHE_ENV):
+        return
+    d = writable_cache_dir("numba")
+    if d is None:
+        try:
+            d = Path(tempfile.mkdtemp(prefix="forensics-numba-"))
+        except OSError:
+            return
+        atexit.register(shutil.rmtree, str(d), True)
+    _numba_dir_set = os.environ[CACHE_ENV] = str(d)
+    config = sys.modules.get("numba.core.config")
+    if config is not None:          # numba imported already: it read the environment then
+        config.CACHE_DIR = str(d)
+
+
+def _file(stem: Path, suffix: str) -> Path:
+    return stem.parent / (stem.name + suffix)
+
+
+def _load(llvm: Any, stem: Path, lib: Library = SCAN) -> dict[str, Any] | None:
+    try:
+        meta = json.loads(_file(stem, ".json").read_text())
+        objects = [_file(stem, f".{name}.o").read_bytes() for name in meta["symbols"]]
+    except (OSError, ValueError, KeyError):
+        return None
+    # LLVM does not survive a damaged object file: each one is checked against its digest
+    if [hashlib.sha256(o).hexdigest() for o in objects] != meta.get("sha256"):
+        return None
+    try:
+        process = ctypes.CDLL(None)   # the symbols of the running process (POSIX)
+    except (OSError, TypeError):
+        return None
+    for name in meta["undefined"]:
+        if name in _STUBBED:
+            continue
+        if not hasattr(process, name):   # a symbol only numba could give: use numba
+            return None
+        llvm.add_symbol(name, ctypes.cast(getattr(process, name), _PTR).value)
+    for name in ("PyGILState_Ensure", "PyGILState_Release"):
+        llvm.add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, name), _PTR).value)
+    try:   # an older LLVM (typed pointers) or a damaged file: compile with numba instead
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        target = llvm.Target.from_default_triple().create_target_machine(jit=True)
+        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(_STUBS_IR), target)
+        for obj in objects:
+            engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        engine.finalize_object()
+    except RuntimeError:
+        return None
+    funcs = {}
+    for name, symbol in meta["symbols"].items():
+        addr = engine.get_function_address(symbol)
+        if not addr:
+            return None
+        funcs[name] = lib.prototypes[name](addr)
+    _engines.append(engine)
+    flag = ctypes.c_int32.from_address(engine.get_global_value_address("forensics_scan_failed"))
+    funcs["failed"] = lambda: flag.value != 0
+    return funcs
+
+
+def _compile(key: str, lib: Library = SCAN) -> dict[str, Any] | None:
+    """Compile with numba (numba's own cache makes this cheap after the first time), save the
+    object for the next processes, and return numba's functions."""
+    if importlib.util.find_spec("numba") is None:
+        return None
+    _numba_cache()
+    logger.warning("compiling the %s once for this machine (about a minute; later runs load "
+                   "it in moments)...", lib.title)
+    try:
+        ENTRY_POINTS = importlib.import_module(lib.module).ENTRY_POINTS
+    except Exception as e:   # no numba, or numba refusing to compile or cache here
+        logger.warning("the %s could not be compiled (%s); inputs are read with the reference "
+                       "reader", lib.title, e)
+        return None
+    funcs: dict[str, Any] = {name: lib.prototypes[name](cf.address)
+                             for name, cf in ENTRY_POINTS.items()}
+    funcs["failed"] = lambda: False   # numba's wrapper reports an error itself
+    try:
+        objects, meta = _objects(ENTRY_POINTS)
+    except Exception:   # numba internals moved: run from numba's functions, save nothing
+        return funcs
+    for d in _cache_dirs():
+        if _save(d / f"{lib.stem}-{key}", objects, meta):
+            break
+    return funcs
+
+
+def _objects(entry: dict[str, Any]) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """Each entry point's object file (a cfunc's library holds its callees' code too), and
+    what :func:`_load` needs to know of them."""
+    undefined: set[str] = set()
+    objects = {}
+    for name, cf in entry.items():
+        lib = cf._library
+        # the optimised IR numba keeps for linking (there also when loaded from its cache),
+        # emitted by numba's own target machine
+        module = lib._get_module_for_linking()
+        objects[name] = lib._codegen._tm.emit_object(module)
+        undefined |= {f.name for f in module.functions if f.is_declaration}
+        undefined |= {g.name for g in module.global_variables if g.is_declaration}
+    meta = {"symbols": {name: cf.native_name for name, cf in entry.items()},
+            "sha256": [hashlib.sha256(objects[name]).hexdigest() for name in entry],
+            "undefined": sorted(u for u in undefined if not u.startswith("llvm."))}
+    return objects, meta
+
+
+def _save(stem: Path, objects: dict[str, bytes], meta: dict[str, Any]) -> bool:
+    files = [(f".{name}.o", data) for name, data in objects.items()]
+    try:
+        stem.parent.mkdir(parents=True, exist_ok=True)
+        for suffix, data in [*files, (".json", json.dumps(meta).encode())]:   # json last
+            fd, tmp = tempfile.mkstemp(dir=stem.parent, prefix=stem.name, suffix=".tmp")
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, _file(stem, suffix))
+    except OSError:
+        return False
+    return True
+
+
+def prebuild(libraries: list[Library], directory: Path | None = None, *,
+             portable: bool = True) -> list[Path]:
+    """Compile ``libraries`` now and save their objects (for a container image or a cluster
+    install: the first ingest then compiles nothing). ``portable``: for
+    :data:`PORTABLE_CPU`, loadable on any machine of this architecture (call it in a process
+    that has not imported numba: numba reads the CPU to compile for when imported); else for
+    this machine's CPU. ``directory``: default the package's :data:`PREBUILT_DIR` when it can
+    be written, else the user cache. Returns the saved objects' stems."""
+    import llvmlite.binding as llvm
+
+    if portable:
+        if "numba" in sys.modules:
+            raise RuntimeError("a portable build needs a process that has not imported numba")
+        os.environ["NUMBA_CPU_NAME"] = PORTABLE_CPU
+        os.environ["NUMBA_CPU_FEATURES"] = ""
+    else:
+        _numba_cache()
+    if directory is None:
+        directory = PREBUILT_DIR if writable(PREBUILT_DIR) else user_cache_dir() / "native"
+    if portable:   # numba's cache of host code must not serve a portable compile
+        os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="forensics-numba-portable-")
+        atexit.register(shutil.rmtree, os.environ[CACHE_ENV], True)
+    stems = []
+    for lib in libraries:
+        objects, meta = _objects(importlib.import_module(lib.module).ENTRY_POINTS)
+        stem = directory / f"{lib.stem}-{_key(llvm, lib, portable=portable)}"
+        if not _save(stem, objects, meta):
+            raise OSError(f"cannot write {directory}")
+        stems.append(stem)
+    return stems
+
+
+def main(argv: list[str]) -> int:
+    """The background builder: ``python -m forensics.readers.native_code STEM MODULE LOCK``
+    compiles the kernels of ``MODULE`` and saves their object at ``STEM``, then removes
+    ``LOCK``."""
+    stem, module, lock = Path(argv[0]), argv[1], Path(argv[2])
+    try:
+        _numba_cache()
+        objects, meta = _objects(importlib.import_module(module).ENTRY_POINTS)
+        return 0 if _save(stem, objects, meta) else 1
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

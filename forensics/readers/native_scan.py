@@ -1,0 +1,293 @@
+"""One compiled pass over a block's bytes that reads the common iteration lines into typed columns.
+
+Why: the Arrow/RE2 path (:mod:`executor_log`, :mod:`line_prefix`, :mod:`iteration_line`) makes
+many passes per field per block. Almost every line of a big log is the TRT-LLM Python logger's
+prefix followed by an iteration line of one of the variants V1..V5, so this module reads exactly
+those, in one numba-compiled loop per block (run without the GIL: the two worker threads run at
+once; the compile is paid once per install and its object file is linked with llvmlite alone
+afterwards, :mod:`native_code`), and leaves every other line to the reference path.
+
+The rule that keeps results identical: a line is taken here ("fast") only when it has a shape
+whose reading is certain, and then its row equals the reference row value for value. A fast
+line is::
+
+    [MM/DD/YYYY-HH:MM:SS] [TRT-LLM] [RANK n] [S] iter = N, name = value, ..., states = {...}
+
+with ``n`` of 1-9 digits, ``S`` one of ``FEWIVD``, a valid calendar time (seconds < 60), every
+``name`` a known field (``KNOWN_FIELDS`` outside ``states``, the three state keys inside) at
+most once, separated by ``" = "`` or ``": "``, values of the field's strict shape (integers
+of at most 9 / 18 digits, decimals ``D+[.D+]`` with the unit the field carries, ``N/A``,
+``a/b``, ``YYYY-MM-DD HH:MM:SS``) and, when present, a ``states`` dict as the last pair with
+exactly one closing brace at the end of the line. Anything else (unknown or repeated fields,
+signs, exponents, other prefixes, wrappers, events) is not fast. A block holding ``\\r`` or
+NUL bytes, invalid UTF-8 or Docker records is not scanned at all.
+
+Decimals are exact: ``m / 10**k`` with ``m < 2**53`` and ``k <= 22`` is one correctly rounded
+IEEE division (Clinger's fast path), the same double as any correct decimal reader; other
+decimals (17 significant digits, as ``repr`` prints) are marked and the caller casts their text
+with Arrow, as the reference does.
+
+``FORENSICS_INGEST_PATH=reference`` in the environment turns this path off (the reference path
+reads everything; the tests compare both), ``=native`` uses it for small inputs too. Without
+numba the reference path is used.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+#: Environment switch: ``reference`` forces the reference (Arrow/RE2) path for every input,
+#: ``native`` this one for every input whatever its size (when numba is importable).
+PATH_ENV = "FORENSICS_INGEST_PATH"
+#: Inputs smaller than this (bytes on disk) use the reference path. Measured (whole process,
+#: CPU, the object file loaded by llvmlite, :mod:`native_code`): ~0.05 s and ~45 MiB more than
+#: the reference path on a 2 MB log, even at 8 MB, 0.1 s less at 16 MB (0.91-0.97 s against
+#: 1.08-1.13 s). A small post-mortem never imports numba or llvmlite.
+MIN_BYTES = 16 << 20
+#: Block size on this path: per block, the reference path's regexes are compiled again for
+#: the few lines left to it (~4 ms for ~120 lines, ~6 ms for ~1000), so bigger blocks than the
+#: reference's pay. Measured, whole process, 538 MB bench log, three paired rounds: 8 MB
+#: 2.92-2.98 s CPU at 298-313 MiB peak RSS, 16 MB 2.69-2.74 s at 380-392 MiB, 32 MB 3.14-3.18 s
+#: (page faults) at 449-477 MiB; the simulate log (no such lines) the same at 8 and 16 MB.
+BLOCK_BYTES = 16 << 20
+
+# integer columns (rows of ``ints``)
+I_ITER, I_GRANK, I_LRANK, I_NSR, I_CUR, I_TOT, I_NCR, I_NCT, I_NGT, I_ADC, I_ADG, I_PRANK, \
+    I_LOGT, I_TS = range(14)
+N_INTS = 14
+# float columns (rows of ``floats``)
+F_HOST, F_PREV, F_ELAPSED, F_KV = range(4)
+N_FLOATS = 4
+#: Field names as they appear in the line, in the order of their codes (states keys last).
+NAMES = ("global_rank", "rank", "num_scheduled_requests", "currank_total_requests",
+         "host_step_time", "prev_device_step_time", "elapsed_time", "kv_cache_util",
+         "timestamp", "adp_dummy_ctx_tokens", "adp_dummy_gen_tokens",
+         "num_ctx_requests", "num_ctx_tokens", "num_generation_tokens")
+N_STATE_FIRST = 11
+SEVERITIES = "FEWIVD"
+FORMATS = ("V1", "V2", "V3", "V4", "V5")
+
+_kernel = None
+
+
+def chosen(size: int, min_bytes: int) -> bool:
+    """Whether :data:`PATH_ENV` and the input's size choose a compiled path (this one, or the
+    JSON Lines scanner's, :mod:`forensics.readers.json_scan`)."""
+    how = os.environ.get(PATH_ENV, "")
+    return how != "reference" and (how == "native" or size >= min_bytes)
+
+
+def enabled(size: int) -> bool:
+    """Whether an input of ``size`` bytes is read with this module (big enough, not switched
+    off, and the scanner ready: loaded from its saved object, or compiled when
+    ``FORENSICS_INGEST_PATH=native`` asks for it; else its build starts in the background and
+    this input is read with the reference path)."""
+    if not chosen(size, MIN_BYTES):
+        return False
+    if os.environ.get(PATH_ENV) == "native":
+        return kernel() is not None
+    return ready() is not None
+
+
+def kernel():
+    """The compiled scanner's entry points (:func:`native_code.entry_points`, compiled here
+    when no saved object loads), or None when numba is not importable."""
+    global _kernel
+    if _kernel is None:
+        from forensics.readers import native_code
+
+        _kernel = native_code.entry_points() or False
+    return _kernel or None
+
+
+def ready():
+    """The entry points when already loaded or their saved object loads; else None, and a
+    background build is started (:func:`native_code.build_in_background`)."""
+    global _kernel
+    if _kernel is None:
+        from forensics.readers import native_code
+
+        _kernel = native_code.entry_points(compile="background") or None
+    return _kernel or None
+
+
+
+@dataclasses.dataclass
+class Scan:
+    """One block after :func:`scan_block`: every line's byte span, and the fast lines' values.
+
+    Fields: ``n`` lines with ``starts``/``ends`` (newline excluded); ``fast_line`` (line index
+    of each fast row, in order); per fast row, ``ints`` (``I_*`` rows), ``floats`` (``F_*``),
+    ``valid`` (ints then floats; False = null), ``fneed``/``fspan`` (a decimal whose text Arrow
+    must read, and its byte span), ``fmt`` (index into :data:`FORMATS`), ``sev`` (index into
+    :data:`SEVERITIES`).
+    """
+
+    n: int
+    starts: np.ndarray
+    ends: np.ndarray
+    fast_line: np.ndarray
+    ints: np.ndarray
+    floats: np.ndarray
+    valid: np.ndarray
+    fspan: np.ndarray
+    fneed: np.ndarray
+    fmt: np.ndarray
+    sev: np.ndarray
+
+
+def scan_block(block: bytes | bytearray) -> Scan | None:
+    """The compiled pass over ``block`` (whole lines), or None when the block must go to the
+    reference path as a whole (``\\r`` or NUL bytes, invalid UTF-8, a Docker record first:
+    the scan itself reports the odd bytes, so a plain block is read once)."""
+    if block[:64].lstrip().startswith(b'{"log":'):
+        return None
+    entry = kernel()
+    buf = np.frombuffer(block, dtype=np.uint8)
+    at = buf.ctypes.data
+    # Rows for the lines the last block's density predicts, with a margin: no counting pass
+    # (3 ms per 16 MB). Not far more: the fast rows' columns are views of these arrays, kept
+    # by the table until it is written. More lines than rows: counted, scanned again.
+    global _lines_per_byte
+    scan = None
+    if _lines_per_byte:
+        try:
+            scan = _scan(entry, block, buf, int(len(buf) * _lines_per_byte * 1.1) + 64)
+        except _MoreLines:
+            pass
+        else:
+            if scan is None:    # for the reference path
+                return None
+    if scan is None:
+        scan = _scan(entry, block, buf, entry["count"](at, len(buf)) + 1)
+    if scan is not None and len(buf):
+        _lines_per_byte = scan.n / len(buf)
+    return scan
+
+
+#: Lines per byte of the last block counted (a hint shared by the worker threads).
+_lines_per_byte = 0.0
+
+
+class _MoreLines(Exception):
+    """The block has more lines than the outputs have rows."""
+
+
+def _scan(entry, block: bytes | bytearray, buf: np.ndarray, cap: int) -> Scan | None:
+    """One call of the compiled scan with outputs of ``cap`` rows: :func:`scan_block`'s
+    answer, or :class:`_MoreLines`."""
+    at = buf.ctypes.data
+    starts = np.empty(cap, np.int64)
+    ends = np.empty(cap, np.int64)
+    fast_line = np.empty(cap, np.int64)
+    ints = np.empty((N_INTS, cap), np.int64)
+    floats = np.empty((N_FLOATS, cap), np.float64)
+    valid = np.empty((N_INTS + N_FLOATS, cap), np.bool_)
+    fspan = np.empty((2 * N_FLOATS, cap), np.int64)   # read only where fneed
+    fneed = np.empty((N_FLOATS, cap), np.bool_)
+    fmt = np.empty(cap, np.uint8)
+    sev = np.empty(cap, np.uint8)
+    pred = np.full(32, -1, np.int64)
+    out = np.zeros(2, np.int64)
+    n = entry["scan"](at, len(buf), cap, *(a.ctypes.data for a in (
+        starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev, pred, out)))
+    k, odd = int(out[0]), int(out[1])
+    if entry["failed"]():
+        raise RuntimeError("the native scanner returned an error (a bug: please report it)")
+    if n < 0:
+        raise _MoreLines
+    if odd & 1:   # \r or NUL bytes: the reference path's line ends and NUL accounting
+        return None
+    if odd & 2:   # bytes >= 0x80 (only outside fast lines): the block must be UTF-8
+        try:
+            block.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    return Scan(n, starts[:n], ends[:n], fast_line[:k], ints[:, :k], floats[:, :k],
+                valid[:, :k], fspan[:, :k], fneed[:, :k], fmt[:k], sev[:k])
+
+
+_FORMATS = pa.array(FORMATS)
+_SEVERITIES = pa.array(list(SEVERITIES))
+
+
+def severities(scan: Scan) -> pa.Array:
+    """The fast rows' severity letters."""
+    return _SEVERITIES.take(pa.array(scan.sev))
+
+
+def prefix_ranks(scan: Scan) -> pa.Array:
+    """The fast rows' ``[RANK n]`` of the logger prefix."""
+    return pa.array(scan.ints[I_PRANK].astype(np.int32))
+
+
+#: numpy dtype of each Arrow type used (``DataType.to_pandas_dtype`` would import pandas)
+_NUMPY = {pa.int32(): np.int32, pa.int64(): np.int64, pa.float64(): np.float64}
+
+
+def _column(values: np.ndarray, valid: np.ndarray, typ: pa.DataType) -> pa.Array:
+    values = values.astype(_NUMPY[typ], copy=False)
+    return pa.array(values, typ, mask=None if valid.all() else ~valid)
+
+
+def _times(values: np.ndarray, valid: np.ndarray) -> pa.Array:
+    # int64 microseconds viewed as timestamps (``pa.array`` of datetime64 goes through pyarrow's
+    # pandas layer)
+    return pa.array(values, pa.int64(), mask=None if valid.all() else ~valid).view(
+        pa.timestamp("us"))
+
+
+def iterations(scan: Scan, block: bytes | bytearray, source: str) -> pa.Table:
+    """The ``ITERATIONS`` rows of the fast lines (line numbers from 1 at the block's start;
+    wrapper columns null: the caller sets them as for every iteration row)."""
+    from forensics.dataset.schema import ITERATIONS
+
+    k = len(scan.fast_line)
+    v, i = scan.valid, scan.ints
+    cols: dict[str, pa.Array] = {}
+    for name, c, typ in (("iter", I_ITER, pa.int64()), ("local_rank", I_LRANK, pa.int32()),
+                         ("num_scheduled_requests", I_NSR, pa.int32()),
+                         ("currank_requests", I_CUR, pa.int64()),
+                         ("total_requests", I_TOT, pa.int64()),
+                         ("num_ctx_requests", I_NCR, pa.int64()),
+                         ("num_ctx_tokens", I_NCT, pa.int64()),
+                         ("num_generation_tokens", I_NGT, pa.int64()),
+                         ("adp_dummy_ctx_tokens", I_ADC, pa.int64()),
+                         ("adp_dummy_gen_tokens", I_ADG, pa.int64())):
+        cols[name] = _column(i[c], v[c], typ)
+    # rank: the line's global_rank, else the prefix's
+    cols["rank"] = pa.array(np.where(v[I_GRANK], i[I_GRANK], i[I_PRANK]).astype(np.int32))
+    data = None
+    for name, c in (("host_step_time_ms", F_HOST), ("prev_device_step_time_ms", F_PREV),
+                    ("elapsed_time_s", F_ELAPSED), ("kv_cache_util", F_KV)):
+        ok = v[N_INTS + c]
+        vals = scan.floats[c]
+        need = scan.fneed[c]
+        if need.any():   # decimals past the exact fast path: Arrow reads their text
+            from forensics.readers.line_prefix import spans
+
+            if data is None:
+                data = pa.py_buffer(block)
+            at = np.flatnonzero(need)
+            text = spans(data, scan.fspan[2 * c, at], scan.fspan[2 * c + 1, at])
+            vals = vals.copy()
+            vals[at] = pc.cast(text.take(pa.array(np.arange(0, 2 * len(at), 2))),
+                               pa.float64()).to_numpy()
+        cols[name] = _column(vals, ok, pa.float64())
+    cols["timestamp"] = _times(i[I_TS], v[I_TS])
+    cols["log_time"] = _times(i[I_LOGT], np.ones(k, np.bool_))
+    none = pa.nulls(k, pa.string())
+    arrays = {
+        "source": pa.repeat(pa.scalar(source, pa.string()), k),
+        "line": pa.array(scan.fast_line + 1),
+        "format": _FORMATS.take(pa.array(scan.fmt)),
+        "extra": pa.MapArray.from_arrays(pa.array(np.zeros(k + 1, np.int32)),
+                                         pa.array([], pa.string()), pa.array([], pa.string())),
+        "timestamp_text": none, "log_time_text": none,
+        "collector": none, "collector_time": none, "host": none, **cols,
+    }
+    return pa.Table.from_arrays([arrays[f.name] for f in ITERATIONS], schema=ITERATIONS)
