@@ -11,7 +11,9 @@ export-test).
 - a report's files are written into a hidden staging directory inside the report directory and
   moved into place only once all are written: a disk that fills (or an interrupt) while the
   report is written leaves the previous report whole, or none, never a report without its
-  ``findings.json``; the manifest comes last, and the rerun needs no ``--force``.
+  ``findings.json``; the manifest comes last, and the rerun needs no ``--force``;
+- the manifest, written as soon as the directory is opened, also marks it as this tool's output:
+  a directory walk over its parent leaves it out.
 """
 from __future__ import annotations
 
@@ -200,12 +202,20 @@ class ReportDir:
         for entry in os.scandir(p):  # left by a killed run
             if entry.name.startswith(STAGING_PREFIX) and entry.is_dir(follow_symlinks=False):
                 shutil.rmtree(entry.path, ignore_errors=True)
+        if not (p / MANIFEST).is_file():
+            # The manifest marks the directory as this tool's from the start: a directory walk
+            # over its parent skips it (forensics.readers.discover), even before the run ends.
+            self._write_manifest(self._previous)
         return self
 
     @property
     def staging(self) -> Path:
         """Where this run's files wait until :meth:`finish` moves them into place."""
         return self.path / f"{STAGING_PREFIX}{os.getpid()}"
+
+    def _write_manifest(self, files: Iterable[str]) -> None:
+        write_atomic(self.path / MANIFEST,
+                     (json.dumps({"files": sorted(files)}, indent=1) + "\n").encode())
 
     def write(self, name: str, data: bytes) -> Path:
         """Stage one file; returns the path it will have once :meth:`finish` has run. A failed
@@ -241,8 +251,7 @@ class ReportDir:
                 continue
             with contextlib.suppress(FileNotFoundError, IsADirectoryError):
                 (self.path / name).unlink()
-        write_atomic(self.path / MANIFEST,
-                     (json.dumps({"files": sorted(self.written)}, indent=1) + "\n").encode())
+        self._write_manifest(self.written)
 
 
 __all__ = ["MANIFEST", "STAGING_PREFIX", "OutputError", "ReportDir", "atomic_path", "check_output_location",

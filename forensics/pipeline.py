@@ -16,7 +16,6 @@ from typing import Any, Callable, Optional, Sequence
 from forensics import verdicts as V
 from forensics.readers.on_cluster import as_dataset
 from forensics.errors import InputError
-from forensics.readers import inputs_outside
 from forensics.output_dir import ReportDir, refuse_input_as_output
 from forensics.report.crash_signatures import Signature, crash_in_logs, find_signatures
 from forensics.report.figure_views import figure_views
@@ -104,9 +103,10 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
     report_dir = ReportDir(out, force=force, keep=[DATASET_DIR, REPLAY_DIR], ours_if=["findings.json"],
                            legacy_files=["report.md", "report.html", "findings.json", "*.png", "*.svg"]).open()
     say("ingesting inputs")
-    inputs = inputs_outside(inputs, out)
+    # the report directory, marked by its manifest since open(), is left out of any walk; an
+    # input that breaks its format is refused and named, the others are used
     ds = as_dataset(inputs, cache_dir=cache_dir if cache_dir is not None else out / DATASET_DIR,
-                    client=client, quiet=not ingest_bar, jobs=jobs)
+                    client=client, quiet=not ingest_bar, jobs=jobs, keep_going=True)
     summary = summarize(ds)
     refused = list(ds.meta.get("refused", []))
 

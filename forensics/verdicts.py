@@ -28,7 +28,8 @@ import pandas as pd
 from forensics.readers import event_kinds as K
 from forensics.answer import verdict_line, what_to_do
 from forensics.report.chain import mechanisms, opening_sentence
-from forensics.report.crash_signatures import REPLAY_CRASH_KIND, Signature, excerpt
+from forensics.report.crash_signatures import (REPLAY_CRASH_KIND, Signature, excerpt,
+                                               outside_catalogue)
 from forensics.report.document import code
 from forensics.report.logs_only import (
     LOG_RANKS_ENV,
@@ -183,9 +184,7 @@ def exit_status(ds, refused, log_crash, verdicts, lo: LogsOnlyFindings, has_trac
                                 "pad-dummy or crash event and no request-state trace")
     if log_crash is not None:
         if not log_crash.kind.is_cause:
-            return EXIT_UNEXPLAINED, (f"the logs show a crash ({log_crash.kind.value} at "
-                                      f"{code(log_crash.where)}) with no pad-dummy signature before it; "
-                                      "the catalogue does not model it")
+            return EXIT_UNEXPLAINED, outside_catalogue(log_crash)
         if not has_traces and lov is not None and lov.explained:
             return EXIT_EXPLAINED, (f"the logs show the NVBug 6438685 chain: {lov.chain.text()}; "
                                     f"the {log_crash.kind.value} matches "
@@ -319,7 +318,7 @@ def opening(status, reason, story, story_is_build, log_crash, lo, recommended, c
     if log_crash is not None:
         where = (f"rank {log_crash.rank}" if log_crash.rank is not None else "an unknown rank") + (
             f" at iteration {log_crash.iter}" if log_crash.iter is not None else "")
-        head = f"{log_crash.kind.value} on {where} ({code(log_crash.where)})"
+        head = f"{log_crash.title} on {where} ({code(log_crash.where)})"
         if lov is not None and lov.explained:
             c = lov.chain
             zero = ", ".join(str(r) for r in c.zero_ranks)
@@ -332,6 +331,8 @@ def opening(status, reason, story, story_is_build, log_crash, lo, recommended, c
                     f"{lov.survivors_text()}.",
                     f"{head[:1].upper()}{head[1:]} after the fleet-wide skip of iteration "
                     f"{c.skip_iter}: the NVBug 6438685 chain (logs only)")
+        if status == EXIT_UNEXPLAINED and not log_crash.kind.is_cause:
+            return f"{reason[:1].upper()}{reason[1:]}.", f"{head}, not explained"
         if status == EXIT_UNEXPLAINED:
             return f"The logs show an {head}; not explained: {reason}.", f"{head}, not explained"
         return f"The logs show an {head}: {reason}" + (f"; {todo}" if todo else "") + ".", head
@@ -383,6 +384,12 @@ def next_step(status: int, verdicts: Sequence[PolicyVerdict], log_crash: Optiona
                     f"{lov.survivors_text()}.{tell} To see which requests and dummy leaked and "
                     f"confirm the build: {record}")
         return (f"Builds that close the pad-dummy leak {lov.survivors_text()}.{tell} {record}")
+    if (status == EXIT_UNEXPLAINED and log_crash is not None and not log_crash.kind.is_cause
+            and log_crash.follows is None):
+        at = f" at `{log_crash.code_location}`" if log_crash.code_location else ""
+        return (f"Look into the {log_crash.title}{at} (the excerpt in the report) with the "
+                "component that raised it; a pad-dummy leak is not what stopped this run, as "
+                "far as the logs show. To rule one out, " + _record_step(lo))
     if status == EXIT_UNEXPLAINED and not verdicts:
         step = _record_step(lo)
         return step[:1].upper() + step[1:]

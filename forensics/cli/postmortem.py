@@ -82,7 +82,7 @@ def _render(out: Output, r) -> None:
         it = "unknown" if crash.iter is None else str(crash.iter)
         rank = "unknown" if crash.rank is None else str(crash.rank)
         code = f" ({crash.code_location.rsplit('/', 1)[-1]})" if crash.code_location else ""
-        out.print(f"[bold]Crash in the logs:[/] [red]{crash.kind.value}[/] on rank {rank}, "
+        out.print(f"[bold]Crash in the logs:[/] [red]{e(crash.title)}[/] on rank {rank}, "
                   f"iteration {it}, at {e(crash.where)}{e(code)}")
         if crash.policies:
             out.print(f"  produced by: {e(', '.join(crash.policies))}")

@@ -38,9 +38,12 @@ from forensics.dataset.names import state_names
 from forensics.dataset.schema import EVENTS, FRAMES, REQUESTS, RUNS, UNPARSED
 from forensics.errors import TraceFormatError
 from forensics.readers import json_scan
+from forensics.readers.event_kinds import INPUT_TRUNCATED
 from forensics.readers.frame_keys import FrameKeys
 from forensics.readers.json_object_lines import LineBlocks
-from forensics.readers.sources import compression_of, content_size, decompressed_chunks, open_raw
+from forensics.readers.sources import (DecompressionError, compression_of, content_size,
+                                       decompressed_chunks, open_raw)
+from forensics.readers.surrogates import escaped
 from forensics.readers.trace_fast import BLOCK_BYTES, FrameColumns, fast_frames
 from replay.states import (CURRENT_NUMBERING, RequestState, UnknownStateError, numbering_decoder,
                            parse_state)
@@ -274,10 +277,24 @@ def _cut(blocks: LineBlocks, block_bytes: int, stop: dict[str, Any]) -> Iterator
         yield blocks.take(cut)
     tail = blocks.rest()
     if tail:
+        if "error" not in stop and tail.strip() and not _whole_record(tail):
+            # The file ends inside a line that is no record: its writer stopped mid-line.
+            stop["error"] = DecompressionError(
+                "the file ends inside a line (no newline after an incomplete record)",
+                INPUT_TRUNCATED, -1)
         if "error" in stop:
             stop["tail"] = tail
         else:
             yield tail
+
+
+def _whole_record(line: bytes) -> bool:
+    """Whether a last line without its newline holds a whole JSON value (a cut one does not)."""
+    try:
+        json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def _chunks(path: str | os.PathLike, progress: Callable[[int], None] | None,
@@ -509,6 +526,7 @@ class _Builder:
         run_id = rec.get("run_id")
         if run_id is not None and not isinstance(run_id, str):
             run_id = str(run_id)
+        run_id = escaped(run_id) if run_id is not None else None
         self.run = run_id or self.source
         self.tp_size = rec["tp_size"]
         r = self.runs
@@ -520,7 +538,7 @@ class _Builder:
         for key in _RUN_BOOLS:
             r[key].append(rec[key])
         r["encoder_decoder"].append(enc)
-        r["build"].append(rec["build"])
+        r["build"].append(escaped(rec["build"]))
         r["record_json"].append(text.strip() if text is not None else json.dumps(rec, sort_keys=True))
 
     def _frame(self, rec: dict, line: int) -> None:
@@ -621,6 +639,7 @@ class _Builder:
         msg = rec.get("message", rec.get("text"))
         if not isinstance(msg, str):
             msg = text.strip() if text is not None else json.dumps(rec, sort_keys=True)
+        msg = escaped(msg)
         rank = rec.get("rank")
         it = rec.get("iter")
         row = {n: None for n in EVENTS.names}

@@ -217,7 +217,7 @@ def build_document(*, summary, run, config, verdicts, signatures, log_crash, log
         it = _opt(log_crash.iter) + (" (from the last iteration line before it)"
                                      if log_crash.iter_inferred else "")
         b.append(Table(("kind", "rank", "iteration", "where", "code", "policies that produce it"),
-                       ((log_crash.kind.value, _opt(log_crash.rank), it, code(log_crash.where),
+                       ((log_crash.title, _opt(log_crash.rank), it, code(log_crash.where),
                          code(log_crash.code_location) if log_crash.code_location else "-",
                          ", ".join(log_crash.policies) or "none"),)))
         b.append(Paragraph(f"Why these policies: {log_crash.reason}."))

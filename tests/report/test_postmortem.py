@@ -376,3 +376,16 @@ def test_streamed_and_in_memory_replays_write_the_same_report(tmp_path):
     assert strip(mem.findings, tmp_path / "mem") == strip(win.findings, tmp_path / "win")
     assert mem.report_md.read_text() == win.report_md.read_text()
     assert [p.read_bytes() for p in mem.figures] == [p.read_bytes() for p in win.figures]
+
+
+def test_postmortem_goes_on_without_a_trace_broken_mid_file(crash_inputs, tmp_path):
+    log, trace = crash_inputs
+    lines = trace.read_text().splitlines(keepends=True)
+    lines[2] = lines[2][:20] + " garbage\n"          # line 3 breaks the format
+    trace.write_text("".join(lines))
+    r = postmortem([log, trace], tmp_path / "r")
+    assert r.exit_status == 2
+    assert "trace.jsonl" in r.status_reason and "line 3" in r.status_reason
+    findings = json.loads((tmp_path / "r" / "findings.json").read_text())
+    assert r.log_crash is not None                   # the log was still read
+    assert findings["exit_status"] == 2
