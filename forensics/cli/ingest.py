@@ -55,7 +55,7 @@ from forensics.report.summary import render_text  # noqa: E402
 
 
 @click.command("ingest")
-@click.argument("inputs", nargs=-1, required=True, type=OutputPath())
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=str))
 @click.option("-o", "--output", "output", required=True, type=OutputPath(replaced_beside=True),
               help="Dataset directory to write (replaced atomically if it exists).")
 @click.option("--kind", type=click.Choice(KINDS), default=None,
