@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 import replay
+from forensics.dataset.names import state_names
 from forensics.dataset.schema import FRAMES, REQUESTS, RUNS
 from replay.reference_loop import run_reference
 
@@ -56,12 +57,14 @@ def synthetic_tables(ranks: int, iters: int, seed: int = 0):
                        "line": np.arange(2, n + 2, dtype=np.int64), "iter": it, "rank": rk,
                        "num_requests": np.full(n, PER_FRAME, np.int32), "num_dummies": np.zeros(n, np.int32),
                        "expected": null_i, "padded": null_b, "scheduled": null_i, "can_queue": null_b,
-                       "alloc_ok": null_b, "postpadded": null_b}, schema=FRAMES)
+                       "alloc_ok": null_b, "postpadded": null_b, "kv_precheck_ok": null_b},
+                      schema=FRAMES)
     m = n * PER_FRAME
     requests = pa.table({"run": pa.DictionaryArray.from_arrays(np.zeros(m, np.int32), ["bench"]).cast(pa.string()),
                          "iter": np.repeat(it, PER_FRAME), "rank": np.repeat(rk, PER_FRAME),
                          "pos": np.tile(np.arange(PER_FRAME, dtype=np.int32), n),
-                         "request_id": rid.ravel(), "state": states,
+                         "request_id": rid.ravel(), "state": state_names(states),
+                         "state_value": states,
                          "dummy": np.zeros(m, bool)}, schema=REQUESTS)
     return runs, frames, requests
 

@@ -82,7 +82,8 @@ LOADS_TRACE = '''"""Per-object loop: json.loads per line, a row per frame and pe
 import json, sys
 import pandas as pd
 
-OPTIONAL = ("expected", "padded", "scheduled", "can_queue", "alloc_ok", "postpadded")
+OPTIONAL = ("expected", "padded", "scheduled", "can_queue", "alloc_ok", "postpadded",
+            "kv_precheck_ok")
 frames, requests = [], []
 with open(sys.argv[1], encoding="utf-8") as f:
     for n, line in enumerate(f, 1):
@@ -244,6 +245,7 @@ def main() -> None:
                     argv, menv = [sys.executable, str(script), str(src), str(out)], env
                 methods.append(wp.Method(name, argv, env=menv,
                                          prepare=None if name == "cat" else fresh))
+            wp.ready_scanners(env)
             wp.run_rounds(methods, args.rounds, cwd=str(outside))
             rows = {m.name: int(m.samples[-1].stdout.split()[-1]) for m in methods
                     if m.name not in ("ours", "before", "cat")}

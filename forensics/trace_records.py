@@ -2,7 +2,7 @@
 
 The minimizer and the test exporter work on plain records (the JSON objects of
 ``traces/FORMAT.md``: one run record, then frame records), because every shrink must stay a valid
-v1 trace and records are what a reviewer reads. pandas is imported only inside the loaders.
+trace and records are what a reviewer reads. pandas is imported only inside the loaders.
 
 Example:
     >>> recs = [{"kind": "run", "format": "adp-trace", "version": 1, "tp_size": 2},
@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from forensics.errors import DatasetError, NoTraceError, TraceFormatError
+from forensics.output_dir import atomic_path
 
 #: Recorded per-frame fields that are decisions or environment facts, not held requests.
-DECISION_FIELDS = ("expected", "padded", "scheduled", "can_queue", "alloc_ok", "postpadded")
+DECISION_FIELDS = ("expected", "padded", "scheduled", "can_queue", "alloc_ok", "postpadded",
+                   "kv_precheck_ok")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +105,7 @@ def records_from_tables(runs, frames, requests, run: Optional[str] = None) -> li
     requests = requests[requests["run"] == run].sort_values(["iter", "rank", "pos"], kind="stable")
     by_frame: dict[tuple[int, int], list[dict]] = {}
     for it, rk, rid, st, dm in zip(requests["iter"], requests["rank"], requests["request_id"],
-                                   requests["state"], requests["dummy"]):
+                                   requests["state_value"], requests["dummy"]):
         try:
             state: Any = RequestState(int(st)).name
         except ValueError:
@@ -120,7 +122,8 @@ def records_from_tables(runs, frames, requests, run: Optional[str] = None) -> li
             v = rec.get(name)
             if v is None or v is pd.NA or (isinstance(v, float) and v != v):
                 continue
-            f[name] = bool(v) if name in ("padded", "can_queue", "alloc_ok", "postpadded") \
+            f[name] = bool(v) if name in ("padded", "can_queue", "alloc_ok", "postpadded",
+                                          "kv_precheck_ok") \
                 else int(v)
         out.append(f)
     return out
@@ -170,9 +173,8 @@ def dumps_records(records: Iterable[dict]) -> str:
 def write_records(records: Iterable[dict], path: str | os.PathLike) -> Path:
     """Write records as a JSON Lines trace (atomically: a temporary file renamed into place)."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(dumps_records(records), encoding="utf-8")
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(dumps_records(records), encoding="utf-8")
     return path
 
 
@@ -232,6 +234,8 @@ def records_from_frames(frames: Any) -> list[dict]:
                 f["can_queue"] = bool(frames.rec_can_queue[i, r])
             if not frames.alloc_ok[i, r]:
                 f["alloc_ok"] = False
+            if not frames.kv_precheck_ok[i, r]:
+                f["kv_precheck_ok"] = False
             out.append(f)
     return out
 

@@ -41,7 +41,7 @@ from replay.step import INTENT_CONTEXT, INTENT_GENERATION, INTENT_NONE, StepInpu
 
 log = logging.getLogger(__name__)
 
-_CONFIG_KEYS = ("expected_multiplier", "enable_attention_dp", "model_arch")
+_CONFIG_KEYS = ("expected_multiplier", "enable_attention_dp", "model_arch", "dkv_enabled")
 
 
 def _np(col, dtype=None, fill=None) -> np.ndarray:
@@ -55,13 +55,17 @@ def _np(col, dtype=None, fill=None) -> np.ndarray:
 
 
 def _as_arrow(t, schema: pa.Schema | None = None) -> pa.Table:
-    """An Arrow table; a DataFrame holding every column of ``schema`` is typed by it (an
-    all-null column of a hand-built frame has no type of its own)."""
+    """An Arrow table; a DataFrame holding every required column of ``schema`` is typed by it
+    (an all-null column of a hand-built frame has no type of its own)."""
     if isinstance(t, pa.Table):
         return t
     if isinstance(t, pd.DataFrame):
-        if schema is not None and set(schema.names) <= set(t.columns):
-            return pa.Table.from_pandas(t[schema.names], schema=schema, preserve_index=False)
+        if schema is not None:
+            missing = [f for f in schema if f.name not in t.columns]
+            if all(f.nullable for f in missing):
+                # Optional columns a caller's frame predates (``kv_precheck_ok``) read as null.
+                t = t.assign(**{f.name: None for f in missing}) if missing else t
+                return pa.Table.from_pandas(t[schema.names], schema=schema, preserve_index=False)
         return pa.Table.from_pandas(t, preserve_index=False)
     raise TypeError(f"expected a pyarrow Table or pandas DataFrame, got {type(t).__name__}")
 
@@ -82,6 +86,7 @@ class RunFrames:
         all_before_ctx: the frame has real requests, all in states < CONTEXT_INIT.
         max_first_seen: the latest first-seen iteration among the frame's requests (-1 if none).
         alloc_ok: recorded ``alloc_ok`` (absent: True).
+        kv_precheck_ok: recorded ``kv_precheck_ok`` (absent: True).
         real_batch: recorded real batch or -1: ``scheduled`` minus a recorded pad-step or carried
             dummy minus a recorded post-schedule dummy (``postpadded``) where that is recorded,
             else the same without ``postpadded`` limited to ``window_real`` (see ``_real_batch``).
@@ -119,6 +124,7 @@ class RunFrames:
     all_before_ctx: np.ndarray
     max_first_seen: np.ndarray
     alloc_ok: np.ndarray
+    kv_precheck_ok: np.ndarray
     real_batch: np.ndarray
     expected_recorded: np.ndarray
     recorded_counts: np.ndarray
@@ -243,6 +249,8 @@ class RunFrames:
         rec_cq = _bool_code(frames, "can_queue")
         rec_sched = col("scheduled", -1, np.int64)
         alloc = _bool_code(frames, "alloc_ok") != 0
+        precheck = _bool_code(frames, "kv_precheck_ok") != 0 if "kv_precheck_ok" in \
+            frames.column_names else np.ones(frames.num_rows, bool)
         had_dummy = (rec_padded == 1) | (num_dummy > 0)
         real_batch = np.where(rec_sched >= 0, np.maximum(rec_sched - had_dummy, 0), -1)
         rec_post = _bool_code(frames, "postpadded") if "postpadded" in frames.column_names \
@@ -314,6 +322,7 @@ class RunFrames:
             new_real=new_real.reshape(shape),
             all_before_ctx=((n_real > 0) & (before == n_real)).reshape(shape),
             max_first_seen=mfs.reshape(shape), alloc_ok=grid(alloc, True, bool),
+            kv_precheck_ok=grid(precheck, True, bool),
             real_batch=_real_batch(grid(real_batch, -1, np.int64), window_real.reshape(shape),
                                    grid(exact_batch, -1, np.int64)),
             expected_recorded=grid(col("expected", -1, np.int64), -1, np.int64),
@@ -358,7 +367,8 @@ class RunFrames:
                           recorded_counts=self.recorded_counts, carried=z, carried_last=z,
                           intent=self.intent,
                           role_context=np.broadcast_to(self.dummy_role_context(policy)[:, None],
-                                                       self.n_real.shape))
+                                                       self.n_real.shape),
+                          kv_precheck_ok=self.kv_precheck_ok)
 
     def dummy_role_context(self, policy: Policy) -> np.ndarray:
         """``(I,)`` whether the version's pad dummy takes the context role at each row, outside
@@ -506,6 +516,8 @@ class FrameWindows:
             files = files_of(table, run=self.run)
             if len(files) != 1 or (self._run_filter and len(files_of(table)) == 1):
                 return None   # several files, or one file holding every run (layout 1.x)
+            if not set(columns) <= set(pq.read_schema(files[0]).names):
+                return None   # an older layout (requests.state_value was state)
             # The types Dataset.arrow gives (the dataset's schema), from an empty read.
             schema = self._ds.arrow(table, columns=columns, filters=[("iter", "<", -2 ** 62)]).schema
             reader = _IterRangeReader.open(files[0], columns, schema)
@@ -551,7 +563,14 @@ class _IterRangeReader:
 
     def _group(self, i: int) -> pa.Table:
         if self._last is None or self._last[0] != i:
-            self._last = (i, self.pf.read_row_group(i, columns=self.columns))
+            # A column added to the schema after the file was written reads as nulls.
+            have = set(self.pf.schema_arrow.names)
+            t = self.pf.read_row_group(i, columns=[c for c in self.columns if c in have])
+            for c in self.columns:
+                if c not in have:
+                    t = t.append_column(self.schema.field(c), pa.nulls(t.num_rows,
+                                                                        self.schema.field(c).type))
+            self._last = (i, t.select(self.columns))
         return self._last[1]
 
     def read(self, lo: int | None, hi: int | None) -> pa.Table:
@@ -676,18 +695,34 @@ _CONTEXT_ONLY = _state_lut(CONTEXT_ONLY_STATES)
 _GENERATION_ONLY = _state_lut(GENERATION_ONLY_STATES)
 
 #: Requests columns the replay reads, with the compact dtypes they are held in.
+#: ``state_value`` is the int code (dataset layout 2.3, where ``state`` is the name); a table of
+#: an older layout has the code in ``state`` (:func:`_code_column`).
 _REQ_COLUMNS = (("iter", np.int64), ("rank", np.int32), ("request_id", np.int64),
-                ("state", np.int16), ("pos", np.int32))
+                ("state_value", np.int16), ("pos", np.int32))
 _REQUEST_COLUMNS = [name for name, _ in _REQ_COLUMNS] + ["dummy"]
 
 
+def _code_column(names: Iterable[str]) -> str:
+    """Where a requests table holds the state codes: ``state_value``, else (layouts before
+    2.3, pandas frames of them) ``state``."""
+    return "state_value" if "state_value" in names else "state"
+
+
+def _request_columns(names: Iterable[str]) -> list[str]:
+    """:data:`_REQUEST_COLUMNS` as a requests file with these column names holds them."""
+    code = _code_column(names)
+    return [code if c == "state_value" else c for c in _REQUEST_COLUMNS]
+
+
 def _real_requests(t: pa.Table | pa.RecordBatch) -> tuple[np.ndarray, ...]:
-    """``(iter, rank, request_id, state, pos)`` of the real (non-dummy) requests, compact dtypes."""
+    """``(iter, rank, request_id, state code, pos)`` of the real (non-dummy) requests, compact
+    dtypes."""
     dummy = t.column("dummy")
     keep = pc.invert(pc.fill_null(dummy, False)) if pc.any(dummy).as_py() else None
+    code = _code_column(t.column_names)
     out = []
     for name, dtype in _REQ_COLUMNS:
-        c = t.column(name)
+        c = t.column(code if name == "state_value" else name)
         out.append(_np(c.filter(keep) if keep is not None else c, dtype, 0))
     return tuple(out)
 
@@ -698,7 +733,7 @@ def _read_real_requests(file: Path, run: str | None) -> tuple[np.ndarray, ...]:
     pf = pq.ParquetFile(file)
     total = pf.metadata.num_rows
     bufs = [np.empty(total, dtype) for _, dtype in _REQ_COLUMNS]
-    columns = _REQUEST_COLUMNS + (["run"] if run is not None else [])
+    columns = _request_columns(pf.schema_arrow.names) + (["run"] if run is not None else [])
     n = 0
     batch = parts = None
     for batch in pf.iter_batches(batch_size=1 << 18, columns=columns):
