@@ -12,6 +12,9 @@ import shutil
 import subprocess
 
 import pytest
+from report_scenarios import SAMPLES
+
+from forensics.pipeline import postmortem
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
