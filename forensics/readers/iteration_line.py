@@ -36,7 +36,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from forensics.dataset.schema import ITERATIONS, WRAPPER_FIELDS
-from forensics.readers import log_fields, timestamps
+from forensics.dataset import log_fields
+from forensics.readers import timestamps
 from forensics.readers.line_prefix import spans, string_offsets
 
 #: A body is an iteration line when it starts with its ``iter`` field.
@@ -92,7 +93,7 @@ _NUMBER = r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$"
 MAX_INT64_DIGITS = log_fields.MAX_DIGITS[64]
 
 #: name in the line -> (column, type, unit characters to strip from the value's end), for the
-#: integer and decimal fields of :data:`~forensics.readers.log_fields.ITERATION_FIELDS`
+#: integer and decimal fields of :data:`~forensics.dataset.log_fields.ITERATION_FIELDS`
 KNOWN_FIELDS: dict[str, tuple[str, pa.DataType, str]] = {
     f.name: (f.column, f.type, f.unit) for f in log_fields.unique()
     if f.kind in (log_fields.INT, log_fields.DECIMAL)}

@@ -32,7 +32,7 @@ from typing import Any
 #: Environment variable numba reads for its cache directory; the object goes there too.
 CACHE_ENV = "NUMBA_CACHE_DIR"
 _HERE = Path(__file__).resolve().parent
-_SOURCES = ("_scan_kernel.py", "native_scan.py", "log_fields.py")
+_SOURCES = ("_scan_kernel.py", "native_scan.py", "../dataset/log_fields.py")
 
 # Definitions of the symbols numba's cfunc wrappers take from numba's own libraries. The
 # wrapper calls them only when the kernel returned an error status (its code has none to

@@ -14,10 +14,11 @@ line is::
     [MM/DD/YYYY-HH:MM:SS] [TRT-LLM] [RANK n] [S] iter = N, name = value, ..., states = {...}
 
 with ``n`` of 1-9 digits, ``S`` one of ``FEWIVD``, a valid calendar time (seconds < 60), every
-``name`` a known field (``KNOWN_FIELDS`` outside ``states``, the three state keys inside) at
-most once, separated by ``" = "`` or ``": "``, values of the field's strict shape (integers
-of at most 9 / 18 digits, decimals ``D+[.D+]`` with the unit the field carries, ``N/A``,
-``a/b``, ``YYYY-MM-DD HH:MM:SS``) and, when present, a ``states`` dict as the last pair with
+``name`` a known field (of the field table, :mod:`forensics.dataset.log_fields`: the ``states``
+keys inside the dict, the others outside) at most once, separated by ``" = "`` or ``": "``,
+values of the field's strict shape (integers of at most the field's digit bound, decimals
+``D+[.D+]`` with the unit the field carries, ``N/A``, ``a/b``, ``YYYY-MM-DD HH:MM:SS``) and,
+when present, a ``states`` dict as the last pair with
 exactly one closing brace at the end of the line. Anything else (unknown or repeated fields,
 signs, exponents, other prefixes, wrappers, events) is not fast. A block holding ``\\r`` or
 NUL bytes, invalid UTF-8 or Docker records is not scanned at all.
@@ -40,7 +41,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from forensics.readers import log_fields
+from forensics.dataset import log_fields
 from forensics.readers.line_prefix import spans
 
 #: Environment switch: ``reference`` forces the reference (Arrow/RE2) path for every input,
@@ -60,14 +61,14 @@ BLOCK_BYTES = 16 << 20
 
 # integer rows of ``ints`` not from the field table: ``iter``, the prefix's rank and time
 I_ITER, I_PRANK, I_LOGT = range(3)
-#: Kind codes of :attr:`Lookup.kind` (index in :data:`~forensics.readers.log_fields.KINDS`).
+#: Kind codes of :attr:`Lookup.kind` (index in :data:`~forensics.dataset.log_fields.KINDS`).
 K_INT, K_DECIMAL, K_TIME, K_RATIO = (log_fields.KINDS.index(k) for k in (
     log_fields.INT, log_fields.DECIMAL, log_fields.TIME, log_fields.RATIO))
 
 
 @dataclasses.dataclass(frozen=True)
 class Lookup:
-    """The field table (:mod:`~forensics.readers.log_fields`) as the compiled scanner reads it:
+    """The field table (:mod:`~forensics.dataset.log_fields`) as the compiled scanner reads it:
     arrays indexed by a name's code (its place in ``names``; the ``states`` keys last, from
     ``state_first``).
 
@@ -124,7 +125,7 @@ def lookup(table: tuple[log_fields.Field, ...] = log_fields.ITERATION_FIELDS) ->
         n_ints=n_ints, n_floats=n_floats, digest=log_fields.digest(table))
 
 
-#: The lookup of :data:`~forensics.readers.log_fields.ITERATION_FIELDS`.
+#: The lookup of :data:`~forensics.dataset.log_fields.ITERATION_FIELDS`.
 LOOKUP = lookup()
 #: Field names as they appear in the line, in the order of their codes (states keys last).
 NAMES = LOOKUP.names

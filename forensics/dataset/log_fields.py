@@ -3,6 +3,7 @@
 :data:`ITERATION_FIELDS` is the one list of what an iteration line (``print_iter_log``) can
 hold. Everything that reads or writes those lines is built from it when imported:
 
+* the ``iterations`` table's columns (:data:`forensics.dataset.schema.ITERATIONS`);
 * the reference reader (:mod:`forensics.readers.iteration_line`): names, columns, types, units,
   digit bounds, the format a field implies;
 * the compiled scanner's lookup arrays (:mod:`forensics.readers.native_scan`, used by
@@ -120,7 +121,9 @@ def _shape(f: Field) -> tuple:
 def check(fields: tuple[Field, ...]) -> None:
     """Raise ValueError where the table breaks a rule the readers rely on: known kinds and
     formats, digit bounds that fit the type, the ``states`` keys last, a name's rows agreeing
-    on column, kind, type, unit and digits, and at most 63 names (the scanner's bit set)."""
+    on column, kind, type, unit and digits, names of at most 24 letters and ``_``, at most 63
+    names (the compiled scanner's bit set of names seen), one ``time`` and one ``ratio``
+    field (the readers' special columns)."""
     seen: dict[str, Field] = {}
     states = False
     for f in fields:
@@ -142,10 +145,14 @@ def check(fields: tuple[Field, ...]) -> None:
         if _shape(first) != _shape(f):
             raise ValueError(f"{where}: its rows disagree")
         if f.name in ("iter", "states") or not f.name.replace("_", "a").isalpha() \
-                or not f.name.islower():
-            raise ValueError(f"{where}: a name is lower-case letters and '_'")
+                or not f.name.islower() or len(f.name) > 24:
+            raise ValueError(f"{where}: a name is 1-24 lower-case letters and '_' (the "
+                             "compiled scanner compares a name as three 8-byte words)")
     if len(seen) > 63:
         raise ValueError("at most 63 iteration field names")
+    for k in (TIME, RATIO):
+        if sum(f.kind == k for f in seen.values()) != 1:
+            raise ValueError(f"exactly one {k} field")
 
 
 def unique(fields: tuple[Field, ...] = ITERATION_FIELDS) -> tuple[Field, ...]:
@@ -173,6 +180,11 @@ def implied_formats(fields: tuple[Field, ...] = ITERATION_FIELDS) -> dict[str, t
 def printed(fmt: str, fields: tuple[Field, ...] = ITERATION_FIELDS) -> tuple[Field, ...]:
     """The rows lines of format ``fmt`` print, in printing order."""
     return tuple(f for f in fields if f.printed_in(fmt))
+
+
+def column_types(fields: tuple[Field, ...] = ITERATION_FIELDS) -> dict[str, pa.DataType]:
+    """Each column the fields fill and its Arrow type, in the table's order."""
+    return {c: f.type for f in unique(fields) for c in f.columns}
 
 
 def digest(fields: tuple[Field, ...] = ITERATION_FIELDS) -> int:
