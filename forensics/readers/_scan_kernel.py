@@ -1,5 +1,7 @@
 """The compiled scanner of :mod:`forensics.readers.native_scan` (imports numba: imported only
-when that path runs). Module-level functions and constant arrays, so numba's cache works."""
+when that path runs). Module-level functions and constant arrays (the field table's lookup
+arrays built from :mod:`forensics.dataset.log_fields` on import), so numba's cache works; the
+functions that freeze the table are closures over its digest, so the cache is keyed to it."""
 import numba
 import numpy as np
 from llvmlite import ir
