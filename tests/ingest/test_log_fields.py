@@ -82,7 +82,7 @@ def _reference(text: str, layouts: bool) -> pa.Table:
     return iteration_line.parse(pa.array([text]), **kw)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(lines())
 def test_every_field_reaches_the_reference_reader_unchanged(case):
     fmt, _it, text, expected = case
@@ -91,7 +91,7 @@ def test_every_field_reaches_the_reference_reader_unchanged(case):
 
 
 @pytest.mark.skipif(native_scan.kernel() is None, reason="numba not importable")
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(lines())
 def test_every_field_reaches_the_compiled_scanner_unchanged(case):
     fmt, _it, text, expected = case
