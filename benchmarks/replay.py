@@ -56,7 +56,8 @@ def synthetic_tables(ranks: int, iters: int, seed: int = 0):
                        "line": np.arange(2, n + 2, dtype=np.int64), "iter": it, "rank": rk,
                        "num_requests": np.full(n, PER_FRAME, np.int32), "num_dummies": np.zeros(n, np.int32),
                        "expected": null_i, "padded": null_b, "scheduled": null_i, "can_queue": null_b,
-                       "alloc_ok": null_b, "postpadded": null_b}, schema=FRAMES)
+                       "alloc_ok": null_b, "postpadded": null_b, "kv_precheck_ok": null_b},
+                      schema=FRAMES)
     m = n * PER_FRAME
     requests = pa.table({"run": pa.DictionaryArray.from_arrays(np.zeros(m, np.int32), ["bench"]).cast(pa.string()),
                          "iter": np.repeat(it, PER_FRAME), "rank": np.repeat(rk, PER_FRAME),

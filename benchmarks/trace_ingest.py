@@ -82,7 +82,8 @@ LOADS_TRACE = '''"""Per-object loop: json.loads per line, a row per frame and pe
 import json, sys
 import pandas as pd
 
-OPTIONAL = ("expected", "padded", "scheduled", "can_queue", "alloc_ok", "postpadded")
+OPTIONAL = ("expected", "padded", "scheduled", "can_queue", "alloc_ok", "postpadded",
+            "kv_precheck_ok")
 frames, requests = [], []
 with open(sys.argv[1], encoding="utf-8") as f:
     for n, line in enumerate(f, 1):

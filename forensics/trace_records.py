@@ -22,7 +22,8 @@ from typing import Any, Iterable, Optional
 from forensics.errors import DatasetError, NoTraceError, TraceFormatError
 
 #: Recorded per-frame fields that are decisions or environment facts, not held requests.
-DECISION_FIELDS = ("expected", "padded", "scheduled", "can_queue", "alloc_ok", "postpadded")
+DECISION_FIELDS = ("expected", "padded", "scheduled", "can_queue", "alloc_ok", "postpadded",
+                   "kv_precheck_ok")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,7 +121,8 @@ def records_from_tables(runs, frames, requests, run: Optional[str] = None) -> li
             v = rec.get(name)
             if v is None or v is pd.NA or (isinstance(v, float) and v != v):
                 continue
-            f[name] = bool(v) if name in ("padded", "can_queue", "alloc_ok", "postpadded") \
+            f[name] = bool(v) if name in ("padded", "can_queue", "alloc_ok", "postpadded",
+                                          "kv_precheck_ok") \
                 else int(v)
         out.append(f)
     return out
@@ -232,6 +234,8 @@ def records_from_frames(frames: Any) -> list[dict]:
                 f["can_queue"] = bool(frames.rec_can_queue[i, r])
             if not frames.alloc_ok[i, r]:
                 f["alloc_ok"] = False
+            if not frames.kv_precheck_ok[i, r]:
+                f["kv_precheck_ok"] = False
             out.append(f)
     return out
 

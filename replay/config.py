@@ -30,6 +30,9 @@ class RunConfig:
             names it (``deepseek_v4``), or None when the run record does not say. Upstream's
             gates read it (PR #16279 applies its fix only to ``deepseek_v4``; PR #16921's
             scheduler-aware count, with the overlap scheduler, only to a few models).
+        dkv_enabled: the executor runs with a dkv configuration (``dkv_enabled``); builds that
+            know it skip both pads then (``Policy.dkv_skips_pads``). Run record key
+            ``dkv_enabled`` (absent: false).
     """
 
     tp_size: int
@@ -43,6 +46,7 @@ class RunConfig:
     expected_multiplier: float = DEFAULT_EXPECTED_MULTIPLIER
     build: str = ""
     model_arch: Optional[str] = None
+    dkv_enabled: bool = False
 
     def __post_init__(self) -> None:
         if self.tp_size < 1:

@@ -349,7 +349,8 @@ def _hook_pad(frames: RunFrames, pol: Policy, cfg: RunConfig, i: int, row_in: St
             reqs.insert(before, dummy)
         views.append(FrameView(iter=it, rank=r, requests=tuple(reqs), expected=int(expected[r]),
                                config=cfg, alloc_ok=bool(row_in.alloc_ok[r]),
-                               new_requests=int(row_in.new_real[r])))
+                               new_requests=int(row_in.new_real[r]),
+                               kv_precheck_ok=bool(row_in.kv_precheck_ok[r])))
     for r, outcome in enumerate(_hook_outcomes(pol, views, role)):
         res["padded"][r] = bool(outcome.padded)
         res["role_context"][r] = bool(outcome.padded) and outcome.role == "context"

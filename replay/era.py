@@ -60,8 +60,10 @@ ERAS: dict[str, tuple[str, tuple[str, ...]]] = {
               ("tolerant-17278", "sched-aware-16921")),
     "after-16921": ("scheduler delegation, warning, post-schedule padding (PR #17379)",
                     ("postpad-17379",)),
-    "newest": ("as after #16921, forward intent (non-overlap), refused dummy tolerated on every "
-               "path (PR #18157)", ("newest", "postpad-17379")),
+    "newest": ("as after #16921, forward intent (non-overlap), a refusal after the KV-capacity "
+               "precheck tolerated on the legacy path too (PR #18157)", ("newest", "postpad-17379")),
+    "dkv": ("as newest, and both pads return at once under a dkv configuration",
+            ("dkv", "newest")),
 }
 
 
@@ -181,8 +183,11 @@ def detect_era(methods: dict[str, ast.FunctionDef], class_methods: frozenset[str
         reasons.append("all-reduced forward intent")
     if unchecked:
         reasons.append("a dummy allocation is indexed unchecked")
+    dkv = "dkv_enabled" in words
+    if dkv:
+        reasons.append("pads skipped under dkv_enabled")
     if postpad:
-        label = "newest" if intent and not unchecked else "after-16921"
+        label = ("dkv" if dkv else "newest") if intent and not unchecked else "after-16921"
     elif delegates:
         label = "16921" if asserts else "17278"
     elif window:

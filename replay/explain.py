@@ -76,7 +76,11 @@ def _zero_batch_reason(res: ReplayResult, it: int, rank: int) -> str:
     held = describe_requests(fr.requests_of(i, rank))
     head = f"rank {rank} held {held}"
     pred = pol.predicate(_replayed_config(res))
-    if bool(row.alloc_failed):
+    if bool(row.alloc_failed) and _prechecked_out(res, i, rank):
+        why = (f"; it needed a dummy but the KV-capacity precheck said it cannot fit, so "
+               f"{pol.name} skipped padding (\"Unable to fit the complete attention-DP dummy KV "
+               f"allocation\"): batch 0")
+    elif bool(row.alloc_failed):
         why = (f"; it needed a dummy but add_dummy_requests returned None, so {pol.name} skipped "
                f"padding (\"Cannot allocate ... pad dummy\"): batch 0")
     elif int(row.real) == 0 and int(row.expected) == 0:
@@ -107,7 +111,14 @@ def _replayed_config(res: ReplayResult):
 
 
 def _alloc_ok(res: ReplayResult, i: int, rank: int) -> bool:
-    return bool(res.frames.alloc_ok[i, rank])
+    """The dummy could have been allocated: it fits and the allocation is not refused."""
+    return bool(res.frames.alloc_ok[i, rank]) and bool(res.frames.kv_precheck_ok[i, rank])
+
+
+def _prechecked_out(res: ReplayResult, i: int, rank: int) -> bool:
+    """The version's KV-capacity precheck ran on this frame and said the dummy cannot fit."""
+    return (not bool(res.frames.kv_precheck_ok[i, rank])
+            and res.policy.prechecks(_replayed_config(res)))
 
 
 def _cap_text(res: ReplayResult, row) -> str:
@@ -270,9 +281,16 @@ def warnings(res: ReplayResult) -> list[tuple[int, int, str]]:
         out.append((int(it), int(rank), f"active_requests ({int(act)}) exceeds "
                     f"expected_num_active_requests ({int(exp)}); tolerating"))
     fail = d[d.alloc_failed]
+    fr = res.frames
     for it, rank in zip(fail["iter"], fail["rank"]):
-        out.append((int(it), int(rank), "Cannot allocate the attention-DP pad dummy; skipping "
-                    "padding this iteration, the fleet will retry."))
+        i = int(fr.iters.searchsorted(int(it))) if fr is not None else -1
+        if fr is not None and _prechecked_out(res, i, int(rank)):
+            text = ("Unable to fit the complete attention-DP dummy KV allocation; skipping this "
+                    "forward iteration and retrying")
+        else:
+            text = ("Cannot allocate the attention-DP pad dummy; skipping padding this "
+                    "iteration, the fleet will retry.")
+        out.append((int(it), int(rank), text))
     out.sort(key=lambda x: (x[0], x[1]))
     return out
 

@@ -23,6 +23,8 @@ FRAMES = pa.schema([
     pa.field("alloc_ok", pa.bool_()),                      # false: add_dummy_requests would return None
     pa.field("postpadded", pa.bool_()),                    # dummy appended after scheduling
                                                            # (PR #17379); null: unknown
+    pa.field("kv_precheck_ok", pa.bool_()),                # false: _has_adp_dummy_kv_capacity
+                                                           # would say the dummy cannot fit
 ])
 
 

@@ -41,7 +41,7 @@ from replay.step import INTENT_CONTEXT, INTENT_GENERATION, INTENT_NONE, StepInpu
 
 log = logging.getLogger(__name__)
 
-_CONFIG_KEYS = ("expected_multiplier", "enable_attention_dp", "model_arch")
+_CONFIG_KEYS = ("expected_multiplier", "enable_attention_dp", "model_arch", "dkv_enabled")
 
 
 def _np(col, dtype=None, fill=None) -> np.ndarray:
@@ -55,13 +55,17 @@ def _np(col, dtype=None, fill=None) -> np.ndarray:
 
 
 def _as_arrow(t, schema: pa.Schema | None = None) -> pa.Table:
-    """An Arrow table; a DataFrame holding every column of ``schema`` is typed by it (an
-    all-null column of a hand-built frame has no type of its own)."""
+    """An Arrow table; a DataFrame holding every required column of ``schema`` is typed by it
+    (an all-null column of a hand-built frame has no type of its own)."""
     if isinstance(t, pa.Table):
         return t
     if isinstance(t, pd.DataFrame):
-        if schema is not None and set(schema.names) <= set(t.columns):
-            return pa.Table.from_pandas(t[schema.names], schema=schema, preserve_index=False)
+        if schema is not None:
+            missing = [f for f in schema if f.name not in t.columns]
+            if all(f.nullable for f in missing):
+                # Optional columns a caller's frame predates (``kv_precheck_ok``) read as null.
+                t = t.assign(**{f.name: None for f in missing}) if missing else t
+                return pa.Table.from_pandas(t[schema.names], schema=schema, preserve_index=False)
         return pa.Table.from_pandas(t, preserve_index=False)
     raise TypeError(f"expected a pyarrow Table or pandas DataFrame, got {type(t).__name__}")
 
@@ -82,6 +86,7 @@ class RunFrames:
         all_before_ctx: the frame has real requests, all in states < CONTEXT_INIT.
         max_first_seen: the latest first-seen iteration among the frame's requests (-1 if none).
         alloc_ok: recorded ``alloc_ok`` (absent: True).
+        kv_precheck_ok: recorded ``kv_precheck_ok`` (absent: True).
         real_batch: recorded real batch or -1: ``scheduled`` minus a recorded pad-step or carried
             dummy minus a recorded post-schedule dummy (``postpadded``) where that is recorded,
             else the same without ``postpadded`` limited to ``window_real`` (see ``_real_batch``).
@@ -119,6 +124,7 @@ class RunFrames:
     all_before_ctx: np.ndarray
     max_first_seen: np.ndarray
     alloc_ok: np.ndarray
+    kv_precheck_ok: np.ndarray
     real_batch: np.ndarray
     expected_recorded: np.ndarray
     recorded_counts: np.ndarray
@@ -243,6 +249,8 @@ class RunFrames:
         rec_cq = _bool_code(frames, "can_queue")
         rec_sched = col("scheduled", -1, np.int64)
         alloc = _bool_code(frames, "alloc_ok") != 0
+        precheck = _bool_code(frames, "kv_precheck_ok") != 0 if "kv_precheck_ok" in \
+            frames.column_names else np.ones(frames.num_rows, bool)
         had_dummy = (rec_padded == 1) | (num_dummy > 0)
         real_batch = np.where(rec_sched >= 0, np.maximum(rec_sched - had_dummy, 0), -1)
         rec_post = _bool_code(frames, "postpadded") if "postpadded" in frames.column_names \
@@ -314,6 +322,7 @@ class RunFrames:
             new_real=new_real.reshape(shape),
             all_before_ctx=((n_real > 0) & (before == n_real)).reshape(shape),
             max_first_seen=mfs.reshape(shape), alloc_ok=grid(alloc, True, bool),
+            kv_precheck_ok=grid(precheck, True, bool),
             real_batch=_real_batch(grid(real_batch, -1, np.int64), window_real.reshape(shape),
                                    grid(exact_batch, -1, np.int64)),
             expected_recorded=grid(col("expected", -1, np.int64), -1, np.int64),
@@ -358,7 +367,8 @@ class RunFrames:
                           recorded_counts=self.recorded_counts, carried=z, carried_last=z,
                           intent=self.intent,
                           role_context=np.broadcast_to(self.dummy_role_context(policy)[:, None],
-                                                       self.n_real.shape))
+                                                       self.n_real.shape),
+                          kv_precheck_ok=self.kv_precheck_ok)
 
     def dummy_role_context(self, policy: Policy) -> np.ndarray:
         """``(I,)`` whether the version's pad dummy takes the context role at each row, outside
@@ -551,7 +561,14 @@ class _IterRangeReader:
 
     def _group(self, i: int) -> pa.Table:
         if self._last is None or self._last[0] != i:
-            self._last = (i, self.pf.read_row_group(i, columns=self.columns))
+            # A column added to the schema after the file was written reads as nulls.
+            have = set(self.pf.schema_arrow.names)
+            t = self.pf.read_row_group(i, columns=[c for c in self.columns if c in have])
+            for c in self.columns:
+                if c not in have:
+                    t = t.append_column(self.schema.field(c), pa.nulls(t.num_rows,
+                                                                        self.schema.field(c).type))
+            self._last = (i, t.select(self.columns))
         return self._last[1]
 
     def read(self, lo: int | None, hi: int | None) -> pa.Table:

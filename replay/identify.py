@@ -47,19 +47,21 @@ class Behaviour:
 
 
 def _run_record(tp=2, *, mbs=8, cap=None, pp=1, disagg=True, overlap=True, adp=True,
-                model: Optional[str] = BATTERY_MODEL) -> dict:
+                model: Optional[str] = BATTERY_MODEL, dkv: bool = False) -> dict:
     rec = {"kind": "run", "format": "adp-trace", "version": 1, "tp_size": tp, "pp_size": pp,
            "max_batch_size": mbs, "max_num_active_requests": cap or pp * mbs,
            "disaggregated": disagg, "overlap_scheduler": overlap, "build": "identify",
            "enable_attention_dp": adp}
     if model is not None:
         rec["model_arch"] = model
+    if dkv:
+        rec["dkv_enabled"] = True
     return rec
 
 
 def _frames(*iterations: list[list[Any]]) -> list[dict]:
     """Frame records from ``iterations[i][rank]`` = list of ``(id, STATE)`` or a dict of extras
-    ``{"requests": [...], "alloc_ok": False, "scheduled": 0}``."""
+    ``{"requests": [...], "alloc_ok": False, "kv_precheck_ok": False, "scheduled": 0}``."""
     out = []
     for it, ranks in enumerate(iterations):
         for rank, entry in enumerate(ranks):
@@ -109,7 +111,9 @@ def battery() -> list[Behaviour]:
                    [[(1, GIP), (3, CTX)], [(4, GINIT)]], [[(1, GIP), (3, GIP)], [(4, GTRANS)]]),
         _behaviour("all-await-kv", "§10",
                    "non-overlap, every rank holds only requests awaiting KV: newest code's "
-                   "all-reduced forward intent is NONE and nobody pads; older code pads both",
+                   "all-reduced forward intent is NONE and nobody pads before scheduling; the "
+                   "post-schedule pad (#17379 on) looks at no request state and pads both empty "
+                   "batches; older code pads both in the pad step",
                    _run_record(overlap=False), [[(1, GINIT)], [(2, GTRANS)]]),
         _behaviour("intent-role", "§10",
                    "non-overlap, a context request on one rank, the other awaiting KV: the "
@@ -125,10 +129,25 @@ def battery() -> list[Behaviour]:
                    "unchecked, no dummy and no crash where it is guarded",
                    _run_record(), [{"requests": [(1, GINIT)], "alloc_ok": False}, [(2, GIP)]]),
         _behaviour("refused-dummy-legacy-path", "§6/§10",
-                   "aggregated (the legacy path even in newest code), an empty rank while the "
-                   "peer works and the dummy allocation refused: indexed unchecked (a crash) "
-                   "until #18157, tolerated after",
+                   "capacity fine, allocation refused: aggregated (the legacy path even in "
+                   "newest code), an empty rank while the peer works; the KV-capacity precheck "
+                   "passes but add_dummy_requests returns None: indexed unchecked (a crash) "
+                   "until #18157 (000515e, 002f3cc), tolerated after (0004396)",
                    _run_record(disagg=False), [{"requests": [], "alloc_ok": False}, [(2, GIP)]]),
+        _behaviour("no-capacity-legacy-path", "§10",
+                   "precheck fails on the legacy path: aggregated, an empty rank while the peer "
+                   "works, and the dummy cannot fit (kv_precheck_ok false): from 000515e the "
+                   "precheck runs on every path, skips the pad and the rank schedules 0; "
+                   "earlier builds attempt the allocation, get None and index it (a crash); "
+                   "#16279's precheck is only on its gated path",
+                   _run_record(disagg=False),
+                   [{"requests": [], "kv_precheck_ok": False}, [(2, GIP)]]),
+        _behaviour("no-capacity-gated-path", "§10",
+                   "precheck fails on the fixed path (disaggregated, DeepSeek-V4, pp 1): a rank "
+                   "awaiting KV while the peer works and the dummy cannot fit: every build with "
+                   "a guarded or prechecked allocation skips the pad, older ones crash",
+                   _run_record(), [{"requests": [(1, GINIT)], "kv_precheck_ok": False},
+                                   [(2, GIP)]]),
         _behaviour("surplus-at-cap", "§9/§10",
                    "two GENERATION_TO_COMPLETE requests on a rank at the cap (expected 1): the "
                    "entry assert trips, newer code warns and pads; without a cap expected is 2 "
@@ -167,6 +186,11 @@ def battery() -> list[Behaviour]:
                    "a rank whose schedulable request did not fit (scheduled 0) gets a "
                    "generation dummy after scheduling (#17379), so the fleet runs",
                    _run_record(), [{"requests": [(1, GIP)], "scheduled": 0}, [(2, GIP)]]),
+        _behaviour("dkv-no-pads", "§11",
+                   "a dkv run (dkv_enabled): builds that know dkv return from both pads at once, "
+                   "so a rank awaiting KV while the peer works gets no dummy and the fleet "
+                   "skips; earlier builds pad it",
+                   _run_record(dkv=True), [[(1, GINIT)], [(2, GIP)]]),
     ]
 
 
@@ -221,7 +245,8 @@ def case_config(frames: Any, case: Behaviour) -> Any:
     and ``enable_attention_dp`` (a trace reader that does not carry them yet would drop them)."""
     run = case.records[0]
     return dataclasses.replace(frames.config, model_arch=run.get("model_arch"),
-                               enable_attention_dp=bool(run.get("enable_attention_dp", True)))
+                               enable_attention_dp=bool(run.get("enable_attention_dp", True)),
+                               dkv_enabled=bool(run.get("dkv_enabled", False)))
 
 
 def observe(frames: Any, policy: Policy, config: Any = None) -> Observation:
@@ -370,9 +395,10 @@ def identify(spec: str | Policy, behaviours: Optional[list[Behaviour]] = None) -
     loop = era_of(policy)
     order = list(catalogue)
 
-    def rank(n: str) -> tuple[int, int, int]:
-        # More behaviours matched first; then the loop's own era; then the newer entry.
-        return (sum(n in b.matches for b in out), n == loop, order.index(n))
+    def rank(n: str) -> tuple[int, int, int, int]:
+        # More behaviours matched first; then the loop's own era; then a merged entry over a
+        # proposal that decides the same; then the newer entry.
+        return (sum(n in b.matches for b in out), n == loop, catalogue[n].merged, order.index(n))
 
     everywhere = [n for n in order if all(n in b.matches for b in out)]
     named = max(everywhere, key=rank) if everywhere else None

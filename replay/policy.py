@@ -65,6 +65,23 @@ class AllocFailure(enum.Enum):
     SKIP = "skip"       # warn "Cannot allocate ... pad dummy" and skip padding (#16279, #18157)
 
 
+class KvPrecheck(enum.Enum):
+    """Where ``_has_adp_dummy_kv_capacity`` runs before the dummy allocation (domain doc §10).
+
+    A precheck that sees the dummy cannot fit skips padding (warning once "Unable to fit the
+    complete attention-DP dummy KV allocation; skipping this forward iteration and retrying"):
+    no dummy, the rank schedules 0. Where no precheck runs, a dummy that cannot fit is a refused
+    allocation (``Policy.alloc_failure_for``).
+    """
+
+    #: No precheck (every build before #16279).
+    NONE = "none"
+    #: Only on the transactional path (#16279: inside its fixes gate, with a transceiver).
+    GATED = "gated"
+    #: Before the branch, on every path (from NVIDIA 000515e on).
+    EVERY_PATH = "every-path"
+
+
 class DummyRole(enum.Enum):
     """How a version chooses the pad dummy's role (context or generation), domain doc §10."""
 
@@ -278,13 +295,18 @@ class Policy:
             None (kept for versions built from a source, ``replay.trtllm_source``).
         cap: ``expected_num_active_requests`` is capped at ``max_num_active_requests`` (PR #13347).
         entry_check: assert or warn on a surplus at pad entry.
-        alloc_failure: a refused dummy where the transactional path applies.
+        kv_precheck: where the KV-capacity precheck runs (:class:`KvPrecheck`); a frame's
+            ``kv_precheck_ok`` false is a skipped pad where it runs, a refused allocation elsewhere.
+        alloc_failure: a refused dummy (``add_dummy_requests`` returned None or raised after
+            the precheck, if any, passed) where the transactional path applies.
         alloc_failure_outside_gate: a refused dummy elsewhere (None: as ``alloc_failure``).
         rollback_on_skip: a dummy padded this iteration on the transactional path is rolled back
             by ``_finalize_adp_dummy_allocation(False)`` when the fleet skips.
         postpad_empty_batch: after scheduling, a rank with active requests and an empty batch gets
             a generation dummy if below the cap (PR #17379); it is pending on every path, so a
             skipped iteration rolls it back whatever the fixes gate says.
+        dkv_skips_pads: with ``RunConfig.dkv_enabled`` both pads return at once (no entry
+            check, no dummy): upstream's ``test_dkv_skips_rank_local_dummy_allocation``.
         dummy_role: how the pad dummy's role is chosen outside the forward-intent path.
         merged: the version shipped (False: a proposal that was never merged).
         revision: an upstream revision that has this behaviour, where one was read.
@@ -304,6 +326,7 @@ class Policy:
     cap: bool = True
     entry_check: EntryCheck = EntryCheck.ASSERT
     alloc_failure: AllocFailure = AllocFailure.CRASH
+    kv_precheck: KvPrecheck = KvPrecheck.NONE
     rollback_on_skip: bool = False
     postpad_empty_batch: bool = False
     notes: str = ""
@@ -318,6 +341,7 @@ class Policy:
     dummy_role: DummyRole = DummyRole.GENERATION
     merged: bool = True
     revision: str = ""
+    dkv_skips_pads: bool = False
 
     # ----------------------------------------------------------------- gates
     def _count_gate(self) -> Optional[Gate]:
@@ -385,6 +409,19 @@ class Policy:
             return self.alloc_failure
         return self.alloc_failure_outside_gate
 
+    def pads_run(self, config: RunConfig) -> bool:
+        """Whether the pad methods do anything on a run of this configuration: attention DP on,
+        and not a dkv run of a version whose pads return at once under dkv."""
+        return bool(config.enable_attention_dp) and not (self.dkv_skips_pads
+                                                         and config.dkv_enabled)
+
+    def prechecks(self, config: RunConfig) -> bool:
+        """Whether ``_has_adp_dummy_kv_capacity`` runs before the pad allocation on a run of this
+        configuration (a failed precheck skips the pad; see :class:`KvPrecheck`)."""
+        if self.kv_precheck is KvPrecheck.EVERY_PATH:
+            return True
+        return self.kv_precheck is KvPrecheck.GATED and self.gated(config)
+
     def rolls_back(self, config: RunConfig) -> bool:
         """Whether a pending pad-step dummy is rolled back on a skipped iteration for this
         configuration (post-schedule dummies: :meth:`postpads`, always rolled back)."""
@@ -416,10 +453,12 @@ class Policy:
             "entry_check": self.entry_check.value,
             "alloc_failure": self.alloc_failure.value,
             "alloc_failure_outside_gate": (self.alloc_failure_outside_gate or self.alloc_failure).value,
+            "kv_precheck": self.kv_precheck.value,
             "dummy_role": self.dummy_role.value,
             "removal_paths": self.removal_paths(),
             "rollback_on_skip": self.rollback_on_skip,
             "postpad_empty_batch": self.postpad_empty_batch,
+            "dkv_skips_pads": self.dkv_skips_pads,
             "notes": self.notes,
         }
 
@@ -449,6 +488,8 @@ class FrameView:
         expected: ``expected_num_active_requests`` this iteration.
         config: the run configuration.
         alloc_ok: False when ``add_dummy_requests`` must return None this iteration.
+        kv_precheck_ok: False when ``_has_adp_dummy_kv_capacity`` must say the dummy cannot fit
+            (a dummy that cannot fit is refused too: ``add_dummy_requests`` returns None).
         new_requests: how many real requests were first seen on this rank this iteration (the
             recording routed them; see ``replay.step.over_expected`` for why this matters).
     """
@@ -460,6 +501,7 @@ class FrameView:
     config: RunConfig
     alloc_ok: bool = True
     new_requests: int = 0
+    kv_precheck_ok: bool = True
 
 
 @dataclasses.dataclass(frozen=True)

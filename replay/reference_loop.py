@@ -60,6 +60,7 @@ def _reference_one(frames: RunFrames, pol: Policy, cfg: RunConfig) -> ReplayResu
     first_iter = min([int(x) for x in frames.iters[:1]] + list(frames.dropped_iters)) \
         if (frames.num_iters or frames.dropped_iters) else 0
     adp = cfg.enable_attention_dp
+    pads = pol.pads_run(cfg)   # the pad methods run (ADP on, not skipped under dkv)
     intent_path = pol.uses_forward_intent(cfg)
     role_ctx = frames.dummy_role_context(pol)
     sched_states = {int(s) for i, s in enumerate(ALL_STATES)
@@ -125,11 +126,13 @@ def _reference_one(frames: RunFrames, pol: Policy, cfg: RunConfig) -> ReplayResu
             fleet_out = fleet([FrameView(iter=it, rank=r, requests=tuple(
                 (q.id if not q.dummy else 0, q.state, q.dummy) for q in lists[r]),
                 expected=expectations[r][0], config=cfg, alloc_ok=bool(frames.alloc_ok[i, r]),
-                new_requests=new_counts[r]) for r in range(R)], role_context=role)
+                new_requests=new_counts[r], kv_precheck_ok=bool(frames.kv_precheck_ok[i, r]))
+                for r in range(R)], role_context=role)
         for r in range(R):
             lst = lists[r]
             expected, source = expectations[r]
             alloc_ok = bool(frames.alloc_ok[i, r])
+            precheck_ok = bool(frames.kv_precheck_ok[i, r])
             carried_d = carried[r]
             real = [q for q in lst if not q.dummy]
             schedulable = sum(1 for q in lst if q.dummy or counts[q.state])
@@ -143,7 +146,7 @@ def _reference_one(frames: RunFrames, pol: Policy, cfg: RunConfig) -> ReplayResu
                 view = FrameView(iter=it, rank=r, requests=tuple((q.id if not q.dummy else 0, q.state,
                                                                    q.dummy) for q in lst),
                                  expected=expected, config=cfg, alloc_ok=alloc_ok,
-                                 new_requests=new_counts[r])
+                                 new_requests=new_counts[r], kv_precheck_ok=precheck_ok)
                 try:
                     out = fleet_out[r] if fleet_out is not None else pol.pad_hook(view)
                 except PolicyError:
@@ -160,7 +163,7 @@ def _reference_one(frames: RunFrames, pol: Policy, cfg: RunConfig) -> ReplayResu
                         row["pad_role"] = "context" if out.role == "context" else "generation"
             else:
                 # Requests fetched this iteration do not count (step.over_expected explains why).
-                if adp and len(lst) - new_counts[r] > expected:
+                if pads and len(lst) - new_counts[r] > expected:
                     row["surplus"] = True
                     if pol.entry_check is EntryCheck.ASSERT:
                         row.update(crash=True, crash_kind="assert")
@@ -172,8 +175,12 @@ def _reference_one(frames: RunFrames, pol: Policy, cfg: RunConfig) -> ReplayResu
                     exp_eff = max(expected, len(lst)) if row["surplus"] else expected
                     needs = exp_eff > 0 and schedulable == 0
                     ctx = bool(role_ctx[i])
-                if not row["crash"] and adp and needs:
-                    if not alloc_ok:
+                if not row["crash"] and pads and needs:
+                    if pol.prechecks(cfg) and not precheck_ok:
+                        # "Unable to fit the complete attention-DP dummy KV allocation": no pad.
+                        row["alloc_failed"] = True
+                    elif not (alloc_ok and precheck_ok):
+                        # Attempted and refused: None indexed unchecked, or tolerated.
                         if pol.alloc_failure_for(cfg) is AllocFailure.CRASH:
                             row.update(crash=True, crash_kind="dummy_alloc_none")
                         else:
@@ -200,9 +207,9 @@ def _reference_one(frames: RunFrames, pol: Policy, cfg: RunConfig) -> ReplayResu
             real_batch = rb if rb >= 0 else min(in_window, cfg.max_batch_size)
             has_dummy = any(q.dummy for q in lst)
             batch = min(real_batch + has_dummy, max(cfg.max_batch_size, real_batch))
-            if (pol.postpads(cfg) and adp and batch == 0 and row["active"] > 0
+            if (pol.postpads(cfg) and pads and batch == 0 and row["active"] > 0
                     and row["expected"] > 0 and row["active"] < cfg.cap
-                    and bool(frames.alloc_ok[i, r])):
+                    and bool(frames.alloc_ok[i, r]) and bool(frames.kv_precheck_ok[i, r])):
                 d = Request(0, int(RequestState.GENERATION_IN_PROGRESS), dummy=True, seq=len(dummies),
                             created=it, origin="postpad", role="generation", rank=r)
                 dummies.append(d)

@@ -8,7 +8,10 @@ no code copied): ``active_requests``, ``expected_num_active_requests``, ``kv_cac
 (``tp_size``, ``pp_size``, ``rank``), ``scheduler`` (the micro-batch window as
 ``scheduling_state_range`` / ``no_schedule_until_state`` / ``no_schedule_after_state``),
 ``kv_cache_manager`` whose ``add_dummy_requests`` returns ``[dummy]`` or None per
-``FrameView.alloc_ok``, ``resource_manager``, and each era's feature flags at their upstream
+``FrameView.alloc_ok`` and ``FrameView.kv_precheck_ok`` (a dummy that does not fit is refused
+too) and whose ``get_num_available_tokens`` is 0 when the dummy does not fit,
+``_has_adp_dummy_kv_capacity`` answering the frame's recorded ``kv_precheck_ok`` (the source's
+own body is not run: its answer is what the recorder wrote), ``resource_manager``, and each era's feature flags at their upstream
 defaults (:data:`FEATURE_FLAGS`). Anything else is absent on purpose: the code touching it fails
 with a :class:`~forensics.errors.PolicyError` naming the attribute and the revision.
 
@@ -146,6 +149,8 @@ def feature_flags(config: RunConfig) -> dict[str, Any]:
         "_enable_dsv4_adp_dummy_fixes": fixes and dsv4 is not False,
         "_enable_scheduler_aware_adp_dummy": scheduler_aware,
         "_enable_non_overlap_adp_forward_intent": fixes and not config.overlap_scheduler,
+        # Later builds return from both pads at once under a dkv configuration.
+        "dkv_enabled": bool(config.dkv_enabled),
         # Draft-token budget of the dummy, under each era's name: ``max_draft_tokens`` (early
         # 2025), ``max_draft_len`` (mid 2025), ``max_total_draft_tokens`` (late 2025 on).
         "max_total_draft_tokens": 0,
@@ -303,10 +308,16 @@ class RecordingLogger:
 
 
 class StandinKvCacheManager:
-    """``kv_cache_manager``: hands out one dummy, or None when the frame says allocation fails."""
+    """``kv_cache_manager``: hands out one dummy, or None when the frame says allocation fails.
 
-    def __init__(self, alloc_ok: bool):
-        self.alloc_ok = alloc_ok
+    ``alloc_ok`` false: the allocation is refused though capacity looks fine (the precheck
+    passes); ``kv_precheck_ok`` false: the dummy does not fit, so the available tokens read 0
+    and an allocation made anyway is refused too.
+    """
+
+    def __init__(self, alloc_ok: bool, kv_precheck_ok: bool = True):
+        self.alloc_ok = alloc_ok and kv_precheck_ok
+        self.fits = kv_precheck_ok
         self.calls: list[dict[str, Any]] = []
         self.refused = False
         self.freed: list[StandinRequest] = []
@@ -327,7 +338,7 @@ class StandinKvCacheManager:
         return [StandinRequest(request_ids[0], int(state), is_dummy=False)]
 
     def get_num_available_tokens(self, *_: Any, **__: Any) -> int:
-        if not self.alloc_ok:
+        if not self.fits:
             self.refused = True
             return 0
         return AVAILABLE_TOKENS_OK
@@ -458,7 +469,7 @@ class StandinExecutor:
         self.dist = StandinDist(config, frame.rank, peers_busy=frame.expected > 0,
                                 exchange=exchange)
         self.scheduler = self.scheduler_class(config)
-        self.kv_cache_manager = StandinKvCacheManager(frame.alloc_ok)
+        self.kv_cache_manager = StandinKvCacheManager(frame.alloc_ok, frame.kv_precheck_ok)
         self.resource_manager = StandinResourceManager()
         self.model_engine = types.SimpleNamespace(max_num_tokens=8192, max_seq_len=8192,
                                                   iter_counter=frame.iter)
@@ -477,6 +488,13 @@ class StandinExecutor:
         context_role = bool(role_context)
         self.has_context_request = context_role
         self._adp_dummy_is_gen = not context_role
+
+    def _has_adp_dummy_kv_capacity(self, *_: Any, **__: Any) -> bool:
+        """The KV-capacity precheck (000515e on: every path): the frame's recorded answer."""
+        if not self.frame.kv_precheck_ok:
+            self.kv_cache_manager.refused = True
+            return False
+        return True
 
     @property
     def _ctx(self) -> types.SimpleNamespace:

@@ -15,11 +15,16 @@ Per rank, in loop order (see ``replay.engine`` for the assumptions):
 3. Entry check (ADP on): ``active > expected`` asserts (crash) or warns (PR #17278). The
    requests fetched this iteration are left out of the comparison (see :func:`over_expected`).
 4. Pad: ``needs = expected > 0 and sched_real + carried == 0`` (on the forward-intent path of
-   PR #16921: the fleet's all-reduced intent is not NONE and no real request is schedulable); a
-   failed allocation crashes (TypeError on None) or is skipped with a warning, per the gates.
+   PR #16921: the fleet's all-reduced intent is not NONE and no real request is schedulable).
+   KV capacity has three outcomes per frame: the dummy fits; the precheck
+   (``_has_adp_dummy_kv_capacity``) fails (``kv_precheck_ok`` false): where the version runs the
+   precheck (``Policy.prechecks``) the pad is skipped with a warning, elsewhere the allocation is
+   refused; the precheck passes but the allocation is refused (``alloc_ok`` false). A refused
+   allocation crashes (TypeError on None) or is skipped with a warning, per the gates.
 5. Batch: the recorded real batch, else ``min(window_real, max_batch_size)``; plus the dummy
    (the total stays within ``max_batch_size``).
-6. Post-pad (PR #17379): an empty batch on a rank with active requests gets a generation dummy.
+6. Post-pad (PR #17379): an empty batch on a rank with active requests gets a generation dummy
+   (below the cap, when the dummy fits: a failed precheck or a refused allocation leaves none).
 7. ``can_queue`` = no zero batch in the fleet. With it every dummy is removed (by
    ``_update_request_states_tp`` when last, else ``_handle_responses``); without it a dummy padded
    this iteration is rolled back where the policy does so (a pad-step dummy on its transactional
@@ -84,7 +89,10 @@ class StepInputs:
         new_real: real requests fetched this iteration (first seen on the rank now).
         all_before_ctx: the rank has real requests and all are in states < CONTEXT_INIT
             (a dummy padded there takes the context role, §9).
-        alloc_ok: ``add_dummy_requests`` succeeds this iteration.
+        alloc_ok: ``add_dummy_requests`` succeeds this iteration (when the precheck passes).
+        kv_precheck_ok: ``_has_adp_dummy_kv_capacity`` says the dummy fits this iteration
+            (false: it does not fit, so an allocation without the precheck is refused too).
+            Default: True everywhere.
         real_batch: real requests the scheduler takes (at most ``window_real``), or -1 to use
             ``min(window_real, max_batch_size)``. From a recording it excludes every recorded
             dummy, the post-schedule one included (exact where the frame records
@@ -114,8 +122,11 @@ class StepInputs:
     carried_last: np.ndarray
     intent: np.ndarray = None  # type: ignore[assignment]
     role_context: np.ndarray = None  # type: ignore[assignment]
+    kv_precheck_ok: np.ndarray = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
+        if self.kv_precheck_ok is None:
+            object.__setattr__(self, "kv_precheck_ok", np.ones(np.shape(self.n_real), bool))
         if self.intent is None:
             object.__setattr__(self, "intent", np.where(np.asarray(self.window_real) > 0,
                                                         INTENT_GENERATION, INTENT_NONE).astype(np.int8))
@@ -125,7 +136,8 @@ class StepInputs:
     @classmethod
     def make(cls, n_real, *, sched_real=None, window_real=None, new_real=0, all_before_ctx=False,
              alloc_ok=True, real_batch=-1, expected_recorded=-1, recorded_counts=-1,
-             carried=False, carried_last=True, intent=None, role_context=False) -> StepInputs:
+             carried=False, carried_last=True, intent=None, role_context=False,
+             kv_precheck_ok=True) -> StepInputs:
         """Build inputs from array-likes, broadcasting scalars to ``n_real``'s shape.
 
         ``sched_real`` and ``window_real`` default to ``n_real`` (every request schedulable);
@@ -146,7 +158,7 @@ class StepInputs:
                    recorded_counts=b(recorded_counts, np.int64), carried=b(carried, bool),
                    carried_last=b(carried_last, bool),
                    intent=None if intent is None else b(intent, np.int8),
-                   role_context=b(role_context, bool))
+                   role_context=b(role_context, bool), kv_precheck_ok=b(kv_precheck_ok, bool))
 
     def take(self, index) -> StepInputs:
         """The inputs of some iterations (``index`` applies to the leading axes)."""
@@ -172,7 +184,7 @@ def local_intent(states, config: RunConfig) -> int:
 
 def inputs_from_states(policy: Policy, config: RunConfig, ranks, *, new_real=0, alloc_ok=True,
                        real_batch=-1, expected_recorded=-1, recorded_counts=-1, carried=False,
-                       carried_last=True, role_context=False) -> StepInputs:
+                       carried_last=True, role_context=False, kv_precheck_ok=True) -> StepInputs:
     """Inputs of one iteration from each rank's real request states (ints or names).
 
     Args:
@@ -199,7 +211,8 @@ def inputs_from_states(policy: Policy, config: RunConfig, ranks, *, new_real=0, 
         all_before_ctx=[bool(r) and all(v < int(RequestState.CONTEXT_INIT) for v in r) for r in rows],
         new_real=new_real, alloc_ok=alloc_ok, real_batch=real_batch,
         expected_recorded=expected_recorded, recorded_counts=recorded_counts, carried=carried,
-        carried_last=carried_last, intent=intents, role_context=role_context)
+        carried_last=carried_last, intent=intents, role_context=role_context,
+        kv_precheck_ok=kv_precheck_ok)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,7 +222,8 @@ class PadDecision:
     Fields:
         padded: a dummy was appended.
         role_context: it has the context role.
-        alloc_failed: a dummy was wanted but not allocated.
+        alloc_failed: a dummy was wanted but not allocated (no crash): a failed KV precheck or
+            a tolerated refusal.
         crash: the pad step raised (the run stops this iteration).
         surplus: the surplus warning was logged.
     """
@@ -305,7 +319,7 @@ def pad_step(policy: Policy, config: RunConfig, inputs: StepInputs, active: np.n
     (PR #16921, non-overlap): ``needs = fleet intent != NONE and no real request schedulable``,
     a live dummy blocks a second one, and the role is the fleet intent (context wins).
     """
-    adp = bool(config.enable_attention_dp)
+    adp = policy.pads_run(config)
     over = over_expected(active, expected, inputs) & adp
     assert_crash = over & (policy.entry_check is EntryCheck.ASSERT)
     warn = over & (policy.entry_check is EntryCheck.WARN)
@@ -320,11 +334,33 @@ def pad_step(policy: Policy, config: RunConfig, inputs: StepInputs, active: np.n
         schedulable = inputs.sched_real + carried.astype(np.int64)
         needs = adp & (exp_eff > 0) & (schedulable == 0) & ~assert_crash
         role = inputs.role_context
-    alloc_fail = needs & ~inputs.alloc_ok
-    crash = assert_crash | (alloc_fail & (policy.alloc_failure_for(config) is AllocFailure.CRASH))
-    padded = needs & inputs.alloc_ok
+    fits, refused = kv_outcomes(policy, config, inputs)
+    crash = assert_crash | (needs & refused & (policy.alloc_failure_for(config) is AllocFailure.CRASH))
+    padded = needs & fits
     return PadDecision(padded=padded, role_context=padded & role,
-                       alloc_failed=alloc_fail & ~crash, crash=crash, surplus=warn)
+                       alloc_failed=needs & ~fits & ~crash, crash=crash, surplus=warn)
+
+
+def kv_outcomes(policy: Policy, config: RunConfig, inputs: StepInputs) -> tuple[np.ndarray, np.ndarray]:
+    """``(fits, refused)`` per rank for a dummy the pad step wants.
+
+    ``fits``: the precheck (where it runs) passes and ``add_dummy_requests`` returns a dummy.
+    ``refused``: the allocation is attempted and refused (None or out of pages): the precheck
+    passed and ``alloc_ok`` is false, or the version runs no precheck on this path and the dummy
+    does not fit (``kv_precheck_ok`` false). Neither: the precheck stopped the pad.
+
+    Example (a version with the every-path precheck: 000515e on):
+        >>> from replay import RunConfig, get_policy
+        >>> inp = StepInputs.make([1, 1, 1], kv_precheck_ok=[True, False, True],
+        ...                       alloc_ok=[True, True, False])
+        >>> f, r = kv_outcomes(get_policy("tolerant-17278"), RunConfig(tp_size=3), inp)
+        >>> f.tolist(), r.tolist()
+        ([True, False, False], [False, False, True])
+    """
+    fits = inputs.kv_precheck_ok & inputs.alloc_ok
+    if policy.prechecks(config):
+        return fits, inputs.kv_precheck_ok & ~inputs.alloc_ok
+    return fits, ~fits
 
 
 def decide(policy: Policy, config: RunConfig, inputs: StepInputs,
@@ -347,10 +383,11 @@ def decide(policy: Policy, config: RunConfig, inputs: StepInputs,
     adp = bool(config.enable_attention_dp)
     padded = pad.padded & ~inputs.carried  # at most one dummy per rank
     crash = pad.crash
+    pads = policy.pads_run(config)
     if policy.pad_hook is not None:
         crash_kind = np.where(crash, CRASH_HOOK, CRASH_NONE)
     else:
-        tripped = over_expected(active, expected, inputs) & adp & (policy.entry_check is EntryCheck.ASSERT)
+        tripped = over_expected(active, expected, inputs) & pads & (policy.entry_check is EntryCheck.ASSERT)
         crash_kind = np.where(crash, np.where(tripped, CRASH_ASSERT, CRASH_ALLOC_NONE), CRASH_NONE)
     crash_kind = crash_kind.astype(np.int8)
 
@@ -361,9 +398,9 @@ def decide(policy: Policy, config: RunConfig, inputs: StepInputs,
     batch = np.minimum(real_batch + has_dummy.astype(np.int64),
                        np.maximum(config.max_batch_size, real_batch))
     postpadded = np.zeros_like(padded)
-    if policy.postpads(config) and adp:
+    if policy.postpads(config) and pads:
         postpadded = ((batch == 0) & (active > 0) & (expected > 0) & (active < config.cap)
-                      & inputs.alloc_ok & ~crash)
+                      & inputs.alloc_ok & inputs.kv_precheck_ok & ~crash)
         batch = batch + postpadded.astype(np.int64)
 
     this_rank = batch > 0
@@ -419,6 +456,7 @@ __all__ = [
     "decide",
     "expected_step",
     "inputs_from_states",
+    "kv_outcomes",
     "local_intent",
     "pad_step",
 ]

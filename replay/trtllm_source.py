@@ -16,6 +16,11 @@ trust, as ``git bisect run`` is. The definitions taken:
   ``is_request_in_schedulable_state`` and what it reaches;
 * module-level functions of either file that the extracted code calls by name.
 
+A method or function the pad step reaches whose body the source elides (``...`` only, as in a
+reduced copy) is refused with a :class:`~forensics.errors.PolicyError` naming it: its behaviour is
+unknown, and replaying it as a no-op would invent one. (A method the stand-in answers itself, such
+as ``_has_adp_dummy_kv_capacity``, is never taken from the source.)
+
 Decorators other than ``property``/``staticmethod``/``classmethod`` (``nvtx_range``) are dropped
 (listed in the notes) and annotations are removed. A global name the code uses and the namespace lacks is bound
 to a sentinel that raises :class:`~forensics.errors.PolicyError` naming it and the revision when the
@@ -270,6 +275,25 @@ def _self_attrs(node: ast.AST) -> set[str]:
             and isinstance(n.value, ast.Name) and n.value.id == "self"}
 
 
+def elided(fn: ast.FunctionDef) -> bool:
+    """The body is ``...`` alone (after an optional docstring): a stub whose code the source
+    leaves out (a reduced or ``.pyi``-style copy), not a method that does nothing."""
+    body = list(fn.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]
+    return (len(body) == 1 and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant) and body[0].value.value is Ellipsis)
+
+
+def _refuse_elided(fn: ast.FunctionDef, label: str, what: str) -> None:
+    if elided(fn):
+        raise PolicyError(f"{label}: {what}: {fn.name} has its body elided (`...` only): what it "
+                          "does is unknown, and it is not replayed as a method that does nothing",
+                          line=getattr(fn, "lineno", None),
+                          hint="point at a source where the pad step's methods are complete")
+
+
 def _closure(start: list[str], methods: dict[str, ast.FunctionDef], provided: set[str],
              label: str, what: str) -> dict[str, ast.FunctionDef]:
     """``start`` plus the methods they reach via ``self.NAME`` that the stand-in lacks.
@@ -283,6 +307,7 @@ def _closure(start: list[str], methods: dict[str, ast.FunctionDef], provided: se
         name = todo.pop(0)
         if name in out or name not in methods:
             continue
+        _refuse_elided(methods[name], label, what)
         out[name] = sanitize(methods[name], label, what)
         todo.extend(sorted(a for a in _self_attrs(out[name])
                            if a in methods and a not in provided and a not in out))
@@ -302,6 +327,7 @@ def _module_closure(nodes: list[ast.AST], functions: dict[str, ast.FunctionDef],
         name = todo.pop(0)
         if name in out or name not in functions:
             continue
+        _refuse_elided(functions[name], label, what)
         out[name] = sanitize(functions[name], label, what)
         todo.extend(sorted(loaded_names(out[name]) - set(out)))
     return out

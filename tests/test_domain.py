@@ -58,10 +58,11 @@ def test_cap_defaults_to_pp_times_max_batch_size_and_bad_values_are_refused():
 def test_catalogue_has_the_stable_names_and_each_cites_a_pr():
     assert list(CATALOGUE) == ["mid-2025", "legacy-2025", "early-2026", "prefix-2026", "fix-16161",
                                "fix-16279", "tolerant-17278", "sched-aware-16921", "postpad-17379",
-                               "newest"]
+                               "newest", "kv-connector-19164", "dkv"]
     assert all(p.prs for p in CATALOGUE.values())
-    assert [n for n, p in CATALOGUE.items() if not p.merged] == ["fix-16161"]
+    assert [n for n, p in CATALOGUE.items() if not p.merged] == ["fix-16161", "kv-connector-19164"]
     assert "never merged" in CATALOGUE["fix-16161"].prs[0]
+    assert "never merged" in CATALOGUE["kv-connector-19164"].prs[0]
     assert [n for n, p in CATALOGUE.items() if not p.cap] == ["mid-2025", "legacy-2025", "early-2026"]
     with pytest.raises(PolicyError):
         get_policy("nope")

@@ -126,7 +126,7 @@ def test_a_schema_1_0_dataset_without_postpadded_still_loads(tmp_path):
     from forensics.dataset.schema import SCHEMA_VERSION
     forensics.ingest([write(tmp_path, [RUN, F0])], tmp_path / "ds")
     new = forensics.load(tmp_path / "ds")
-    assert new.meta["schema_version"] == SCHEMA_VERSION == "2.1"
+    assert new.meta["schema_version"] == SCHEMA_VERSION == "2.2"
     ds_dir = tmp_path / "old"
     ds_dir.mkdir()
     for t in ("iterations", "events", "stats", "runs", "frames", "requests", "unparsed"):

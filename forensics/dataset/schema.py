@@ -61,7 +61,9 @@ from replay.frame_schema import FRAMES
 #: "2.1" ``_meta.json`` inputs carry ``xxh3_128`` (hex XXH3-128 of the bytes read) instead of
 #:       ``sha256``; the tables are unchanged. A 2.0 dataset is read; as a cache it is never
 #:       reused (its digests cannot be compared), so ``as_dataset`` ingests its inputs again.
-SCHEMA_VERSION = "2.1"
+#: "2.2" added ``frames.kv_precheck_ok`` (at the end; a 2.1 dataset loads with it null, read as
+#:       true: the KV-capacity precheck passed or was not made).
+SCHEMA_VERSION = "2.2"
 
 #: Table names in a fixed order.
 TABLES = ("iterations", "events", "stats", "runs", "frames", "requests", "unparsed",

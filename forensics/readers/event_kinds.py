@@ -12,6 +12,10 @@ kind                        lines     what it is (numbers it carries)
 ``adp_surplus_tolerated``   single    "active_requests (N) exceeds expected_num_active_requests
                                       (M); tolerating ..." (PR #17278): num_active, num_expected
 ``adp_dummy_alloc_failed``  single    "Cannot allocate ... pad dummy; ... the fleet will retry."
+``adp_dummy_no_kv_capacity`` single   "Unable to fit the complete attention-DP dummy KV
+                                      allocation; ..." (the KV-capacity precheck, every path
+                                      from NVIDIA 000515e), or the post-schedule pad's "... cannot
+                                      afford even a padding dummy ..."
 ``adp_dummy_skipped``       single    "Skipped adding dummy requests: num_fetch_requests=...,
                                       num_schedulable_requests=..."
 ``kv_transfer_timeout``     single    "... due to KV cache transfer timeout" (request_id if named)
@@ -62,6 +66,7 @@ from __future__ import annotations
 ADP_ASSERT = "adp_assert"
 ADP_SURPLUS_TOLERATED = "adp_surplus_tolerated"
 ADP_DUMMY_ALLOC_FAILED = "adp_dummy_alloc_failed"
+ADP_DUMMY_NO_KV_CAPACITY = "adp_dummy_no_kv_capacity"
 ADP_DUMMY_SKIPPED = "adp_dummy_skipped"
 KV_TRANSFER_TIMEOUT = "kv_transfer_timeout"
 KV_TRANSFER_ERROR = "kv_transfer_error"

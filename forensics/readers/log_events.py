@@ -21,6 +21,7 @@ CANDIDATE_PATTERN = (
     r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Group)(?::|$)|"
     r"^[\w/.-]+\.py\s+\w+\s*$|^-{20,}\s*$|MPI_ABORT was invoked|"
     r"exceeds expected_num_active_requests|pad dummy|Skipped adding dummy requests|"
+    r"dummy KV allocation|afford even a padding dummy|"
     r"KV cache transfer timeout|Disagg KV cache transfer error|Error in event loop|"
     r"TensorRT-LLM version: |^\d+\s+0x[0-9a-fA-F]+\s|" + failure_messages.CANDIDATE
 )
@@ -31,6 +32,9 @@ _SINGLE: list[tuple[str, re.Pattern[str], str | None]] = [
                 r"\((?P<num_expected>\d+)\)"), "W"),
     (event_kinds.ADP_DUMMY_ALLOC_FAILED,
      re.compile(r"Cannot allocate .*pad dummy"), "W"),
+    (event_kinds.ADP_DUMMY_NO_KV_CAPACITY,
+     re.compile(r"Unable to fit the complete attention-DP dummy KV allocation|"
+                r"cannot afford even a padding dummy"), "W"),
     (event_kinds.ADP_DUMMY_SKIPPED,
      re.compile(r"Skipped adding dummy requests: num_fetch_requests=(?P<num_fetch_requests>\d+),"
                 r"\s*num_schedulable_requests=(?P<num_schedulable_requests>\d+)"), None),

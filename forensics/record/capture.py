@@ -11,7 +11,9 @@ Where the build has ``_pad_empty_attention_dp_batch`` (PR #17379: after scheduli
 on a rank with active requests gets a dummy) it is wrapped too: every frame then records
 ``postpadded``, true when that call appended a dummy. During both pad calls
 ``kv_cache_manager.add_dummy_requests`` is observed through a shim set on the manager instance for
-the call only; a None it returns is recorded as ``alloc_ok: false`` (traces/FORMAT.md).
+the call only; a None it returns is recorded as ``alloc_ok: false`` (traces/FORMAT.md). So is the
+KV-capacity precheck ``_has_adp_dummy_kv_capacity`` where the build has it (a shim on the executor
+instance): a False it returns is recorded as ``kv_precheck_ok: false``.
 
 Nothing here may raise into the executor: a capture that fails writes a ``note`` record, logs
 one warning and switches the recorder off for the rest of the process.
@@ -46,6 +48,9 @@ RECORDER_ATTR = "_adp_forensics_recorder"
 ORIGINAL_ATTR = "__adp_forensics_original__"
 #: The post-schedule pad of PR #17379 (absent in older builds: nothing to record then).
 POSTPAD_METHOD = "_pad_empty_attention_dp_batch"
+#: The KV-capacity precheck (PR #16279; on every path from NVIDIA 000515e on): observed during a
+#: pad call, a False it returns is recorded as ``kv_precheck_ok: false``.
+PRECHECK_METHOD = "_has_adp_dummy_kv_capacity"
 #: Wrapped when present; their absence is normal for older builds and is not reported.
 OPTIONAL_WRAPPERS = frozenset({POSTPAD_METHOD})
 #: The trace format version the recorder writes (traces/FORMAT.md).
@@ -364,48 +369,66 @@ class Recorder:
             self.fail("saving the crashing iteration", inner)
 
     def watch_alloc(self, ex: Any, frame: FrameRecord | None) -> tuple | None:
-        """Shim ``ex.kv_cache_manager.add_dummy_requests`` for one pad call: a None it returns
-        sets ``frame.alloc_ok = False``. Returns what :meth:`unwatch_alloc` restores (or None)."""
+        """Shim ``ex.kv_cache_manager.add_dummy_requests`` and ``ex._has_adp_dummy_kv_capacity``
+        (the KV-capacity precheck, where the build has it) for one pad call: a None the first
+        returns sets ``frame.alloc_ok = False``, a False the second returns sets
+        ``frame.kv_precheck_ok = False``. Returns what :meth:`unwatch_alloc` restores (or None)."""
         if frame is None or self.disabled or not self.watch_alloc_ok:
             return None
+        restores: list[tuple[Any, str, Any]] = []
         try:
             mgr = getattr(ex, "kv_cache_manager", None)
             original = getattr(mgr, "add_dummy_requests", None) if mgr is not None else None
-            if not callable(original) or getattr(original, ORIGINAL_ATTR, None) is not None:
-                return None  # no manager, or already watched by an enclosing pad call
-            own = vars(mgr).get("add_dummy_requests", _MISSING)
+            if callable(original) and getattr(original, ORIGINAL_ATTR, None) is None:
+                restores.append((mgr, "add_dummy_requests",
+                                 vars(mgr).get("add_dummy_requests", _MISSING)))
 
-            def add_dummy_requests(*args, **kwargs):
-                result = original(*args, **kwargs)
-                if result is None:
-                    frame.alloc_ok = False
-                return result
+                def add_dummy_requests(*args, **kwargs):
+                    result = original(*args, **kwargs)
+                    if result is None:
+                        frame.alloc_ok = False
+                    return result
 
-            setattr(add_dummy_requests, ORIGINAL_ATTR, original)
-            mgr.add_dummy_requests = add_dummy_requests
-            return mgr, own
+                setattr(add_dummy_requests, ORIGINAL_ATTR, original)
+                mgr.add_dummy_requests = add_dummy_requests
+            check = getattr(ex, PRECHECK_METHOD, None) \
+                if getattr(type(ex), PRECHECK_METHOD, None) is not None else None
+            if callable(check) and getattr(check, ORIGINAL_ATTR, None) is None:
+                restores.append((ex, PRECHECK_METHOD, vars(ex).get(PRECHECK_METHOD, _MISSING)))
+
+                def has_capacity(*args, **kwargs):
+                    fits = check(*args, **kwargs)
+                    if not fits:
+                        frame.kv_precheck_ok = False
+                    return fits
+
+                setattr(has_capacity, ORIGINAL_ATTR, check)
+                setattr(ex, PRECHECK_METHOD, has_capacity)
+            return tuple(restores) or None
         except Exception as exc:  # e.g. a binding object without __dict__: record without it
+            self.unwatch_alloc(tuple(restores) or None)
             self.watch_alloc_ok = False
             try:
-                self.note(f"cannot observe kv_cache_manager.add_dummy_requests "
-                          f"({type(exc).__name__}: {exc}); alloc_ok is not recorded")
+                self.note(f"cannot observe kv_cache_manager.add_dummy_requests or "
+                          f"{PRECHECK_METHOD} ({type(exc).__name__}: {exc}); alloc_ok and "
+                          "kv_precheck_ok are not recorded")
             except Exception:
                 pass
             return None
 
     def unwatch_alloc(self, token: tuple | None) -> None:
-        """Put the manager's ``add_dummy_requests`` back as it was before :meth:`watch_alloc`."""
+        """Put back what :meth:`watch_alloc` shimmed, as it was before."""
         if token is None:
             return
-        mgr, own = token
-        try:
-            if own is _MISSING:
-                del mgr.add_dummy_requests
-            else:
-                mgr.add_dummy_requests = own
-        except Exception as exc:
-            self.watch_alloc_ok = False
-            self.fail("restoring kv_cache_manager.add_dummy_requests", exc)
+        for obj, name, own in reversed(token):
+            try:
+                if own is _MISSING:
+                    delattr(obj, name)
+                else:
+                    setattr(obj, name, own)
+            except Exception as exc:
+                self.watch_alloc_ok = False
+                self.fail(f"restoring {name}", exc)
 
     def enter_postpad(self, ex: Any, batch: Any) -> tuple | None:
         """Before ``_pad_empty_attention_dp_batch``: what tells afterwards whether it appended."""

@@ -47,10 +47,12 @@ class FrameRecord:
             build has no such method (then the field is left out: unknown).
         alloc_ok: False once ``kv_cache_manager.add_dummy_requests`` returned None during a pad
             call of this iteration; None otherwise (written only as ``false``).
+        kv_precheck_ok: False once ``_has_adp_dummy_kv_capacity`` returned False during a pad
+            call of this iteration; None otherwise (written only as ``false``).
     """
 
     __slots__ = ("iter", "rank", "ids", "states", "dummies", "expected", "n_before", "padded",
-                 "scheduled", "can_queue", "postpadded", "alloc_ok")
+                 "scheduled", "can_queue", "postpadded", "alloc_ok", "kv_precheck_ok")
 
     def __init__(self, it, rank, ids, states, dummies, expected, n_before):
         self.iter = it
@@ -65,6 +67,7 @@ class FrameRecord:
         self.can_queue = None
         self.postpadded = None
         self.alloc_ok = None
+        self.kv_precheck_ok = None
 
 
 def _tail(fr: FrameRecord) -> str:
@@ -81,6 +84,8 @@ def _tail(fr: FrameRecord) -> str:
         out += ',"postpadded":true' if fr.postpadded else ',"postpadded":false'
     if fr.alloc_ok is False:
         out += ',"alloc_ok":false'
+    if fr.kv_precheck_ok is False:
+        out += ',"kv_precheck_ok":false'
     return out + "}\n"
 
 
@@ -99,6 +104,8 @@ def _encode_slow(fr: FrameRecord) -> str:
             rec[key] = bool(v) if key in ("padded", "can_queue", "postpadded") else int(v)
     if fr.alloc_ok is False:
         rec["alloc_ok"] = False
+    if fr.kv_precheck_ok is False:
+        rec["kv_precheck_ok"] = False
     return json.dumps(rec, separators=(",", ":"), default=str) + "\n"
 
 

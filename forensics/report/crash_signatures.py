@@ -10,6 +10,8 @@ signature                events                                           produc
 ``surplus-warning``      ``adp_surplus_tolerated`` (PR #17278)            ``EntryCheck.WARN``
 ``alloc-failure-warning````adp_dummy_alloc_failed`` ("Cannot allocate")    ``AllocFailure.SKIP``
 ``alloc-failure-crash``  a traceback in the pad step on a None dummy      ``AllocFailure.CRASH``
+``kv-precheck-warning``  ``adp_dummy_no_kv_capacity`` ("Unable to fit")   a KV-capacity precheck
+                                                                          on some path
 ``event-loop-error``     ``event_loop_error`` after one of the above      those of the one it follows
 ``mpi-abort``            ``mpi_abort`` after one of the above             those of the one it follows
 =======================  ===============================================  ===========================
@@ -19,7 +21,8 @@ disaggregated with pp 1, disaggregated with pp > 1) a dummy can survive a fleet-
 pad predicate counts a state the micro-batch scheduler refuses (so a rank gets no dummy yet
 schedules 0, domain doc §1) and the version does not roll a pending dummy back on a skip
 (PR #16921). With dummy allocation failures in the logs, a version that skips padding on a failed
-allocation (PR #16161) can also leave a rank at batch 0 and so leak on any path without rollback.
+allocation (PR #16161) can also leave a rank at batch 0 and so leak on any path without rollback;
+so can a failed KV-capacity precheck.
 """
 from __future__ import annotations
 
@@ -41,6 +44,8 @@ PAD_FUNCTION = "_pad_attention_dp_dummy_request"
 _ASSERT_TEXT = re.compile(r"expected_num_active_requests\s*>=\s*len\(\s*self\.active_requests\s*\)")
 _SURPLUS_TEXT = re.compile(r"exceeds\s+expected_num_active_requests", re.I)
 _ALLOC_TEXT = re.compile(r"cannot allocate.*dummy", re.I)
+_PRECHECK_TEXT = re.compile(r"unable to fit the complete attention-DP dummy KV allocation|"
+                            r"cannot afford even a padding dummy", re.I)
 _NONE_TEXT = re.compile(r"NoneType|None\b", re.I)
 _EVENT_LOOP_TEXT = re.compile(r"Error in event loop", re.I)
 _MPI_ABORT_TEXT = re.compile(r"MPI_ABORT was invoked", re.I)
@@ -63,6 +68,7 @@ class SignatureKind(enum.Enum):
     SURPLUS_WARNING = "surplus-warning"
     ALLOC_FAILURE_WARNING = "alloc-failure-warning"
     ALLOC_FAILURE_CRASH = "alloc-failure-crash"
+    KV_PRECHECK_WARNING = "kv-precheck-warning"
     EVENT_LOOP_ERROR = "event-loop-error"
     MPI_ABORT = "mpi-abort"
 
@@ -209,6 +215,11 @@ def policies_for(kind: SignatureKind, policies: Sequence[Policy], config: RunCon
             if any(p.alloc_failure_for(c) is AllocFailure.SKIP for _, c in _paths(config)):
                 names.append(p.name)
                 reasons.append(f"{p.name}: a None dummy is warned about and padding skipped")
+        elif kind is SignatureKind.KV_PRECHECK_WARNING:
+            if any(p.prechecks(c) for _, c in _paths(config)):
+                names.append(p.name)
+                reasons.append(f"{p.name}: prechecks the dummy's KV capacity and skips padding "
+                               "when it cannot fit")
         elif kind is SignatureKind.ALLOC_FAILURE_CRASH:
             if any(p.alloc_failure_for(c) is AllocFailure.CRASH for _, c in _paths(config)):
                 names.append(p.name)
@@ -243,6 +254,9 @@ def classify(row: pd.Series) -> Optional[SignatureKind]:
         return SignatureKind.SURPLUS_WARNING
     if kind == K.ADP_DUMMY_ALLOC_FAILED or (kind in (K.LOG, K.CPP_LOG) and _ALLOC_TEXT.search(msg)):
         return SignatureKind.ALLOC_FAILURE_WARNING
+    if kind == K.ADP_DUMMY_NO_KV_CAPACITY or (kind in (K.LOG, K.CPP_LOG)
+                                              and _PRECHECK_TEXT.search(msg)):
+        return SignatureKind.KV_PRECHECK_WARNING
     if kind in _TRACEBACK_KINDS and func == PAD_FUNCTION:
         if exc == "AssertionError":
             return SignatureKind.ENTRY_ASSERT
@@ -257,9 +271,10 @@ def classify(row: pd.Series) -> Optional[SignatureKind]:
 
 #: Event kinds that may be a signature whatever their text.
 _SIGNATURE_KINDS = (K.ADP_ASSERT, K.ADP_SURPLUS_TOLERATED, K.ADP_DUMMY_ALLOC_FAILED,
-                    K.EVENT_LOOP_ERROR, K.MPI_ABORT) + _TRACEBACK_KINDS
+                    K.ADP_DUMMY_NO_KV_CAPACITY, K.EVENT_LOOP_ERROR, K.MPI_ABORT) + _TRACEBACK_KINDS
 _ANY_TEXT = re.compile("|".join(p.pattern for p in (_ASSERT_TEXT, _SURPLUS_TEXT, _ALLOC_TEXT,
-                                                     _EVENT_LOOP_TEXT, _MPI_ABORT_TEXT)), re.I)
+                                                     _PRECHECK_TEXT, _EVENT_LOOP_TEXT,
+                                                     _MPI_ABORT_TEXT)), re.I)
 
 
 def _candidates(events: pd.DataFrame) -> pd.DataFrame:
@@ -308,7 +323,9 @@ def find_signatures(events: pd.DataFrame, policies: Sequence[Policy], *,
         return []
     ev = _candidates(events).sort_values(["source", "line"], kind="stable").reset_index(drop=True)
     kinds = [classify(row) for _, row in ev.iterrows()]
-    alloc_failures = any(k is SignatureKind.ALLOC_FAILURE_WARNING for k in kinds)
+    # A refused allocation or a failed KV precheck both leave a rank at batch 0.
+    alloc_failures = any(k in (SignatureKind.ALLOC_FAILURE_WARNING,
+                               SignatureKind.KV_PRECHECK_WARNING) for k in kinds)
     match = {k: policies_for(k, policies, config, alloc_failures=alloc_failures)
              for k in SignatureKind if k.is_cause}
     out: list[Signature] = []

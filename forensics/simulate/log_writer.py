@@ -6,7 +6,9 @@ What is written, in the order the executor prints it:
   more than the stats ``iter`` of the same body; the last body of a run and the crash body have
   no line), in one of the variants V1-V5, by rank 0 only or by every rank;
 * the pad step's warnings of a body, after the line of the body before: the PR #17278 surplus
-  warning and the PR #16161 "Cannot allocate ... pad dummy" warning, by the rank that warns;
+  warning, the PR #16161 "Cannot allocate ... pad dummy" warning and the KV-capacity precheck's
+  "Unable to fit ..." (pad step) or "... cannot afford even a padding dummy ..." (post-schedule
+  pad) warning, by the rank that warns;
 * on a crash, each dying rank's ``Error in event loop`` error with the traceback logged by
   ``_event_loop_wrapper``, then the thread's own ``Exception in thread ... (_event_loop_wrapper):``
   traceback.
@@ -222,10 +224,18 @@ class LogWriter:
                 self._emit(r, self._logger(r, "W", t) + (
                     f"active_requests ({int(out.active[r])}) exceeds expected_num_active_requests "
                     f"({int(out.expected[r])}); tolerating the surplus (a leaked ADP pad dummy)"))
-            if out.alloc_failed[r]:
+            if out.alloc_failed[r] and b.precheck_recorded_fail[r]:
+                self._emit(r, self._logger(r, "W", t) + (
+                    "Unable to fit the complete attention-DP dummy KV allocation; skipping this "
+                    "forward iteration and retrying"))
+            elif out.alloc_failed[r]:
                 self._emit(r, self._logger(r, "W", t) + (
                     "Cannot allocate an ADP pad dummy (add_dummy_requests returned None); "
                     "skipping padding this iteration, the fleet will retry."))
+            elif b.precheck_recorded_fail[r]:   # the post-schedule pad's own precheck
+                self._emit(r, self._logger(r, "W", t) + (
+                    "attention-DP rank scheduled an empty batch and cannot afford even a padding "
+                    "dummy; the forward pass is vetoed fleet-wide this iteration"))
         if b.crashed:
             for r in range(self.R):
                 if out.crash[r]:

@@ -81,8 +81,11 @@ class Body:
         carried: a dummy survived an earlier iteration and is in the list.
         carried_pos: its index in the list (0..n_real).
         carried_context: that dummy has the context role.
-        alloc_ok: ``add_dummy_requests`` would succeed on the rank this iteration.
+        alloc_ok: ``add_dummy_requests`` would succeed on the rank this iteration (when the
+            dummy fits).
+        kv_precheck_ok: the dummy fits (``_has_adp_dummy_kv_capacity`` would say so).
         alloc_recorded_fail: the rank tried to allocate a dummy and got None.
+        precheck_recorded_fail: the rank's KV-capacity precheck ran and said the dummy cannot fit.
         out: ``decide()``'s outputs.
         crashed: some rank died in this body (it is the last).
         sched_ctx, sched_gen: real context / generation requests in the scheduled batch.
@@ -106,7 +109,9 @@ class Body:
     carried_pos: np.ndarray
     carried_context: np.ndarray
     alloc_ok: np.ndarray
+    kv_precheck_ok: np.ndarray
     alloc_recorded_fail: np.ndarray
+    precheck_recorded_fail: np.ndarray
     out: StepOutputs
     crashed: bool
     sched_ctx: np.ndarray
@@ -373,6 +378,10 @@ def run(workload: Workload, policy: Policy, *, iters: int, seed: int,
             alloc_ok = rng.random(R) >= w.alloc_fail_prob
         else:
             alloc_ok = np.ones(R, bool)
+        if w.kv_precheck_fail_prob > 0:
+            kv_ok = rng.random(R) >= w.kv_precheck_fail_prob
+        else:
+            kv_ok = np.ones(R, bool)
         inp = StepInputs(n_real=n.copy(), sched_real=(pred_lut[sidx] & valid).sum(axis=1),
                          window_real=window_real, new_real=new_real,
                          all_before_ctx=(n > 0) & (before == n), alloc_ok=alloc_ok,
@@ -382,7 +391,7 @@ def run(workload: Workload, policy: Policy, *, iters: int, seed: int,
                                          INTENT_CONTEXT,
                                          np.where((sched_lut[sidx] & valid).any(axis=1),
                                                   INTENT_GENERATION, INTENT_NONE)).astype(np.int8),
-                         role_context=np.full(R, role_ctx))
+                         role_context=np.full(R, role_ctx), kv_precheck_ok=kv_ok)
         out = decide(policy, cfg, inp)
         if int(out.expected[0]) != E:
             raise RuntimeError(f"iteration {k}: the router used expected={E} but decide() computed "
@@ -396,11 +405,16 @@ def run(workload: Workload, policy: Policy, *, iters: int, seed: int,
         sched_ctx = is_ctx.sum(axis=1)
         sched_gen = schedm.sum(axis=1) - sched_ctx
         sched_ctx_tokens = (prompt * is_ctx).sum(axis=1)
-        attempted = out.alloc_failed | (out.crash_kind == CRASH_ALLOC_NONE)
+        # What a recorder sees: a failed precheck where it ran (the pad step where the version
+        # prechecks, the post-schedule pad always), else a None from the allocation.
+        wanted = out.alloc_failed | (out.crash_kind == CRASH_ALLOC_NONE)
+        pre_blocked = wanted & ~kv_ok & policy.prechecks(cfg)
+        alloc_fail_rec = wanted & ~pre_blocked & ~(alloc_ok & kv_ok)
         if postpad_cap:
-            attempted = attempted | ((out.batch == 0) & (out.active > 0) & (out.expected > 0)
-                                     & (out.active < cap))
-        alloc_fail_rec = attempted & ~alloc_ok
+            post_wanted = ((out.batch == 0) & (out.active > 0) & (out.expected > 0)
+                           & (out.active < cap))
+            pre_blocked = pre_blocked | (post_wanted & ~kv_ok)
+            alloc_fail_rec = alloc_fail_rec | (post_wanted & kv_ok & ~alloc_ok)
 
         # 6. what the body does to the requests (masks first: writers see the frame unchanged)
         rm = (st == int(S.GENERATION_TO_COMPLETE)) & valid & out.processed_prev[:, None]
@@ -421,7 +435,8 @@ def run(workload: Workload, policy: Policy, *, iters: int, seed: int,
         host_ms = w.step_time_ms * (0.35 + 0.65 * min(busy, mbs) / mbs) * float(
             trng.lognormal(0.0, 0.08))
         body = Body(iter=k, n_real=n, ids=ids, states=st, carried=carried, carried_pos=cpos,
-                    carried_context=cctx, alloc_ok=alloc_ok, alloc_recorded_fail=alloc_fail_rec,
+                    carried_context=cctx, alloc_ok=alloc_ok, kv_precheck_ok=kv_ok,
+                    alloc_recorded_fail=alloc_fail_rec, precheck_recorded_fail=pre_blocked,
                     out=out, crashed=crashed, sched_ctx=sched_ctx, sched_gen=sched_gen,
                     sched_ctx_tokens=sched_ctx_tokens, completed=completed, queued=len(queue),
                     fetched_rank_total=fetched_rank, fetched_total=fetched_total,

@@ -4,11 +4,12 @@ One run record (``build`` = the policy's name), then per body one frame per rank
 ``active_requests`` at pad entry in list order, a dummy that survived an earlier iteration at its
 position, and the recorded decisions ``expected``, ``padded``, ``scheduled`` and ``can_queue``
 (``alloc_ok: false`` where the rank asked for a dummy, in the pad step or after scheduling, and
-got None). A policy with the post-schedule pad step (PR #17379) also records ``postpadded`` on
+got None; ``kv_precheck_ok: false`` where the KV-capacity precheck ran there and said the dummy
+cannot fit). A policy with the post-schedule pad step (PR #17379) also records ``postpadded`` on
 every frame (``decide()``'s own decision), so a replay need not infer that dummy from
 ``scheduled``; other policies have no such step and leave it out, as the recorder does on a build
 without ``_pad_empty_attention_dp_batch``. The crash body's frames record only ``expected`` (and
-``alloc_ok``): the fleet never reached its other decisions.
+``alloc_ok``, ``kv_precheck_ok``): the fleet never reached its other decisions.
 """
 from __future__ import annotations
 
@@ -94,6 +95,8 @@ class TraceWriter:
                     tail += f', "postpadded": {"true" if out.postpadded[r] else "false"}'
             if b.alloc_recorded_fail[r]:
                 tail += ', "alloc_ok": false'
+            if b.precheck_recorded_fail[r]:
+                tail += ', "kv_precheck_ok": false'
             lines.append(head + tail + "}\n")
         self.f.write("".join(lines))
 

@@ -105,7 +105,10 @@ class Workload:
             DISAGG_CONTEXT_WAIT_SCHEDULER (gen-first mode).
         wait_scheduler_latency: iterations such a request waits before CONTEXT_INIT.
         alloc_fail_prob: probability that ``add_dummy_requests`` returns None on a rank in an
-            iteration (KV cache exhausted).
+            iteration although the KV-capacity precheck passes (a refusal it does not foresee).
+        kv_precheck_fail_prob: probability that the dummy does not fit on a rank in an iteration
+            (``_has_adp_dummy_kv_capacity`` says so where the version prechecks; elsewhere the
+            allocation is refused).
         expected_multiplier: the router's fair-share multiplier (§5).
         step_time_ms: mean host step time, for the fake timestamps in logs and stats.
         model_arch: the model's ``pretrained_config.model_type`` (``deepseek_v4``) written to the
@@ -130,6 +133,7 @@ class Workload:
     wait_scheduler_fraction: float = 0.0
     wait_scheduler_latency: LengthDist = LengthDist(4.0, 0.5)
     alloc_fail_prob: float = 0.0
+    kv_precheck_fail_prob: float = 0.0
     expected_multiplier: float = 1.0
     step_time_ms: float = 36.0
     model_arch: str | None = None
@@ -146,10 +150,11 @@ class Workload:
         if self.mode not in MODES:
             raise ConfigError(f"unknown serving mode {self.mode!r}", hint="modes: " + ", ".join(MODES))
         for name in ("arrival_rate", "burst_every", "burst_size", "alloc_fail_prob",
-                     "wait_scheduler_fraction"):
+                     "kv_precheck_fail_prob", "wait_scheduler_fraction"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.alloc_fail_prob > 1 or self.wait_scheduler_fraction > 1:
+        if max(self.alloc_fail_prob, self.kv_precheck_fail_prob,
+               self.wait_scheduler_fraction) > 1:
             raise ConfigError("probabilities must be at most 1")
         if any(int(c) < 0 or int(i) < 0 for i, c in self.arrivals):
             raise ConfigError(f"scheduled arrivals need iteration >= 0 and count >= 0: {self.arrivals}")

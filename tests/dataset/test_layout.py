@@ -50,7 +50,7 @@ def _canonical(df: pd.DataFrame, table: str) -> list[tuple]:
 
 def test_one_directory_per_table_and_one_file_per_run(two_runs):
     ds = forensics.load(two_runs)
-    assert ds.meta["schema_version"] == SCHEMA_VERSION == "2.1"
+    assert ds.meta["schema_version"] == SCHEMA_VERSION == "2.2"
     assert sorted(p.name for p in two_runs.iterdir() if p.is_dir()) == sorted(TABLES)
     assert not list(two_runs.glob("*.parquet"))  # no table mixes with another under one glob
     runs = ds.traced_runs()

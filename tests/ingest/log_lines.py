@@ -186,6 +186,12 @@ def dummy_alloc_failed(*, rank: int = 0) -> Piece:
                   rank=rank, severity="W")
 
 
+def dummy_no_kv_capacity(*, rank: int = 0) -> Piece:
+    return logged("Unable to fit the complete attention-DP dummy KV allocation; skipping this "
+                  "forward iteration and retrying", "adp_dummy_no_kv_capacity",
+                  rank=rank, severity="W")
+
+
 def dummy_skipped(fetch: int, sched: int, *, rank: int = 0) -> Piece:
     return logged(f"Skipped adding dummy requests: num_fetch_requests={fetch}, "
                   f"num_schedulable_requests={sched}", "adp_dummy_skipped", rank=rank,

@@ -122,11 +122,12 @@ def test_generic_logger_lines_keep_severity_rank_time(tmp_path, style, launcher,
 
 @pytest.mark.parametrize("make", [
     lambda: log_lines.surplus(5, 4, rank=1), lambda: log_lines.dummy_alloc_failed(rank=1),
+    lambda: log_lines.dummy_no_kv_capacity(rank=1),
     lambda: log_lines.dummy_skipped(2, 0, rank=1), lambda: log_lines.kv_timeout(77, rank=1),
     lambda: log_lines.kv_error(1, 3, rank=1), lambda: log_lines.event_loop_error("x y", rank=1),
     lambda: log_lines.version_banner("0.20.0rc3"), lambda: log_lines.collector_timestamp(),
-], ids=["surplus", "alloc", "skipped", "kv_timeout", "kv_error", "event_loop", "version",
-        "collector"])
+], ids=["surplus", "alloc", "no_kv_capacity", "skipped", "kv_timeout", "kv_error", "event_loop",
+        "version", "collector"])
 def test_known_messages_are_typed_events(tmp_path, make):
     piece = make()
     _, ev, un, _ = parse_pieces(tmp_path, [piece])

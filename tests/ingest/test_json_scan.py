@@ -316,7 +316,8 @@ def test_frames_hand_checked():
     assert c.req_state.tolist() == [10, 13]      # CONTEXT_INIT, GENERATION_IN_PROGRESS
     assert {k: v.to_pylist() for k, v in c.optional.items()} == {
         "expected": [None, 0], "padded": [False, None], "scheduled": [None, None],
-        "can_queue": [None, None], "alloc_ok": [None, True], "postpadded": [None, None]}
+        "can_queue": [None, None], "alloc_ok": [None, True], "postpadded": [None, None],
+        "kv_precheck_ok": [None, None]}
     ref = trace_fast.fast_frames(block, 10, 2)
     for f in dataclasses.fields(c):
         a, b = getattr(c, f.name), getattr(ref, f.name)

@@ -533,6 +533,35 @@ def test_a_post_pad_build_records_postpadded_and_a_refused_allocation(patched_po
         [0, "postpad", 0]]
 
 
+# As POSTPAD_RUN, but at iter 2 the KV-capacity precheck fails instead of the allocation:
+#   iter 2: request 1 refused again, batch 0; _has_adp_dummy_kv_capacity returns False, so no
+#     allocation is attempted: batch 0, can_queue False. Frame: kv_precheck_ok false (and no
+#     alloc_ok: add_dummy_requests was never called).
+PRECHECK_RUN = {**{k: v for k, v in POSTPAD_RUN.items() if k != "alloc_fail"},
+                "no_capacity": {"2": [0]}}
+
+
+def test_a_failed_kv_precheck_is_recorded_apart_from_a_refused_allocation(patched_postpad,
+                                                                           tmp_path):
+    import replay
+    mod, traces = patched_postpad
+    ex = _one_rank(mod, PRECHECK_RUN)
+    ex.event_loop()
+    assert capture.PRECHECK_METHOD not in vars(ex)       # the shim never outlives a call
+    assert "add_dummy_requests" not in vars(ex.kv_cache_manager)
+    writer.flush_all()
+    assert _frames(traces / "rank-0.jsonl") == [
+        dict(_f(0, [_r(1, 10)], 1, False, 1, True), postpadded=True),
+        dict(_f(1, [_r(1, 10)], 1, False, 1, True), postpadded=False),
+        dict(_f(2, [_r(1, 13)], 1, False, 0, False), postpadded=False, kv_precheck_ok=False)]
+    ds, frames = _ingest(traces, tmp_path)
+    assert ds.frames["kv_precheck_ok"].tolist()[2] is False
+    assert frames.kv_precheck_ok.ravel().tolist() == [True, True, False]
+    assert frames.alloc_ok.ravel().tolist() == [True, True, True]
+    res = replay.run(frames, policy="postpad-17379")
+    assert res.first_divergence is None and res.crash is None
+
+
 def test_a_refused_pad_dummy_is_recorded_with_the_crashing_frame(patched, tmp_path):
     """Prefix-2026 stand-in, one disaggregated rank: request 1 awaits its KV (state 8, not
     counted), expected 1, so the pad step wants a dummy; add_dummy_requests returns None and the

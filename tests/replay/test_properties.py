@@ -29,6 +29,8 @@ def traces(draw, *, window_only=False, disaggregated=None):
     rec = {"kind": "run", "format": "adp-trace", "version": 1, "tp_size": tp, "pp_size": pp,
            "max_batch_size": mbs, "max_num_active_requests": cap, "disaggregated": disagg,
            "overlap_scheduler": draw(st.booleans()), "build": build}
+    if not window_only and draw(st.integers(0, 4)) == 0:
+        rec["dkv_enabled"] = True
     records = [rec]
     n_iters = draw(st.integers(1, 7))
     next_id = [1]
@@ -59,6 +61,8 @@ def traces(draw, *, window_only=False, disaggregated=None):
                     fr["can_queue"] = draw(st.booleans())
                 if draw(st.integers(0, 6)) == 0:
                     fr["alloc_ok"] = False
+                if draw(st.integers(0, 6)) == 0:
+                    fr["kv_precheck_ok"] = False
             records.append(fr)
     return records
 
@@ -123,6 +127,8 @@ def hooked(policy: Policy) -> Policy:
 
     def hook(view):
         cfg = view.config
+        if not policy.pads_run(cfg):   # ADP off, or a dkv run of a build that skips the pads
+            return PadOutcome(padded=False)
         mask = policy.predicate(cfg).mask(cfg)
         counted = {int(s) for s, m in zip(ALL_STATES, mask) if m}
         n = len(view.requests)
@@ -132,7 +138,9 @@ def hooked(policy: Policy) -> Policy:
         sched = sum(1 for _, s, d in view.requests if d or s in counted)
         expected = max(view.expected, n) if surplus else view.expected  # a warning raises it
         if expected > 0 and sched == 0:
-            if not view.alloc_ok:
+            if policy.prechecks(cfg) and not view.kv_precheck_ok:
+                return PadOutcome(padded=False, alloc_failed=True, surplus_warning=surplus)
+            if not (view.alloc_ok and view.kv_precheck_ok):
                 if policy.alloc_failure_for(cfg) is AllocFailure.CRASH:
                     raise TypeError("'NoneType' object is not subscriptable")
                 return PadOutcome(padded=False, alloc_failed=True, surplus_warning=surplus)

@@ -56,7 +56,8 @@ def test_assert_policies_follow_the_fields_per_path():
 
 def test_other_signatures_follow_the_fields():
     assert policies_for(SignatureKind.SURPLUS_WARNING, POLICIES)[0] == (
-        "tolerant-17278", "sched-aware-16921", "postpad-17379", "newest")
+        "tolerant-17278", "sched-aware-16921", "postpad-17379", "newest", "kv-connector-19164",
+        "dkv")
     # Unchecked on some path: the old eras everywhere, the gated fixes outside their gates.
     assert policies_for(SignatureKind.ALLOC_FAILURE_CRASH, POLICIES)[0] == ALLOC_CRASH
     assert "legacy-2025" not in policies_for(SignatureKind.ALLOC_FAILURE_WARNING, POLICIES)[0]
@@ -74,6 +75,25 @@ def test_a_new_policy_is_matched_without_naming_it():
     assert policies_for(SignatureKind.ENTRY_ASSERT, [mine], DISAGG)[0] == ("my-build",)
     assert policies_for(SignatureKind.ALLOC_FAILURE_CRASH, [mine])[0] == ("my-build",)
     assert leak_paths(CATALOGUE["newest"], DISAGG) == []
+
+
+def test_a_failed_kv_precheck_names_the_versions_that_precheck():
+    """"Unable to fit the complete attention-DP dummy KV allocation" comes from the
+    _has_adp_dummy_kv_capacity precheck: #16279 inside its gate, every path from 000515e on.
+    Older versions have no precheck (a dummy that does not fit is a refused allocation). The
+    logs name no model, so #16279's DeepSeek-V4 gate counts as closed here (as for the other
+    signatures)."""
+    ev = events({"line": 1, "rank": 0, "kind": "adp_dummy_no_kv_capacity",
+                 "message": "Unable to fit the complete attention-DP dummy KV allocation; "
+                            "skipping this forward iteration and retrying"})
+    [sig] = find_signatures(ev, POLICIES)
+    assert sig.kind is SignatureKind.KV_PRECHECK_WARNING and not sig.kind.is_crash
+    assert sig.policies == ("tolerant-17278", "sched-aware-16921", "postpad-17379", "newest",
+                            "kv-connector-19164", "dkv")
+    # A plain log line with the text (a parser that does not know the kind) reads the same.
+    [plain] = find_signatures(events({"line": 1, "rank": 0, "kind": "log",
+                                      "message": sig.message}), POLICIES)
+    assert plain.kind is SignatureKind.KV_PRECHECK_WARNING
 
 
 def test_classify_and_fold():

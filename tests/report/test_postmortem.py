@@ -255,8 +255,8 @@ def test_bundled_surplus_sample_warnings_matched(tmp_path):
     assert v["tolerant-17278"].reproduces_log_warnings is True
     assert v["prefix-2026"].reproduces_log_warnings is False
     assert {s.kind.value for s in r.signatures} == {"surplus-warning"}
-    assert all(s.policies == ("tolerant-17278", "sched-aware-16921", "postpad-17379", "newest")
-               for s in r.signatures)
+    assert all(s.policies == ("tolerant-17278", "sched-aware-16921", "postpad-17379", "newest",
+                              "kv-connector-19164", "dkv") for s in r.signatures)
 
 
 def test_logs_alone_agree_with_the_replay(tmp_path):
@@ -293,7 +293,7 @@ def test_progress_and_several_runs(tmp_path):
     replaying = [m for m in seen if m.startswith("replaying")]
     # one pass per run over its iteration windows, every policy at once
     assert [m.split()[1] for m in replaying] == ["hand", "other"]
-    assert all("10 policies" in m for m in replaying)
+    assert all("12 policies" in m for m in replaying)
     assert sorted(r.findings["runs"]) == ["hand", "other"]
     assert r.findings["runs"]["other"]["policies"]["prefix-2026"]["crash"]["iter"] == 2
 

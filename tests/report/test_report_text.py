@@ -66,7 +66,7 @@ def test_recommendation_names_open_paths(crash_inputs, tmp_path):
     (PR #16921) and never on the aggregated path, which keeps counting GENERATION_TO_COMPLETE."""
     r = postmortem(crash_inputs, tmp_path / "report")
     rec = {a.policy: a for a in r.recommended}
-    assert set(rec) == {"sched-aware-16921", "postpad-17379", "newest"}
+    assert set(rec) == {"sched-aware-16921", "postpad-17379", "newest", "dkv"}
     assert [p.label for p in rec["sched-aware-16921"].open_paths] == \
         ["aggregated, pp_size 1", "disaggregated, pp_size 2"]
     assert rec["sched-aware-16921"].open_paths[0].gap_states == ("GENERATION_TO_COMPLETE",)
@@ -151,7 +151,7 @@ def test_replayed_clean_build_with_a_remaining_gap_says_so(tmp_path):
     below the cap, so this run's own path is marked as still open at the cap."""
     r = postmortem([SAMPLES / "aggregated-overlap"], tmp_path / "r")
     rec = {a.policy: a for a in r.recommended}
-    assert set(rec) == {"postpad-17379", "newest"}
+    assert set(rec) == {"postpad-17379", "newest", "dkv"}
     here = rec["postpad-17379"].here
     assert here is not None and here.gap_states == ("GENERATION_TO_COMPLETE",)
     assert "warned" in here.outcome

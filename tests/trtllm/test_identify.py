@@ -35,9 +35,10 @@ NAMES = {
     "early-2026": ("early-2026", "legacy-2025"),
     "prefix-2026": ("prefix-2026",),
     "16279": ("fix-16279",),
-    "after-16279": ("tolerant-17278",),
-    "after-16921": ("postpad-17379",),
-    "newest": ("newest",),
+    "000515e": ("tolerant-17278",),
+    "002f3cc": ("postpad-17379",),
+    "0004396": ("newest",),
+    "dkv": ("dkv",),
     "fork-ingestion-task": ("newest",),
 }
 #: What the catalogue must have for the era to be modelled: entry names, or ``field:NAME`` for
@@ -48,9 +49,10 @@ NEEDS = {
     "early-2026": (),
     "prefix-2026": (),
     "16279": ("fix-16279",),
-    "after-16279": ("field:count_gate",),
-    "after-16921": ("field:intent_gate",),
-    "newest": ("field:intent_gate",),
+    "000515e": ("field:kv_precheck",),
+    "002f3cc": ("field:kv_precheck",),
+    "0004396": ("field:kv_precheck",),
+    "dkv": ("dkv",),
     "fork-ingestion-task": ("field:intent_gate",),
 }
 
@@ -130,7 +132,7 @@ def test_battery_observations_are_the_hand_worked_ones(identified):
     assert leak.leaks == ((0, 0, 0),) and leak.stop == (1, 0)
     assert "prefix-2026" in by_name["leak-then-cap"].matches
     assert "legacy-2025" not in by_name["leak-then-cap"].matches  # no cap: no assert
-    newest = {b.behaviour.name: b for b in identified["newest"].behaviours}
+    newest = {b.behaviour.name: b for b in identified["0004396"].behaviours}
     assert not any(row[2] for row in newest["all-await-kv"].real.rows)
     early = {b.behaviour.name: b for b in identified["early-2026"].behaviours}
     assert early["surplus-at-cap"].real.stop is None  # no cap on expected: nothing trips

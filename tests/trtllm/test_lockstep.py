@@ -55,7 +55,7 @@ TWO_RANKS = [
 ]
 
 
-@pytest.mark.parametrize("era", ["newest", "fork-ingestion-task"])
+@pytest.mark.parametrize("era", ["0004396", "fork-ingestion-task"])
 def test_forward_intent_is_all_reduced_over_the_replayed_ranks(eras, era):
     """Newest non-overlap code, two ranks, worked by hand.
 
@@ -125,7 +125,7 @@ def test_entry_check_leaves_out_requests_routed_where_the_replay_has_no_room(era
     two = [S.GENERATION_TO_COMPLETE] * 2
     assert prefix(view(two, 1, new=1)).crash is None
     assert prefix(view(two, 1, new=0)).crash.startswith("AssertionError")
-    newest = eras["newest"].pad_hook
+    newest = eras["0004396"].pad_hook
     assert not newest(view(two, 1, new=1)).surplus_warning
     assert newest(view(two, 1, new=0)).surplus_warning
 
@@ -194,7 +194,7 @@ def test_16921_gate_follows_model_overlap_and_pp(eras, model, overlap, pp, count
     a dummy exactly when the scheduler-aware count is on (overlap loop, so no forward intent;
     without overlap, rank 1 holds a GENERATION_IN_PROGRESS request so the intent is not NONE)."""
     cfg = _with_model(model, overlap_scheduler=overlap, pp_size=pp)
-    out = eras["after-16921"].pad_hook.fleet(
+    out = eras["002f3cc"].pad_hook.fleet(
         [view([S.DISAGG_CONTEXT_WAIT_SCHEDULER], 1, cfg, 0),
          view([S.GENERATION_IN_PROGRESS], 1, cfg, 1)])
     assert out[0].padded is counts_window
@@ -203,7 +203,7 @@ def test_16921_gate_follows_model_overlap_and_pp(eras, model, overlap, pp, count
 def test_pad_found_in_a_loop_task_through_ctx(eras):
     """The fork moves the pad into ``executor_loop_tasks.IngestionTask`` reading
     ``self._ctx.{service,config,state}``; it replays like the newest tree, frame by frame."""
-    fork, newest = eras["fork-ingestion-task"], eras["newest"]
+    fork, newest = eras["fork-ingestion-task"], eras["0004396"]
     assert "IngestionTask.pad_attention_dp_dummy_request" in fork.notes
     assert era_of(fork) == era_of(newest)
     frames = [view([S.GENERATION_TO_COMPLETE], 2), view([S.DISAGG_GENERATION_INIT], 1),

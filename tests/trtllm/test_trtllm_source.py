@@ -203,6 +203,30 @@ def test_post_schedule_padding_method_selects_the_postpad_loop(tmp_path):
     assert policy.postpad_empty_batch and policy.rollback_on_skip
 
 
+def test_a_method_whose_body_is_elided_is_unknown_not_a_no_op(tmp_path):
+    """A reduced source keeps ``_count_schedulable_active_requests`` as a docstring and ``...``:
+    run as written it would count None (and pad every rank); it is refused, naming the method
+    and its line. An elided method the stand-in answers itself (the KV-capacity precheck) or
+    one the pad never reaches is no obstacle."""
+    text = (FIXTURES / "py_executor_2026.py").read_text()
+    body = ("        if self.kv_cache_transceiver is None:\n"
+            "            return len(self.active_requests)\n"
+            "        return len([r for r in self.active_requests\n"
+            "                    if not (r.is_disagg_generation_init_state\n"
+            "                            or r.is_disagg_generation_transmission_in_progress)])\n")
+    assert body in text
+    line = text[:text.index(body)].count("\n")   # the def line, 1-based
+    stub = text.replace(body, '        """Elided."""\n        ...\n')
+    with pytest.raises(PolicyError) as e:
+        resolve_policy(f"trtllm:{place(tmp_path / 'a', '2026', executor_text=stub)}")
+    assert "_count_schedulable_active_requests has its body elided" in str(e.value)
+    assert e.value.line == line
+    extra = ("\n    def _has_adp_dummy_kv_capacity(self, token_nums=None):\n        ...\n"
+             "\n    def _never_reached(self):\n        ...\n")
+    policy = resolve_policy(f"trtllm:{place(tmp_path / 'b', '2026', executor_text=text + extra)}")
+    assert policy.pad_hook(view([S.DISAGG_GENERATION_INIT], 1)).padded
+
+
 def test_module_level_side_effects_never_run(tmp_path):
     marker = tmp_path / "module-code-ran"
     text = (FIXTURES / "py_executor_2026.py").read_text()

@@ -100,9 +100,10 @@ ERA_FIXTURES = {
     "early-2026": "early-2026",
     "prefix-2026": "prefix-2026",
     "16279": "16279",
-    "after-16279": "after-16279",
-    "after-16921": "after-16921",
-    "newest": "newest",
+    "000515e": "after-16279",
+    "002f3cc": "after-16921",
+    "0004396": "newest",
+    "dkv": "dkv",
     "fork-ingestion-task": "newest",
 }
 
@@ -110,11 +111,15 @@ ERA_FIXTURES = {
 #: Files several era trees share (same text in those eras), added by :func:`place_era`:
 #: the ADP router of 2026 without and with the cap, and the PR #16921 scheduler module.
 ROUTER = "scheduler/adp_router.py"
+#: The disaggregation coordinator (#18595 on), beside ``pyexecutor/`` in the checkout.
+COORDINATOR = "../disaggregation/orchestration/coordinator.py"
 SHARED = {
     "early-2026": {ROUTER: "adp_router_uncapped.py"},
-    **{era: {ROUTER: "adp_router_capped.py"} for era in ("prefix-2026", "16279", "after-16279")},
+    **{era: {ROUTER: "adp_router_capped.py"} for era in ("prefix-2026", "16279", "000515e")},
     **{era: {ROUTER: "adp_router_capped.py", "scheduler/scheduler.py": "scheduler_16921.py"}
-       for era in ("after-16921", "newest", "fork-ingestion-task")},
+       for era in ("002f3cc", "fork-ingestion-task")},
+    **{era: {ROUTER: "adp_router_capped.py", "scheduler/scheduler.py": "scheduler_16921.py",
+             COORDINATOR: "disagg_coordinator.py"} for era in ("0004396", "dkv")},
 }
 
 
