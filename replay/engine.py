@@ -351,7 +351,7 @@ def _hook_pad(frames: RunFrames, pol: Policy, cfg: RunConfig, i: int, row_in: St
                                config=cfg, alloc_ok=bool(row_in.alloc_ok[r]),
                                new_requests=int(row_in.new_real[r]),
                                kv_precheck_ok=bool(row_in.kv_precheck_ok[r])))
-    for r, outcome in enumerate(_hook_outcomes(pol, views, role)):
+    for r, outcome in enumerate(hook_outcomes(pol, views, role)):
         res["padded"][r] = bool(outcome.padded)
         res["role_context"][r] = bool(outcome.padded) and outcome.role == "context"
         res["alloc_failed"][r] = bool(outcome.alloc_failed)
@@ -362,7 +362,7 @@ def _hook_pad(frames: RunFrames, pol: Policy, cfg: RunConfig, i: int, row_in: St
     return PadDecision(**res)
 
 
-def _hook_outcomes(pol: Policy, views: list[FrameView],
+def hook_outcomes(pol: Policy, views: list[FrameView],
                    role: bool | None = None) -> list[PadOutcome]:
     """The hook's outcome for every rank of one iteration: in lockstep when the hook offers it
     (``pad_hook.fleet``: real code whose collectives span the replayed ranks; ``role`` is the

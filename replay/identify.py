@@ -24,6 +24,8 @@ from typing import Any, Optional
 
 from replay.policy import Policy
 from replay.errors import PolicyError
+from replay.explore.differential import ExploredIdentification, identify_by_exploration
+from replay.explore.space import DEFAULT_BOUND, Bound, ConfigSpace
 
 #: The model the battery's traces name unless a behaviour is about the model gate.
 BATTERY_MODEL = "deepseek_v4"
@@ -409,5 +411,13 @@ def identify(spec: str | Policy, behaviours: Optional[list[Behaviour]] = None) -
                           unmatched=unmatched)
 
 
+def identify_explore(spec: str, space: ConfigSpace = ConfigSpace(),
+                     bound: Bound = DEFAULT_BOUND) -> ExploredIdentification:
+    """``identify --explore``: the entries that decide as the build on every schedule up to a
+    bound, not only on the battery (``replay.explore.differential``)."""
+    return identify_by_exploration(spec, space, bound)
+
+
 __all__ = ["Behaviour", "BehaviourMatch", "Identification", "Observation", "battery",
-           "case_config", "identify", "observe"]
+           "case_config", "identify", "identify_explore", "observe"]
+

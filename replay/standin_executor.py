@@ -37,6 +37,7 @@ two forks' 2026 executors (the pre-fix count, and PR #16279's model-gated window
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import traceback
 import types
@@ -107,6 +108,7 @@ DSV4_MODELS = ("deepseek_v4",)
 SCHEDULER_AWARE_OVERLAP_MODELS = ("deepseek_v4", "qwen3_5_moe")
 
 
+@functools.lru_cache(maxsize=None)
 def _norm(name: str) -> str:
     return "".join(ch for ch in name.lower() if ch.isalnum())
 

@@ -20,6 +20,8 @@ CASES = {
                      "--methods", "ours,json.loads"],
     "startup": ["--rounds", "1"],
     "postmortem": ["--sizes", "4x50,4x100", "--rounds", "1"],
+    "explore": ["--policies", "prefix-2026", "--iterations", "1", "--requests", "1",
+                "--era", "", "--small-iterations", "2"],
 }
 try:  # the campaign compares serial with a LocalCluster: it needs the [dask] extra
     import distributed  # noqa: F401

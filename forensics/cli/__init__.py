@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "fleet",
     "identify",
     "sweep",
+    "explore",
 )
 
 

@@ -1,6 +1,8 @@
 """``forensics identify``: which catalogue policy a TensorRT-LLM build behaves like."""
 from __future__ import annotations
 
+import dataclasses
+
 import click
 
 from forensics.cli.errors import library_errors
@@ -9,9 +11,15 @@ from forensics.cli.options import Output, echo_json, json_option, quiet_option
 
 @click.command("identify")
 @click.argument("spec", metavar="trtllm:PATH[@REV]")
+@click.option("--explore", "by_exploring", is_flag=True,
+              help="Compare on every schedule up to a bound (forensics explore's space), not on "
+                   "the battery: name the entries with no divergence, or each entry's first one.")
+@click.option("--iterations", type=click.IntRange(1, 8), default=None,
+              help="With --explore: iterations per schedule (default: explore's).")
 @json_option
 @quiet_option
-def command(spec: str, as_json: bool, quiet: bool) -> None:
+def command(spec: str, by_exploring: bool, iterations: int | None, as_json: bool,
+            quiet: bool) -> None:
     """Which catalogue policy a build's real pad code behaves as.
 
     Replays a battery of small hand-made traces (one per behaviour the executor's unit tests and
@@ -20,16 +28,25 @@ def command(spec: str, as_json: bool, quiet: bool) -> None:
     matches on every behaviour, 1 when none does (the behaviours without a match are listed).
     The build's extracted method bodies run: use it on sources you trust.
 
+    With --explore the comparison runs over every schedule of `forensics explore`'s default
+    space and bound (docs/explore.md) in one differential search.
+
     \b
     Example:
       forensics identify trtllm:~/src/TensorRT-LLM@v1.2.0
       forensics identify trtllm:installed --json
+      forensics identify trtllm:~/src/TensorRT-LLM@000515e --explore
     """
-    from replay.identify import identify
+    from replay.identify import identify, identify_explore
     if not spec.startswith("trtllm:"):
         spec = f"trtllm:{spec}"
     with library_errors():
-        result = identify(spec)
+        if by_exploring:
+            from replay.explore import DEFAULT_BOUND, ConfigSpace
+            bound = dataclasses.replace(DEFAULT_BOUND, iterations=iterations or DEFAULT_BOUND.iterations)
+            result = identify_explore(spec, ConfigSpace(), bound)
+        else:
+            result = identify(spec)
     if as_json:
         echo_json(result.to_json())
     else:

@@ -145,9 +145,12 @@ def build_document(*, summary, run, config, verdicts, signatures, log_crash, log
         b.append(Heading(3, "Builds clean on this run's path"))
         b.append(Table(("build", "pull requests", "this run's path", "other paths that stay open"),
                        tuple((code(a.policy), ", ".join(a.prs) or "-",
-                              "closed" if a.here is None else
+                              ("closed" + (f" ({a.here_evidence})" if a.here_evidence else ""))
+                              if a.here is None else
                               f"clean in the replay, but {a.here.why}: {a.here.outcome}",
-                              "; ".join(f"{p.label}: {p.outcome} ({p.why})" for p in a.open_paths)
+                              "; ".join(f"{p.label}: {p.outcome} ({p.why}"
+                                        + (f"; {p.evidence}" if p.evidence else "") + ")"
+                                        for p in a.open_paths)
                               or "none of the neighbouring paths (other serving mode, pp_size)")
                              for a in recommended)))
 

@@ -15,11 +15,44 @@ PR #16161) is never recommended.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Optional, Sequence
 
+from forensics.trace_records import dumps_records
 from replay.config import RunConfig
+from replay.explore import KV_OUTCOMES, Bound, ConfigSpace, explore
+from replay.explore.result import plural
 from replay.policy import EntryCheck, Policy, model_name
 from replay.states import ALL_STATES, micro_batch_window
+
+#: The bound of the exploration behind each path's verdict (``replay.explore``): every schedule
+#: of the path's configuration up to it, with the dummy always fitting in the KV cache (a path is
+#: open when its pad count leaves a gap, whatever the KV cache does).
+PATH_BOUND = Bound(ranks=2, requests=2, iterations=3)
+
+
+@dataclasses.dataclass(frozen=True)
+class PathWitness:
+    """The smallest schedule showing a path open (``replay.explore``'s minimal witness).
+
+    Fields:
+        kind, cause: the mechanism (``crash``, ``GENERATION_TO_COMPLETE``).
+        ranks, iterations, requests: its size.
+        records: the schedule as a v2 trace (``forensics replay`` reads it).
+        file: where the report wrote it (relative to the report), once written.
+    """
+
+    kind: str
+    cause: str
+    ranks: int
+    iterations: int
+    requests: int
+    records: tuple
+    file: str = ""
+
+    def text(self) -> str:
+        return (f"{self.kind} in {plural(self.ranks, 'rank')}, "
+                f"{plural(self.iterations, 'iteration')}, {plural(self.requests, 'request')}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +66,10 @@ class PathGap:
         outcome: what a leak does there (``"crash at the cap"``, ``"warned, capacity wasted"``,
             ``"silent"``), or ``"closed"``.
         why: one clause saying why.
+        witness: for an open path, its minimal witness from exploration (None when the
+            exploration found none up to the bound, or was not run).
+        evidence: what the exploration says: ``"minimal witness: crash in 2 ranks, ..."`` or
+            ``"no counterexample in N schedules up to 2 ranks, ..."``; empty when not run.
     """
 
     label: str
@@ -40,6 +77,8 @@ class PathGap:
     gap_states: tuple[str, ...]
     outcome: str
     why: str
+    witness: Optional[PathWitness] = None
+    evidence: str = ""
 
 
 def path_label(config: RunConfig) -> str:
@@ -86,6 +125,56 @@ def path_gap(policy: Policy, config: RunConfig) -> PathGap:
                    f"counts {states} the scheduler refuses; no rollback on a skip")
 
 
+#: Which witness kind shows each outcome of :func:`path_gap`.
+_KIND_OF_OUTCOME = {"can crash at the cap (entry assert)": "crash",
+                    "leaks are warned about and waste capacity": "wasted capacity",
+                    "leaks silently (no cap)": "leak"}
+
+
+#: Searches already run for some path, by behaviour key: builds that decide a path alike share one.
+_SEARCHES: dict = {}
+
+
+@functools.lru_cache(maxsize=256)
+def explore_path(policy: Policy, config: RunConfig, outcome: str = "") -> tuple[Optional[PathWitness], int]:
+    """Explore one path's configuration under ``policy`` up to :data:`PATH_BOUND`: the minimal
+    witness of a dummy leaking (of ``outcome``'s kind where one is found, else the smallest
+    failure) and the number of schedules explored."""
+    space = ConfigSpace(disaggregated=(config.disaggregated,), pp_sizes=(config.pp_size,),
+                        overlap=(config.overlap_scheduler,), models=(config.model_arch,),
+                        max_batch_sizes=(config.max_batch_size,), caps=(config.cap,),
+                        dkv=(config.dkv_enabled,))
+    res = explore(policy, space, PATH_BOUND, kv_outcomes=KV_OUTCOMES[:1], workers=1, check=False,
+                  cache=_SEARCHES)
+    want = _KIND_OF_OUTCOME.get(outcome)
+    found = [w for w in res.witnesses if w.kind == want] or list(res.witnesses)
+    if not found:
+        return None, res.schedules
+    w = found[0]  # smallest first
+    return PathWitness(kind=w.kind, cause=w.cause, ranks=w.ranks, iterations=w.iterations,
+                       requests=w.requests, records=w.records), res.schedules
+
+
+def witness_file(policy: Policy, config: RunConfig) -> str:
+    """The report's file name of a path's witness: ``witness-newest--aggregated-pp-size-1.jsonl``."""
+    slug = "".join(ch if ch.isalnum() else "-" for ch in path_label(config).lower())
+    return f"witness-{policy.name}--{'-'.join(filter(None, slug.split('-')))}.jsonl"
+
+
+def with_evidence(gap: PathGap, policy: Policy, config: RunConfig) -> PathGap:
+    """``gap`` with what exploring its configuration says (a witness when open, "no
+    counterexample up to the bound" when nothing leaks)."""
+    if policy.pad_hook is not None:
+        return gap
+    witness, schedules = explore_path(policy, config, gap.outcome)
+    if witness is not None:
+        witness = dataclasses.replace(witness, file=witness_file(policy, config))
+        return dataclasses.replace(gap, witness=witness, evidence="minimal witness: " + witness.text()
+                                   + f" (`{witness.file}`)")
+    return dataclasses.replace(gap, evidence=f"no counterexample in {schedules} schedules up to "
+                                             f"{PATH_BOUND.describe()}")
+
+
 def _outcome(policy: Policy) -> str:
     if not policy.cap:
         return "leaks silently (no cap)"
@@ -118,6 +207,9 @@ class BuildAdvice:
     #: The gate the advice depends on when the run does not name its model
     #: (``"only if the model is DeepSeek-V4"``), else empty.
     condition: str = ""
+    #: What exploring this run's path says when it is closed ("no counterexample in N schedules
+    #: up to ..."), else empty.
+    here_evidence: str = ""
 
     def text(self) -> str:
         prs = f" (PR {', '.join(self.prs[:2])})" if self.prs else ""
@@ -153,15 +245,29 @@ def clean_builds(policies: Sequence[Policy], config: Optional[RunConfig],
             if not models:
                 continue
             condition = "only if the model is " + " or ".join(model_name(m) for m in models)
-        opened = tuple(g for g in (path_gap(p, c) for c in other_paths(config)) if g.open) \
+        opened = tuple(with_evidence(g, p, c) for g, c in
+                       ((path_gap(p, c), c) for c in other_paths(config)) if g.open) \
             if config is not None else ()
         here = path_gap(p, config) if config is not None else None
+        evidence = with_evidence(here, p, config).evidence \
+            if here is not None and not here.open else ""
         out.append(BuildAdvice(p.name, p.title, tuple(p.prs), opened,
                                here if here is not None and here.open and not condition else None,
-                               condition))
+                               condition, evidence))
     # Closed on this path first, then fewest open paths, then catalogue order (stable sort).
     return sorted(out, key=lambda a: (a.here is not None, len(a.open_paths)))
 
 
-__all__ = ["BuildAdvice", "PathGap", "clean_builds", "gap_states", "other_paths", "path_gap",
-           "path_label"]
+def witness_files(recommended: Sequence[BuildAdvice]) -> dict[str, bytes]:
+    """Every open path's witness trace, by its report file name (JSON Lines)."""
+    out = {}
+    for advice in recommended:
+        for gap in advice.open_paths:
+            if gap.witness is not None and gap.witness.file:
+                out[gap.witness.file] = dumps_records(gap.witness.records).encode()
+    return out
+
+
+__all__ = ["BuildAdvice", "PATH_BOUND", "PathGap", "PathWitness", "clean_builds", "explore_path",
+           "gap_states", "other_paths", "path_gap", "path_label", "with_evidence", "witness_file",
+           "witness_files"]

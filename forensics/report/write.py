@@ -12,12 +12,15 @@ from forensics.report.html import render_html
 from forensics.report.markdown import render_markdown
 
 
-def write_report(report_dir: ReportDir, doc: Document, figures, findings: dict
-                 ) -> tuple[list[Path], Path, Path, Path]:
+def write_report(report_dir: ReportDir, doc: Document, figures, findings: dict,
+                 extra: dict[str, bytes] | None = None) -> tuple[list[Path], Path, Path, Path]:
     """Write the figures (SVG), the document as Markdown and as self-contained HTML, and the
     findings as JSON into an opened report directory, then finish it (files an earlier report
-    wrote and this one did not are removed). Returns the figures' paths and the three files'."""
+    wrote and this one did not are removed). ``extra``: further files by name (the open paths'
+    witness traces). Returns the figures' paths and the three files'."""
     written = [report_dir.write(fig.name, fig.data) for fig in figures]
+    for name, data in (extra or {}).items():
+        report_dir.write(name, data)
     md = report_dir.write("report.md", render_markdown(doc).encode())
     html_path = report_dir.write("report.html", render_html(doc).encode())
     fj = report_dir.write("findings.json",

@@ -31,7 +31,7 @@ def _run_blocked(body: str) -> subprocess.CompletedProcess:
 
 def test_no_replay_module_names_forensics_in_an_import():
     offenders = []
-    for f in sorted(REPLAY.glob("*.py")):
+    for f in sorted(REPLAY.rglob("*.py")):
         for node in ast.walk(ast.parse(f.read_text(), str(f))):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])

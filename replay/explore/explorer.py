@@ -1,0 +1,249 @@
+"""``explore``: every schedule of a configuration space up to a bound, under one policy (or two).
+
+For each configuration of the space and each rank count of the bound (smallest first), a
+:class:`~replay.explore.search.Search` runs a BFS over abstract states; every mechanism found is
+kept with its smallest witness over the whole space (fewest ranks, then iterations, then
+requests; the first configuration in the space's order on a tie). Configurations a catalogue
+policy cannot tell apart (same predicate, gates, cap, loop...) share one search. A witness is
+turned into a v2 trace and replayed by the engine (``replay.explore.witness.confirm``).
+
+Example:
+    >>> from replay.explore import Bound, ConfigSpace, explore
+    >>> space = ConfigSpace(disaggregated=(True,), pp_sizes=(1,), overlap=(False,),
+    ...                     models=("llama",), max_batch_sizes=(1,))
+    >>> res = explore("prefix-2026", space, Bound(ranks=2, requests=2, iterations=3))
+    >>> [(w.kind, w.cause, w.size) for w in res.witnesses if w.kind == "crash"][-1]
+    ('crash', 'GENERATION_TO_COMPLETE', (2, 3, 2))
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import multiprocessing
+import os
+import time
+from typing import Callable, Optional, Sequence
+
+from replay.config import RunConfig
+from replay.explore.mechanisms import KIND_OF
+from replay.explore.model import Reasons
+from replay.explore.result import ExploreResult, Witness, describe_key
+from replay.explore.search import Search
+from replay.explore.space import DEFAULT_BOUND, KV_OUTCOMES, Bound, ConfigSpace, KvOutcome
+from replay.explore.witness import confirm, schedule_records
+from replay.policy import Policy
+from replay.resolve import resolve_policy
+
+#: ``progress(configs done, configs in all, schedules so far)``.
+Progress = Callable[[int, int, int], None]
+
+
+def behaviour_key(policy: Policy, config: RunConfig) -> tuple:
+    """What a catalogue policy's decisions depend on under ``config`` (configurations with one
+    key are explored once). A hooked policy (real code) reads the configuration itself: every
+    configuration is its own key."""
+    if policy.pad_hook is not None:
+        return (policy.name, config)
+    return (policy.predicate(config), policy.uses_forward_intent(config),
+            policy.alloc_failure_for(config), policy.rolls_back(config), policy.postpads(config),
+            policy.prechecks(config), policy.pads_run(config), policy.gated(config),
+            policy.cap, policy.entry_check, policy.dummy_role, config.cap, config.max_batch_size,
+            config.disaggregated, config.overlap_scheduler, config.encoder_decoder,
+            config.enable_attention_dp, config.expected_multiplier)
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchJob:
+    """One search: a configuration under the explored policy (and references), all rank counts.
+
+    Fields:
+        policies: the policies (``Policy`` objects, or specs a worker resolves again: a hooked
+            policy's code cannot be pickled).
+        config, bound, kv_outcomes, canonical, memo: as in :func:`explore`.
+        build: the ``build`` label of the witness traces.
+    """
+
+    policies: tuple
+    config: RunConfig
+    bound: Bound
+    kv_outcomes: tuple[KvOutcome, ...]
+    canonical: bool
+    memo: bool
+    build: str
+
+
+@dataclasses.dataclass
+class SearchOutcome:
+    """What one search found: ``{key: (Found, records)}`` with reason ids replaced by their
+    labels (``(kind, label)``; a divergence key as the search wrote it), and its counts."""
+
+    found: dict
+    transitions: int = 0
+    rank_iterations: int = 0
+    states: int = 0
+    interrupted: bool = False
+
+
+def run_job(job: SearchJob) -> SearchOutcome:
+    """Run one search (in this process or a worker) and build its witnesses' traces."""
+    policies = tuple(resolve_policy(p) for p in job.policies)
+    search = Search(policies, job.config, job.bound.requests, job.kv_outcomes, Reasons(),
+                    canonical=job.canonical, memo=job.memo)
+    found: dict = {}
+    out = SearchOutcome(found={})
+    try:
+        for ranks in range(job.bound.min_ranks, job.bound.ranks + 1):
+            search.run(ranks, job.bound.iterations, found)
+    except KeyboardInterrupt:
+        out.interrupted = True
+    out.transitions = search.stats.transitions
+    out.rank_iterations = search.stats.rank_iterations
+    out.states = search.stats.states
+    for k, f in found.items():
+        key = k if k[0] == "diverge" else (k[0], search.reasons.labels[k[1]])
+        out.found[key] = (f, schedule_records(search, f, job.build))
+    return out
+
+
+def _portable(policy: Policy, spec) -> object:
+    """What a worker can rebuild the policy from: its spec for a hooked policy."""
+    if policy.pad_hook is None:
+        return policy
+    return spec if isinstance(spec, str) else None
+
+
+def default_workers() -> int:
+    """Worker processes for the searches: the usable cores (searches are independent)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def explore(policy: str | Policy, space: ConfigSpace = ConfigSpace(), bound: Bound = DEFAULT_BOUND,
+            *, against: str | Policy | Sequence[str | Policy] | None = None,
+            kv_outcomes: tuple[KvOutcome, ...] = KV_OUTCOMES,
+            progress: Optional[Progress] = None, canonical: bool = True, memo: bool = True,
+            check: bool = True, workers: Optional[int] = None,
+            cache: Optional[dict] = None) -> ExploreResult:
+    """Explore every schedule of ``space`` up to ``bound`` under ``policy``.
+
+    Args:
+        policy: a catalogue name, ``trtllm:PATH[@REV]``, ``py:...`` or a Policy.
+        space, bound: what to enumerate.
+        against: differential mode: the reference policy (or several, compared in one search);
+            the result's witnesses are then the first divergences (per reference, field and
+            values), not failures.
+        kv_outcomes: the KV outcomes to enumerate per rank and iteration.
+        progress: called after each search.
+        canonical, memo: the symmetry and visited-state reductions (for checks).
+        check: replay each witness's trace with the engine (``Witness.confirmed``).
+        workers: processes running searches (default: the usable cores; 1: in this process).
+        cache: searches already run, by behaviour key (several policies explored in a row
+            share the configurations they decide alike).
+
+    Returns:
+        :class:`~replay.explore.result.ExploreResult`; Ctrl-C stops the search and returns what
+        was found so far (``interrupted``).
+    """
+    pol = resolve_policy(policy)
+    if against is None:
+        ref_specs: list = []
+    elif isinstance(against, (str, Policy)):
+        ref_specs = [against]
+    else:
+        ref_specs = list(against)
+    refs = [resolve_policy(a) for a in ref_specs]
+    policies = (pol, *refs)
+    result = ExploreResult(policy=pol.name, against=", ".join(r.name for r in refs) or None,
+                           space=space, bound=bound)
+    configs = space.configs(tp_size=1)
+    result.configs = len(configs)
+    keys = [(tuple(behaviour_key(p, c) for p in policies), bound, kv_outcomes, canonical, memo)
+            for c in configs]
+    cache = {} if cache is None else cache
+    portable = tuple(_portable(p, s) for p, s in zip(policies, (policy, *ref_specs)))
+    jobs = {}
+    for key, config in zip(keys, configs):
+        if key not in cache and key not in jobs:
+            jobs[key] = SearchJob(policies=portable if None not in portable else policies,
+                                  config=config, bound=bound, kv_outcomes=kv_outcomes,
+                                  canonical=canonical, memo=memo, build=pol.name)
+    n_workers = min(workers or default_workers(), max(len(jobs), 1))
+    if None in portable:
+        n_workers = 1
+    start = time.perf_counter()
+    done = 0
+
+    def finished(key, outcome: SearchOutcome) -> None:
+        nonlocal done
+        cache[key] = outcome
+        result.searches += 1
+        result.rank_iterations += outcome.rank_iterations  # replayed now (the rate)
+        result.interrupted |= outcome.interrupted
+        done += 1
+        if progress is not None:
+            progress(done, len(jobs), sum(cache[k].transitions for k in jobs if k in cache))
+
+    try:
+        if n_workers <= 1:
+            for key, job in jobs.items():
+                finished(key, run_job(job))
+                if result.interrupted:
+                    break
+        else:
+            _run_pool(jobs, n_workers, finished)
+    except KeyboardInterrupt:
+        result.interrupted = True
+    result.seconds = time.perf_counter() - start
+    for key in dict.fromkeys(keys):  # every distinct search the space needs, run now or before
+        if key in cache:
+            result.schedules += cache[key].transitions
+            result.states += cache[key].states
+    best: dict = {}
+    counts: dict = {}
+    for key, config in zip(keys, configs):
+        outcome = cache.get(key)
+        if outcome is None:
+            continue
+        for k, (f, records) in outcome.found.items():
+            counts[k] = counts.get(k, 0) + 1
+            if k not in best or f.size < best[k][0].size:
+                best[k] = (f, records, config)
+    for k, (f, records, config) in sorted(best.items(), key=lambda kv: (kv[1][0].size, str(kv[0]))):
+        if refs and k[0] != "diverge":
+            continue  # differential mode reports divergences only
+        kind, cause, description, slug = describe_key(k, k[1] if k[0] != "diverge" else "")
+        ref_name = refs[k[1] - 1].name if k[0] == "diverge" else None
+        if ref_name is not None and len(refs) > 1:
+            slug = f"{ref_name}--{slug}"
+        records = [dict(r, build=pol.name) if r.get("kind") == "run" else r for r in records]
+        confirmed = confirm(records, pol, KIND_OF[kind]) if check and not refs else None
+        result.witnesses.append(Witness(
+            kind=kind, cause=cause, description=description,
+            config=dataclasses.replace(config, tp_size=f.ranks), ranks=f.ranks,
+            iterations=f.iterations, requests=f.requests, records=tuple(records),
+            configs=counts.get(k, 1), confirmed=confirmed, slug=slug, against=ref_name))
+    return result
+
+
+def _run_pool(jobs: dict, n_workers: int, finished) -> None:
+    """Run the jobs in ``n_workers`` processes, reporting each as it completes."""
+    ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods()
+                                      else "spawn")
+    with concurrent.futures.ProcessPoolExecutor(n_workers, mp_context=ctx) as pool:
+        futures = {pool.submit(run_job, job): key for key, job in jobs.items()}
+        try:
+            for fut in concurrent.futures.as_completed(futures):
+                finished(futures[fut], fut.result())
+        except KeyboardInterrupt:
+            for fut in futures:
+                fut.cancel()
+            for fut, key in futures.items():
+                if fut.done() and not fut.cancelled() and fut.exception() is None:
+                    finished(key, fut.result())
+            raise
+
+
+__all__ = ["Progress", "SearchJob", "SearchOutcome", "behaviour_key", "default_workers",
+           "explore", "run_job"]
