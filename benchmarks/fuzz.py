@@ -1,10 +1,14 @@
-"""Long fuzz runs of the executor-log reader (the suite runs a bounded one: tests/ingest/test_fuzz.py).
+"""Long fuzz runs of the readers (the suite runs a bounded one: tests/ingest/test_fuzz.py).
 
 Each input is a mutated log built by ``tests/ingest/fuzz_lines.py`` (every documented line
 variant, the issue-13 log-stack shapes, the shared real samples when ``../shared`` is present),
 parsed with a random block size and thread count; checked: no exception, every line accounted
 for exactly once; every ``--load-every``-th input is also ingested and loaded with
-``forensics.load`` (every table to pandas). Failing inputs are saved under ``--out``.
+``forensics.load`` (every table to pandas). A share ``--json-share`` of the inputs are stats or
+trace JSON Lines instead (``tests/ingest/fuzz_json.py``: lone surrogate escapes, mid-line cuts,
+plain or gzip), ingested on a random reader path; checked: no exception but a trace cut before
+its run record, one ``input_truncated`` event exactly when cut mid-line. Failing inputs are
+saved under ``--out``.
 
 Usage: ``nice python benchmarks/fuzz.py --minutes 10``; prints the inputs and lines tried and
 the failures found (exit status 1 if any).
@@ -12,6 +16,7 @@ the failures found (exit status 1 if any).
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import tempfile
@@ -29,12 +34,15 @@ def main() -> int:
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--load-every", type=int, default=10)
+    ap.add_argument("--json-share", type=float, default=0.25)
     ap.add_argument("--out", type=Path, default=Path("fuzz-failures"))
     args = ap.parse_args()
 
     import forensics
     from forensics.dataset.schema import TABLES
-    from tests.ingest import fuzz_lines
+    from forensics.errors import TraceFormatError
+    from forensics.readers import json_scan
+    from tests.ingest import fuzz_json, fuzz_lines
     from tests.ingest.test_line_accounting import SHARED, assert_accounted
 
     samples = fuzz_lines.sample_lines(SHARED)
@@ -47,6 +55,34 @@ def main() -> int:
         while time.monotonic() < stop:
             seed = rng.randrange(2**32)
             r = random.Random(seed)
+            if r.random() < args.json_share:
+                kind = r.choice(["stats", "trace"])
+                data, cut = fuzz_json.fuzz_json(r, kind, n_lines=r.randrange(1, 60))
+                jpath = Path(d) / f"fuzz.{kind}.jsonl"
+                jpath.write_bytes(data)
+                os.environ[json_scan.PATH_ENV] = r.choice(["", "native", "reference"])
+                try:
+                    try:
+                        forensics.ingest([jpath], Path(d) / "ds", kind=kind)
+                    except TraceFormatError as e:
+                        if kind != "trace" or "run record" not in str(e):
+                            raise
+                    else:
+                        ds = forensics.load(Path(d) / "ds")
+                        for t in TABLES:
+                            getattr(ds, t)
+                        got = int((ds.events["kind"] == "input_truncated").sum())
+                        if got != int(cut):
+                            raise AssertionError(f"{got} input_truncated events, cut={cut}")
+                except Exception:  # noqa: BLE001 - a fuzz finding, saved with its input
+                    args.out.mkdir(parents=True, exist_ok=True)
+                    (args.out / f"{seed}.{kind}.jsonl").write_bytes(data)
+                    (args.out / f"{seed}.txt").write_text(traceback.format_exc())
+                    failures.append(f"seed {seed}: {traceback.format_exc().splitlines()[-1]}")
+                finally:
+                    os.environ.pop(json_scan.PATH_ENV, None)
+                inputs += 1
+                continue
             data = fuzz_lines.fuzz_log(r, samples if r.random() < 0.5 else (),
                                        n_lines=r.randrange(1, 80))
             path.write_bytes(data)

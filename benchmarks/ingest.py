@@ -305,6 +305,7 @@ def main() -> None:
             methods = [wp.Method(m, argv[m], env=env,
                                  prepare=(lambda d=out[m]: fresh(d)) if m in out else None)
                        for m in args.methods.split(",")]
+            wp.ready_scanners(env)
             for m in methods:
                 if m.name == "ours":   # untimed: a fresh install compiles numba's cache here
                     m.prepare()

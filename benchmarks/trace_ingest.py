@@ -245,6 +245,7 @@ def main() -> None:
                     argv, menv = [sys.executable, str(script), str(src), str(out)], env
                 methods.append(wp.Method(name, argv, env=menv,
                                          prepare=None if name == "cat" else fresh))
+            wp.ready_scanners(env)
             wp.run_rounds(methods, args.rounds, cwd=str(outside))
             rows = {m.name: int(m.samples[-1].stdout.split()[-1]) for m in methods
                     if m.name not in ("ours", "before", "cat")}

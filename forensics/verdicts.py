@@ -26,8 +26,10 @@ import numpy as np
 import pandas as pd
 
 from forensics.readers import event_kinds as K
+from forensics.answer import verdict_line, what_to_do
 from forensics.report.chain import mechanisms, opening_sentence
-from forensics.report.crash_signatures import REPLAY_CRASH_KIND, Signature, excerpt
+from forensics.report.crash_signatures import (REPLAY_CRASH_KIND, Signature, excerpt,
+                                               outside_catalogue)
 from forensics.report.document import code
 from forensics.report.logs_only import (
     LOG_RANKS_ENV,
@@ -182,9 +184,7 @@ def exit_status(ds, refused, log_crash, verdicts, lo: LogsOnlyFindings, has_trac
                                 "pad-dummy or crash event and no request-state trace")
     if log_crash is not None:
         if not log_crash.kind.is_cause:
-            return EXIT_UNEXPLAINED, (f"the logs show a crash ({log_crash.kind.value} at "
-                                      f"{code(log_crash.where)}) with no pad-dummy signature before it; "
-                                      "the catalogue does not model it")
+            return EXIT_UNEXPLAINED, outside_catalogue(log_crash)
         if not has_traces and lov is not None and lov.explained:
             return EXIT_EXPLAINED, (f"the logs show the NVBug 6438685 chain: {lov.chain.text()}; "
                                     f"the {log_crash.kind.value} matches "
@@ -318,7 +318,7 @@ def opening(status, reason, story, story_is_build, log_crash, lo, recommended, c
     if log_crash is not None:
         where = (f"rank {log_crash.rank}" if log_crash.rank is not None else "an unknown rank") + (
             f" at iteration {log_crash.iter}" if log_crash.iter is not None else "")
-        head = f"{log_crash.kind.value} on {where} ({code(log_crash.where)})"
+        head = f"{log_crash.title} on {where} ({code(log_crash.where)})"
         if lov is not None and lov.explained:
             c = lov.chain
             zero = ", ".join(str(r) for r in c.zero_ranks)
@@ -331,6 +331,8 @@ def opening(status, reason, story, story_is_build, log_crash, lo, recommended, c
                     f"{lov.survivors_text()}.",
                     f"{head[:1].upper()}{head[1:]} after the fleet-wide skip of iteration "
                     f"{c.skip_iter}: the NVBug 6438685 chain (logs only)")
+        if status == EXIT_UNEXPLAINED and not log_crash.kind.is_cause:
+            return f"{reason[:1].upper()}{reason[1:]}.", f"{head}, not explained"
         if status == EXIT_UNEXPLAINED:
             return f"The logs show an {head}; not explained: {reason}.", f"{head}, not explained"
         return f"The logs show an {head}: {reason}" + (f"; {todo}" if todo else "") + ".", head
@@ -382,6 +384,12 @@ def next_step(status: int, verdicts: Sequence[PolicyVerdict], log_crash: Optiona
                     f"{lov.survivors_text()}.{tell} To see which requests and dummy leaked and "
                     f"confirm the build: {record}")
         return (f"Builds that close the pad-dummy leak {lov.survivors_text()}.{tell} {record}")
+    if (status == EXIT_UNEXPLAINED and log_crash is not None and not log_crash.kind.is_cause
+            and log_crash.follows is None):
+        at = f" at `{log_crash.code_location}`" if log_crash.code_location else ""
+        return (f"Look into the {log_crash.title}{at} (the excerpt in the report) with the "
+                "component that raised it; a pad-dummy leak is not what stopped this run, as "
+                "far as the logs show. To rule one out, " + _record_step(lo))
     if status == EXIT_UNEXPLAINED and not verdicts:
         step = _record_step(lo)
         return step[:1].upper() + step[1:]
@@ -471,7 +479,8 @@ def findings_json(summary, results, verdicts, signatures, log_crash, lo, chain_p
 class Judgement:
     """Every conclusion of a post-mortem on one run: the verdict per policy, the exit status
     and its reason, the policy whose story is told with its causal chain and mechanisms, the
-    builds to move to, the next step, the opening sentence and the headline."""
+    builds to move to, the next step, the opening sentence and the headline; first of all the
+    verdict in one line and what to do (``forensics.answer``)."""
 
     verdicts: tuple[PolicyVerdict, ...]
     status: int
@@ -483,6 +492,8 @@ class Judgement:
     next_step: str
     opening: str
     headline: str
+    verdict: str = ""
+    what_to_do: tuple = ()
 
 
 def judge(ds, results: dict, pols, config, log_crash: Optional[Signature], signatures, lo: LogsOnlyFindings,
@@ -501,17 +512,28 @@ def judge(ds, results: dict, pols, config, log_crash: Optional[Signature], signa
                      inputs=[str(i) for i in inputs], refused=list(refused), lov=lov)
     first, head = opening(status, reason, story, chain_policy == build, log_crash, lo, recommended,
                           config, verdicts, lov)
+    verdict = verdict_line(
+        status=status, reason=reason, story=story, recording_build=chain_policy == build,
+        crash_seen=any(v.reproduces_log_crash for v in verdicts if v.policy == chain_policy),
+        log_crash=log_crash, logs_verdict=lov,
+        exit_codes=(EXIT_CLEAN, EXIT_EXPLAINED, EXIT_BAD_INPUT, EXIT_UNEXPLAINED))
+    todo = what_to_do(recommended=recommended if status == EXIT_EXPLAINED else (),
+                      next_step=step, logs_verdict=lov, policies=pols,
+                      record_step="To see which requests and dummy leaked and confirm the build, "
+                                  + _record_step(lo))
     return Judgement(verdicts=verdicts, status=status, reason=reason, chain_policy=chain_policy,
                      chain=chain, mechanisms=tuple(chain_mechanisms(story)), recommended=recommended,
-                     next_step=step, opening=first, headline=head)
+                     next_step=step, opening=first, headline=head, verdict=verdict, what_to_do=todo)
 
 
 def report_findings(summary, results: dict, j: Judgement, signatures, log_crash, lo, config, runs,
                     *, lov=None, identified: Optional[dict] = None) -> dict:
-    """``findings.json``'s content: :func:`findings_json` with the opening, the headline, the
-    logs-only verdict, the recommended builds, the chain's mechanisms and the identified eras."""
+    """``findings.json``'s content, the verdict line and what to do first: :func:`findings_json`
+    with the opening, the headline, the logs-only verdict, the recommended builds, the chain's mechanisms and the identified eras."""
     findings = findings_json(summary, results, j.verdicts, signatures, log_crash, lo, j.chain_policy,
                              j.chain, j.next_step, j.status, j.reason, config, runs)
+    findings = {"tool": findings.pop("tool"), "verdict": j.verdict,
+                "what_to_do": [step.to_json() for step in j.what_to_do], **findings}
     findings.update(opening=j.opening, headline=j.headline,
                     logs_only_verdict=None if lov is None else lov.to_json(),
                     recommended=[dataclasses.asdict(a) for a in j.recommended])

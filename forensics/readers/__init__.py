@@ -10,10 +10,13 @@ Library entry points:
 Inputs are files or directories. A directory contributes every *recognised* file below it,
 recursively, in sorted order: a name ending in ``.log .txt .out .err .stdout .stderr .json
 .jsonl .ndjson``, optionally followed by ``.gz``/``.zst``/``.zstd`` (see
-:func:`forensics.readers.kinds.recognised`); hidden files and directories and nested datasets
-(directories holding ``_meta.json``) are skipped. A file named explicitly is always read. The kind
-of each file (``log``, ``stats``, ``trace``) comes from its decompressed content
-(:func:`forensics.readers.kinds.detect_kind`) unless ``kind=`` forces one for all.
+:func:`forensics.readers.kinds.recognised`); hidden files and directories and this tool's own
+outputs, wherever ``-o`` put them (datasets: ``_meta.json``; report directories: their manifest
+``.forensics-output.json``), are skipped and listed in ``skipped``. A file named explicitly is
+always read. The kind of each file (``log``, ``stats``, ``trace``) comes from its decompressed
+content (:func:`forensics.readers.kinds.detect_kind`) unless ``kind=`` forces one for all; JSON
+that is neither (no IterationStats key in its first object) is refused by a walk, with the
+reason, and kept verbatim in ``unparsed`` when named explicitly (kind ``json``).
 
 Bad inputs: a missing path or a binary (non-text) file is refused (listed in
 ``IngestReport.refused`` and ``_meta.json``) while the others are still ingested; a trace or a
@@ -35,6 +38,7 @@ from forensics.dataset.store import META_FILE, Dataset, DatasetWriter
 from forensics.errors import DatasetError, InputError
 from forensics.output_dir import refuse_input_as_output
 from forensics.readers.files import (
+    NOT_STATS_REASON,
     Candidate,
     RefusedInput,
     TraceRuns,
@@ -42,9 +46,8 @@ from forensics.readers.files import (
     classify,
     discover,
     ingest_file,
-    inputs_outside,
 )
-from forensics.readers.kinds import KINDS
+from forensics.readers.kinds import KINDS, OTHER_JSON
 from forensics.readers.meta import InputFingerprint, fingerprint, identities
 from forensics.readers.parallel import readers, write_parallel, write_threaded
 from forensics.readers.progress import ingest_progress
@@ -101,7 +104,7 @@ def _progress_bar(total: int, n_files: int, quiet: bool):
 
 
 def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str | None = None,
-           quiet: bool = True, jobs: int | None = None) -> IngestReport:
+           quiet: bool = True, jobs: int | None = None, keep_going: bool = False) -> IngestReport:
     """Ingest logs, stats JSON and traces into a new dataset directory (atomically).
 
     Args:
@@ -113,6 +116,9 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
         jobs: processes reading the files at once (one file each; the dataset is the same);
             1: one file after the other. Default: large inputs of several files are read on
             two threads of this process (``forensics.readers.parallel.readers`` says why).
+        keep_going: a file that breaks its format (a trace or a stats JSON array) is refused
+            with the error (file and line) and left out, the other inputs are ingested (what a
+            post-mortem wants); default: the error stops the ingest, no dataset is written.
 
     Returns:
         An :class:`IngestReport`; ``report.refused`` lists missing and binary inputs.
@@ -144,10 +150,17 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
     for cand in candidates:
         try:
             check_readable(cand)
-            plan.append((cand, classify(cand.path, kind=kind)))
+            k = classify(cand.path, kind=kind)
         except InputError as e:
             refused.append(RefusedInput(cand.name, e.message))
             logger.info("refused: %s", e)
+            continue
+        if k == OTHER_JSON and not cand.named:
+            refused.append(RefusedInput(cand.name, NOT_STATS_REASON + " (name the file to keep "
+                                                   "it verbatim)"))
+            logger.info("refused: %s: %s", cand.name, NOT_STATS_REASON)
+            continue
+        plan.append((cand, k))
     if not plan:
         listing = "; ".join(str(r) for r in refused) or "no recognised input file"
         missing = refused and all(r.reason == "no such file or directory" for r in refused)
@@ -161,12 +174,21 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
     traces = TraceRuns()
     fingerprints: list[InputFingerprint] = []
     how, n = readers(jobs, [c.path for c, _ in plan])
+
+    def refuse(cand: Candidate, e: InputError) -> None:
+        where = f"line {e.line}: " if e.line is not None else ""
+        refused.append(RefusedInput(cand.name, f"{where}{e.message}"))
+        logger.warning("not ingested: %s", e)
+
+    on_error = refuse if keep_going else None
     with DatasetWriter(out) as writer, _progress_bar(total, len(plan), quiet) as advance, \
             recording_reads() as reads:
         if how == "processes":
-            fingerprints = write_parallel(writer, plan, traces, advance, n)
-        elif how == "threads":
-            fingerprints = write_threaded(writer, plan, traces, advance, n)
+            fingerprints = write_parallel(writer, plan, traces, advance, n, on_error)
+        elif how == "threads" or keep_going:
+            # each file into a part of its own: one that breaks its format is left out whole
+            fingerprints = write_threaded(writer, plan, traces, advance,
+                                          n if how == "threads" else 1, on_error)
         else:
             for cand, k in plan:
                 fingerprints.append(ingest_file(writer, cand, k, traces, advance, reads))
@@ -217,7 +239,7 @@ def cached_dataset(cache: Path, inputs: list[PathLike]) -> Dataset | None:
 
 
 def as_dataset(inputs: PathLike | Iterable[PathLike], *, cache_dir: PathLike | None = None,
-               quiet: bool = True, jobs: int | None = None) -> Dataset:
+               quiet: bool = True, jobs: int | None = None, keep_going: bool = False) -> Dataset:
     """A loaded dataset from a dataset directory or from raw inputs.
 
     - one input that is a dataset directory (holds ``_meta.json``): loaded as is;
@@ -226,7 +248,8 @@ def as_dataset(inputs: PathLike | Iterable[PathLike], *, cache_dir: PathLike | N
       the files now; without ``cache_dir``, into a temporary directory removed when the returned
       dataset is garbage-collected.
 
-    ``jobs``: processes reading the inputs (:func:`ingest`).
+    ``jobs``: processes reading the inputs; ``keep_going``: a file breaking its format is
+    refused and the others ingested (both as in :func:`ingest`).
 
     Refused inputs (missing or binary) are logged and listed in ``dataset.meta["refused"]``;
     callers that must not go on without them check that list.
@@ -249,11 +272,11 @@ def as_dataset(inputs: PathLike | Iterable[PathLike], *, cache_dir: PathLike | N
         if ds is not None:
             logger.info("%s: inputs unchanged, reusing the dataset", cache)
             return ds
-        report = ingest(inputs, cache, quiet=quiet, jobs=jobs)
+        report = ingest(inputs, cache, quiet=quiet, jobs=jobs, keep_going=keep_going)
     else:
         tmp = Path(tempfile.mkdtemp(prefix="forensics-ds-"))
         try:
-            report = ingest(inputs, tmp / "dataset", quiet=quiet, jobs=jobs)
+            report = ingest(inputs, tmp / "dataset", quiet=quiet, jobs=jobs, keep_going=keep_going)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -270,5 +293,5 @@ def _log_refused(report: IngestReport) -> None:
         logger.warning("input not ingested: %s", r)
 
 
-__all__ = ["IngestReport", "RefusedInput", "as_dataset", "cached_dataset", "classify", "discover", "ingest",
-           "inputs_outside"]
+__all__ = ["IngestReport", "RefusedInput", "as_dataset", "cached_dataset", "classify", "discover",
+           "ingest"]

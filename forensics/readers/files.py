@@ -18,14 +18,21 @@ import numpy as np
 
 from forensics.dataset.store import META_FILE, DatasetWriter
 from forensics.errors import BinaryInputError, InputError, TraceFormatError
+from forensics.output_dir import MANIFEST
 from forensics.readers.frame_keys import FrameKeys
-from forensics.readers.kinds import detect_kind, head_after_nul_run, nul_padded_text, recognised
+from forensics.readers.kinds import (OTHER_JSON, detect_kind, head_after_nul_run, nul_padded_text,
+                                     recognised)
 from forensics.readers.meta import InputFingerprint, fingerprint
 from forensics.readers.sources import display_name, head_bytes, looks_binary, name_bytes_hex
+from forensics.readers.verbatim import read_verbatim
 
 logger = logging.getLogger(__name__)
 
 PathLike = str | os.PathLike
+
+#: Why JSON that is neither stats nor a trace is not read as stats.
+NOT_STATS_REASON = ("JSON whose first object has no IterationStats key (iter, timestamp, "
+                    "numActiveRequests, ...): not an iteration-stats file")
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,7 @@ class RefusedInput:
 class Candidate:
     path: Path
     name: str
+    named: bool = True      # given by the user, not found by a directory walk
 
 
 def discover(inputs: Iterable[PathLike], *, exclude: PathLike | None = None
@@ -64,11 +72,11 @@ def discover(inputs: Iterable[PathLike], *, exclude: PathLike | None = None
     seen: set[Path] = set()
     excluded = Path(exclude).resolve() if exclude is not None else None
 
-    def add(path: Path, name: str) -> None:
+    def add(path: Path, name: str, named: bool) -> None:
         key = path.resolve()
         if key not in seen:
             seen.add(key)
-            files.append(Candidate(path, name))
+            files.append(Candidate(path, name, named))
 
     for inp in inputs:
         path = Path(inp)
@@ -76,6 +84,8 @@ def discover(inputs: Iterable[PathLike], *, exclude: PathLike | None = None
         if path.is_dir() and (path / META_FILE).is_file():
             refused.append(RefusedInput(name, "is a dataset, not raw input (open it with "
                                               "forensics.load or `forensics summary`)"))
+        elif path.is_dir() and (path / MANIFEST).is_file():
+            refused.append(RefusedInput(name, "is a report of this tool, not raw input"))
         elif path.is_dir():
             found = False
 
@@ -87,21 +97,29 @@ def discover(inputs: Iterable[PathLike], *, exclude: PathLike | None = None
 
             for root, dirs, names in os.walk(path, onerror=unreadable):
                 root_path = Path(root)
-                dirs[:] = sorted(d for d in dirs if not d.startswith(".")
-                                 and not (root_path / d / META_FILE).is_file()
-                                 and (excluded is None or (root_path / d).resolve() != excluded))
+                kept = []
+                for d in sorted(dirs):
+                    if d.startswith(".") or (excluded is not None
+                                             and (root_path / d).resolve() == excluded):
+                        continue
+                    if _tool_output(root_path / d):
+                        # a dataset or a report this tool wrote, wherever its -o was
+                        skipped.append(display_name(root_path / d) + os.sep)
+                        continue
+                    kept.append(d)
+                dirs[:] = kept
                 for n in sorted(names):
                     child = root_path / n
                     child_name = display_name(child)
                     if recognised(n) and child.is_file():
-                        add(child, child_name)
+                        add(child, child_name, False)
                         found = True
                     elif not n.startswith("."):
                         skipped.append(child_name)
             if not found:
                 logger.warning("%s: no recognised input file in directory", name)
         elif path.is_file():
-            add(path, name)
+            add(path, name, True)
         elif path.exists():
             refused.append(RefusedInput(name, "not a regular file or directory"))
         else:
@@ -109,20 +127,13 @@ def discover(inputs: Iterable[PathLike], *, exclude: PathLike | None = None
     return files, refused, skipped
 
 
-def inputs_outside(inputs: list, out: Path) -> list:
-    """The inputs with the report directory left out: ``forensics postmortem logs/ -o
-    logs/report`` must not ingest its own ``findings.json`` on the next run, so a directory
-    input holding the report directory is expanded into its files."""
-    out_r = out.resolve()
-    result: list = []
-    for inp in inputs:
-        p = Path(inp)
-        if p.is_dir() and (out_r == p.resolve() or p.resolve() in out_r.parents):
-            found, _, _ = discover([inp], exclude=out)
-            result.extend(str(c.path) for c in found if out_r not in c.path.resolve().parents)
-        else:
-            result.append(inp)
-    return result
+def _tool_output(directory: Path) -> bool:
+    """Whether ``directory`` is an output of this tool: a dataset (``_meta.json``) or a report
+    directory (its manifest, :data:`forensics.output_dir.MANIFEST`)."""
+    try:
+        return (directory / META_FILE).is_file() or (directory / MANIFEST).is_file()
+    except OSError:     # not searchable: the walk reports the directory when it lists it
+        return False
 
 
 def check_readable(cand: Candidate) -> None:
@@ -219,6 +230,10 @@ def _write_file(writer: DatasetWriter, cand: Candidate, kind: str, traces: Trace
             traces.check(tables, cand.name)
             for name in ("runs", "frames", "requests", "events", "unparsed"):
                 writer.write(name, getattr(tables, name))
+    elif kind == OTHER_JSON:
+        for unparsed, events in read_verbatim(cand.path, cand.name, progress=progress):
+            writer.write("unparsed", unparsed)
+            writer.write("events", events)
     else:  # pragma: no cover - kinds are validated before
         raise InputError(f"unknown input kind {kind!r}", path=cand.name)
 
@@ -236,5 +251,5 @@ def ingest_file(writer: DatasetWriter, cand: Candidate, kind: str, traces: Trace
     return dataclasses.replace(fp, name_hex=name_bytes_hex(cand.path))
 
 
-__all__ = ["Candidate", "RefusedInput", "TraceRuns", "check_readable", "classify", "discover", "ingest_file",
-           "inputs_outside"]
+__all__ = ["NOT_STATS_REASON", "Candidate", "RefusedInput", "TraceRuns", "check_readable",
+           "classify", "discover", "ingest_file"]

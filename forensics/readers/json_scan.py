@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import threading
 
 import numpy as np
@@ -79,15 +80,20 @@ PROTOTYPES = {name: ctypes.CFUNCTYPE(ctypes.c_int64, *(ctypes.c_int64 if c == "i
 #: The kernels as one saved object (:mod:`native_code`): numba compiles them once per install,
 #: later processes link them with llvmlite alone.
 LIBRARY = native_code.Library("json", "forensics.readers._json_kernel",
-                              ("_json_kernel.py", "json_scan.py"), PROTOTYPES)
+                              ("_json_kernel.py", "json_scan.py"), PROTOTYPES,
+                              "JSON Lines scanner")
 
 _kernel = None
 
 
 def enabled(size: int) -> bool:
-    """Whether an input of ``size`` bytes is read with this module (numba importable, big
-    enough, not switched off)."""
-    return chosen(size, MIN_BYTES) and kernel() is not None
+    """Whether an input of ``size`` bytes is read with this module (big enough, not switched
+    off, and the kernels ready, as :func:`native_scan.enabled` decides)."""
+    if not chosen(size, MIN_BYTES):
+        return False
+    if os.environ.get(PATH_ENV) == "native":
+        return kernel() is not None
+    return ready() is not None
 
 
 def kernel():
@@ -98,6 +104,18 @@ def kernel():
         try:
             _kernel = native_code.entry_points(LIBRARY) or False
         except Exception:   # numba refusing the kernels' options (``_nrt`` is private)
+            _kernel = False
+    return _kernel or None
+
+
+def ready():
+    """The kernels when loaded or their saved object loads; else None, and a background build
+    is started (:func:`native_code.build_in_background`)."""
+    global _kernel
+    if _kernel is None:
+        try:
+            _kernel = native_code.entry_points(LIBRARY, compile="background") or None
+        except Exception:
             _kernel = False
     return _kernel or None
 

@@ -4,8 +4,12 @@ Kinds:
 
 - ``log``: an executor text log (anything textual that is not one of the two below);
 - ``stats``: iteration-stats JSON, a JSON array of objects or JSON Lines of objects;
-- ``trace``: a request-state trace v1 (``traces/FORMAT.md``), JSON Lines whose first record is
-  ``{"kind": "run", "format": "adp-trace", ...}``.
+- ``trace``: a request-state trace, v1 or v2 (``traces/FORMAT.md``), JSON Lines whose first record is
+  ``{"kind": "run", "format": "adp-trace", ...}``;
+- ``json`` (:data:`OTHER_JSON`): JSON whose first object carries no IterationStats key
+  (:data:`forensics.readers.stats_columns.ITERATION_STATS_KEYS`), say a report's ``findings.json``
+  or a config: not read as stats. A directory walk refuses it with the reason; named explicitly,
+  its lines are kept verbatim in ``unparsed``.
 
 The kind comes from the decompressed content, never from the name: a ``.txt`` holding JSON Lines
 of IterationStats is read as stats. Names matter only when walking a directory (which files to
@@ -18,7 +22,9 @@ import os
 import re
 from pathlib import Path
 
-KINDS = ("log", "stats", "trace")
+from forensics.input_kinds import KINDS, OTHER_JSON
+from forensics.readers.stats_columns import ITERATION_STATS_KEYS
+
 
 #: Extensions (before an optional compression suffix) a directory walk picks up.
 TEXT_EXTENSIONS = frozenset({".log", ".txt", ".out", ".err", ".stdout", ".stderr",
@@ -99,10 +105,12 @@ def first_json_object(head_text: str) -> dict | None:
 def detect_kind(head_text: str) -> str:
     """The kind of an input from its first decompressed characters.
 
-    - a JSON array whose first element is an object (or an empty array): ``stats``;
+    - a JSON array whose first element is an object (or an empty array): ``stats``, unless
+      that object carries no IterationStats key (``json``);
     - first non-blank line a JSON object: ``trace`` if it is an adp-trace run record (decided by
       the trace reader's ``is_trace``) or any trace record (``"kind": "frame"``, so the reader
-      reports the missing run record), else ``stats``;
+      reports the missing run record); ``json`` if it carries no IterationStats key; else
+      ``stats``;
     - a Docker json-file record (``{"log": ..., "stream": ..., "time": ...}``): ``log``;
     - anything else: ``log`` (log lines start with ``[MM/DD/...]`` or text, not ``[{``).
 
@@ -113,10 +121,13 @@ def detect_kind(head_text: str) -> str:
         'trace'
         >>> detect_kind('[11/30/2026-10:00:00] [TRT-LLM] [I] iter = 3, ...')
         'log'
+        >>> detect_kind('{"foo": 1}')
+        'json'
     """
     text = head_text.lstrip("\ufeff \t\r\n")
     if text.startswith("[") and _ARRAY_START.match(text):
-        return "stats"
+        first = _first_array_object(text)
+        return OTHER_JSON if first is not None and not _has_stats_keys(first) else "stats"
     if text.startswith("{"):
         if _is_trace(head_text):
             return "trace"
@@ -126,10 +137,28 @@ def detect_kind(head_text: str) -> str:
         if text.startswith('{"log":') or (first is not None and isinstance(first.get("log"), str)
                                           and ("stream" in first or "time" in first)):
             return "log"     # Docker json-file: each record carries one log line
+        if first is not None and not _has_stats_keys(first):
+            return OTHER_JSON
         # A first line that is not a complete JSON object (pretty-printed JSON Lines do not
         # exist) still reads best as stats: the stats reader names the bad line.
         return "stats"
     return "log"
+
+
+def _has_stats_keys(obj: dict) -> bool:
+    return not ITERATION_STATS_KEYS.isdisjoint(obj)
+
+
+def _first_array_object(text: str) -> dict | None:
+    """The array's first element when the head holds it whole and it is an object."""
+    start = text.find("{")
+    if start < 0:
+        return None
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text, start)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _is_trace(head_text: str) -> bool:
@@ -144,5 +173,5 @@ def _is_trace(head_text: str) -> bool:
         return False
 
 
-__all__ = ["KINDS", "TEXT_EXTENSIONS", "COMPRESSION_EXTENSIONS", "recognised", "detect_kind",
+__all__ = ["KINDS", "OTHER_JSON", "TEXT_EXTENSIONS", "COMPRESSION_EXTENSIONS", "recognised", "detect_kind",
            "head_after_nul_run", "nul_padded_text"]

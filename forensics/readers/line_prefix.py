@@ -33,11 +33,14 @@ capturing engine is slow over a long tail, so the body is cut off separately
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from forensics.readers.surrogates import escaped
 
 _TS_ISO = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
 #: RFC 3339 as ``kubectl logs --timestamps`` prints it (``T``, a zone; nanoseconds).
@@ -148,9 +151,8 @@ DOCKER_START = '{"log":'
 def unwrap_docker(lines: pa.Array) -> tuple[pa.Array, pa.Array | None]:
     """Lines of a Docker json-file log replaced by the line they carry (its ``log`` without
     the newline), and their ``time`` (null for lines that are not such records); (lines,
-    None) when no line is one. A record that is not valid JSON stays as it is."""
-    import json
-
+    None) when no line is one. A record that is not valid JSON stays as it is; a lone
+    surrogate escape in it stays escaped (:mod:`forensics.readers.surrogates`)."""
     is_rec = pc.fill_null(pc.starts_with(lines, DOCKER_START), False).to_numpy(
         zero_copy_only=False)
     if not is_rec.any():
@@ -164,10 +166,10 @@ def unwrap_docker(lines: pa.Array) -> tuple[pa.Array, pa.Array | None]:
             continue
         if not isinstance(rec, dict) or not isinstance(rec.get("log"), str):
             continue
-        log = rec["log"]
+        log = escaped(rec["log"])
         out[i] = log[:-1] if log.endswith("\n") else log
         t = rec.get("time")
-        times[i] = t if isinstance(t, str) else ""
+        times[i] = escaped(t) if isinstance(t, str) else ""
     # a log line holding a newline of its own would break the one-row-per-line contract
     out = [o.replace("\n", " ").replace("\r", "") if o is not None else o for o in out]
     return pa.array(out, pa.string()), pa.array(times, pa.string())

@@ -11,6 +11,22 @@ code, once compiled, is a plain function to link: this module links it with llvm
 did). The first run (or a changed kernel, llvmlite or CPU) compiles with numba and saves the
 object; when nothing can be saved or loaded, numba's compiled functions are used directly.
 
+Where: objects and numba's own cache go to the per-user cache directory
+(:func:`forensics.user_cache.user_cache_dir`: ``$FORENSICS_CACHE_DIR``, else
+``$XDG_CACHE_HOME/adp-forensics``, else ``~/.cache/adp-forensics``), never into the installed
+package, which may be read-only. A ``NUMBA_CACHE_DIR`` the user set is searched first and used
+for numba's cache. With no writable cache directory, a compile goes to a temporary directory
+(removed at exit), and when even that fails the caller reads with the reference path: never an
+error.
+
+When: an ingest never stalls on the compile (:func:`entry_points` with
+``compile="background"``, what the readers ask for by input size): without a saved object it
+starts one builder process (``python -m forensics.readers.native_code``, detached, one per
+library and machine at a time: a lock file beside the object), says so in one line, and reads
+this input with the reference path; the next ingest loads the object. Asked for explicitly
+(``FORENSICS_INGEST_PATH=native``, or :func:`entry_points` with the default ``compile="here"``)
+the compile runs in the process, announced by a one-line note first.
+
 The object is keyed by the kernel's source, llvmlite's version and the host CPU (numba
 compiles for the host's features). The few symbols numba's wrappers name outside the object
 are resolved here: the Python C API from the process; numba's own helpers (GIL, exception
@@ -19,19 +35,38 @@ below. A saved object is checked against its digest first: LLVM crashes on a dam
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import dataclasses
 import hashlib
 import importlib
+import importlib.util
 import json
+import logging
 import os
+import shutil
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
-#: Environment variable numba reads for its cache directory; the object goes there too.
+from forensics.user_cache import user_cache_dir, writable, writable_cache_dir
+
+logger = logging.getLogger(__name__)
+
+#: Environment variable numba reads for its cache directory; when the user set it, saved objects
+#: are looked for (and saved) there first.
 CACHE_ENV = "NUMBA_CACHE_DIR"
+#: A build lock older than this is taken to be left by a killed builder.
+STALE_BUILD_S = 20 * 60
+#: The CPU a portable object is compiled for (numba's ``NUMBA_CPU_NAME``): the baseline of the
+#: target triple's architecture, so it loads on any machine of that architecture.
+PORTABLE_CPU = "generic"
 _HERE = Path(__file__).resolve().parent
+#: Objects built ahead of use (:mod:`forensics.readers.prebuild`), inside the installed package.
+PREBUILT_DIR = _HERE / "_prebuilt"
 _SOURCES = ("_scan_kernel.py", "native_scan.py", "../dataset/log_fields.py")
 
 # Definitions of the symbols numba's cfunc wrappers take from numba's own libraries. The
@@ -90,19 +125,22 @@ class Library:
 
     stem: str                       # the saved files are ``{stem}-{key}.*``
     module: str                     # imports numba; defines ENTRY_POINTS
-    sources: tuple[str, ...]        # files beside this one whose text keys the object
+    sources: tuple[str, ...]        # files (from this one's folder) whose text keys the object
     prototypes: dict[str, Any]      # ctypes prototype of each entry point
+    title: str = "compiled scanner"  # what the notes call it
 
 
 #: The log scanner (:mod:`forensics.readers._scan_kernel`).
-SCAN = Library("scan", "forensics.readers._scan_kernel", _SOURCES, PROTOTYPES)
+SCAN = Library("scan", "forensics.readers._scan_kernel", _SOURCES, PROTOTYPES, "log scanner")
 
 #: The MCJIT engines holding loaded code: never dropped (freeing one frees the code that
 #: functions handed out still point to).
 _engines: list[Any] = []
 
 
-def _key(llvm: Any, lib: Library = SCAN) -> str:
+def _key(llvm: Any, lib: Library = SCAN, *, portable: bool = False) -> str:
+    """The saved object's key: the kernel's source, llvmlite's version, the target triple and
+    the CPU it is compiled for (the host's name and features, or :data:`PORTABLE_CPU`)."""
     import llvmlite
 
     h = hashlib.sha256()
@@ -110,21 +148,40 @@ def _key(llvm: Any, lib: Library = SCAN) -> str:
         h.update((_HERE / name).read_bytes())
     h.update(llvmlite.__version__.encode())
     h.update(llvm.get_process_triple().encode())
-    h.update(llvm.get_host_cpu_name().encode())
-    h.update(llvm.get_host_cpu_features().flatten().encode())
+    if portable:
+        h.update(PORTABLE_CPU.encode())
+    else:
+        h.update(llvm.get_host_cpu_name().encode())
+        h.update(llvm.get_host_cpu_features().flatten().encode())
     return h.hexdigest()[:24]
 
 
+#: The value this module gave ``NUMBA_CACHE_DIR`` (numba's cache in the user cache directory),
+#: which is not a directory of the user's choosing.
+_numba_dir_set: str | None = None
+#: Libraries whose background build this process announced.
+_announced: set[str] = set()
+
+
 def _cache_dirs() -> list[Path]:
-    dirs = [Path(os.environ[CACHE_ENV])] if os.environ.get(CACHE_ENV) else []
-    return dirs + [_HERE / "__pycache__",
-                   Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "forensics"]
+    """Where saved objects are looked for, in order; they are saved into the first writable."""
+    given = os.environ.get(CACHE_ENV)
+    dirs = [Path(given)] if given and given != _numba_dir_set else []
+    try:
+        dirs.append(user_cache_dir() / "native")
+    except RuntimeError:     # no home directory at all
+        pass
+    return dirs
 
 
-def entry_points(lib: Library = SCAN) -> dict[str, Any] | None:
+def entry_points(lib: Library = SCAN, *, compile: str = "here") -> dict[str, Any] | None:
     """The entry points of ``lib`` as ctypes functions (``lib.prototypes``) and ``failed()``:
-    whether a call returned an error (see ``_STUBS_IR``); None without numba/llvmlite (the
-    caller uses the reference path then)."""
+    whether a call returned an error (see ``_STUBS_IR``); None without numba/llvmlite, or when
+    they cannot be had now (the caller uses the reference path then).
+
+    ``compile``: what to do without a saved object: ``"here"`` compile in this process (a
+    one-line note first), ``"background"`` start a builder process and return None,
+    ``"never"`` return None."""
     try:
         import llvmlite.binding as llvm
     except ImportError:
@@ -134,7 +191,109 @@ def entry_points(lib: Library = SCAN) -> dict[str, Any] | None:
         loaded = _load(llvm, d / f"{lib.stem}-{key}", lib)
         if loaded is not None:
             return loaded
+    # built ahead for any CPU of this architecture (at install or image-build time)
+    portable = _key(llvm, lib, portable=True)
+    for d in [*_cache_dirs(), PREBUILT_DIR]:
+        loaded = _load(llvm, d / f"{lib.stem}-{portable}", lib)
+        if loaded is not None:
+            return loaded
+    if compile == "background":
+        build_in_background(lib, key)
+        return None
+    if compile != "here":
+        return None
     return _compile(key, lib)
+
+
+def _build_dir() -> Path | None:
+    """The first writable directory of :func:`_cache_dirs` (None: no cache can be written)."""
+    for d in _cache_dirs():
+        if writable(d):
+            return d
+    return None
+
+
+def build_in_background(lib: Library, key: str) -> bool:
+    """Start a detached process compiling ``lib`` and saving its object for later processes,
+    unless one is running already; announce it once per process. False when it cannot be
+    built (no numba, no writable cache directory)."""
+    if importlib.util.find_spec("numba") is None:
+        return False
+    d = _build_dir()
+    if d is None:
+        if lib.stem not in _announced:
+            _announced.add(lib.stem)
+            logger.warning("no writable cache directory (%s; set %s to choose one): the compiled "
+                           "%s cannot be kept, inputs are read with the reference reader",
+                           _where(), "FORENSICS_CACHE_DIR", lib.title)
+        return False
+    stem = d / f"{lib.stem}-{key}"
+    lock = _file(stem, ".building")
+    if not _take_lock(lock):
+        started = False
+    else:
+        try:
+            subprocess.Popen([sys.executable, "-m", __name__, str(stem), lib.module, str(lock)],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+        except OSError:
+            lock.unlink(missing_ok=True)
+            return False
+        started = True
+    if lib.stem not in _announced:
+        _announced.add(lib.stem)
+        logger.warning("%s the %s for this machine in the background (once; about a minute "
+                       "of CPU); this run reads with the reference reader, the next ones load "
+                       "it", "building" if started else "still building", lib.title)
+    return True
+
+
+def _where() -> str:
+    try:
+        return str(user_cache_dir())
+    except RuntimeError:
+        return "no home directory"
+
+
+def _take_lock(lock: Path) -> bool:
+    """Create ``lock`` (False when a live build holds it; a stale one is replaced)."""
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                if time.time() - lock.stat().st_mtime < STALE_BUILD_S:
+                    return False
+                lock.unlink()
+            except OSError:
+                return False
+            continue
+        except OSError:
+            return False
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        return True
+    return False
+
+
+def _numba_cache() -> None:
+    """Point numba's cache at the user cache directory (else a temporary one, removed at exit),
+    unless the user chose one: numba would write into the installed package, which may be
+    read-only ("cannot cache function ...: no locator available")."""
+    global _numba_dir_set
+    if os.environ.get(CACHE_ENV):
+        return
+    d = writable_cache_dir("numba")
+    if d is None:
+        try:
+            d = Path(tempfile.mkdtemp(prefix="forensics-numba-"))
+        except OSError:
+            return
+        atexit.register(shutil.rmtree, str(d), True)
+    _numba_dir_set = os.environ[CACHE_ENV] = str(d)
+    config = sys.modules.get("numba.core.config")
+    if config is not None:          # numba imported already: it read the environment then
+        config.CACHE_DIR = str(d)
 
 
 def _file(stem: Path, suffix: str) -> Path:
@@ -187,9 +346,16 @@ def _load(llvm: Any, stem: Path, lib: Library = SCAN) -> dict[str, Any] | None:
 def _compile(key: str, lib: Library = SCAN) -> dict[str, Any] | None:
     """Compile with numba (numba's own cache makes this cheap after the first time), save the
     object for the next processes, and return numba's functions."""
+    if importlib.util.find_spec("numba") is None:
+        return None
+    _numba_cache()
+    logger.warning("compiling the %s once for this machine (about a minute; later runs load "
+                   "it in moments)...", lib.title)
     try:
         ENTRY_POINTS = importlib.import_module(lib.module).ENTRY_POINTS
-    except ImportError:
+    except Exception as e:   # no numba, or numba refusing to compile or cache here
+        logger.warning("the %s could not be compiled (%s); inputs are read with the reference "
+                       "reader", lib.title, e)
         return None
     funcs: dict[str, Any] = {name: lib.prototypes[name](cf.address)
                              for name, cf in ENTRY_POINTS.items()}
@@ -235,3 +401,52 @@ def _save(stem: Path, objects: dict[str, bytes], meta: dict[str, Any]) -> bool:
     except OSError:
         return False
     return True
+
+
+def prebuild(libraries: list[Library], directory: Path | None = None, *,
+             portable: bool = True) -> list[Path]:
+    """Compile ``libraries`` now and save their objects (for a container image or a cluster
+    install: the first ingest then compiles nothing). ``portable``: for
+    :data:`PORTABLE_CPU`, loadable on any machine of this architecture (call it in a process
+    that has not imported numba: numba reads the CPU to compile for when imported); else for
+    this machine's CPU. ``directory``: default the package's :data:`PREBUILT_DIR` when it can
+    be written, else the user cache. Returns the saved objects' stems."""
+    import llvmlite.binding as llvm
+
+    if portable:
+        if "numba" in sys.modules:
+            raise RuntimeError("a portable build needs a process that has not imported numba")
+        os.environ["NUMBA_CPU_NAME"] = PORTABLE_CPU
+        os.environ["NUMBA_CPU_FEATURES"] = ""
+    else:
+        _numba_cache()
+    if directory is None:
+        directory = PREBUILT_DIR if writable(PREBUILT_DIR) else user_cache_dir() / "native"
+    if portable:   # numba's cache of host code must not serve a portable compile
+        os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="forensics-numba-portable-")
+        atexit.register(shutil.rmtree, os.environ[CACHE_ENV], True)
+    stems = []
+    for lib in libraries:
+        objects, meta = _objects(importlib.import_module(lib.module).ENTRY_POINTS)
+        stem = directory / f"{lib.stem}-{_key(llvm, lib, portable=portable)}"
+        if not _save(stem, objects, meta):
+            raise OSError(f"cannot write {directory}")
+        stems.append(stem)
+    return stems
+
+
+def main(argv: list[str]) -> int:
+    """The background builder: ``python -m forensics.readers.native_code STEM MODULE LOCK``
+    compiles the kernels of ``MODULE`` and saves their object at ``STEM``, then removes
+    ``LOCK``."""
+    stem, module, lock = Path(argv[0]), argv[1], Path(argv[2])
+    try:
+        _numba_cache()
+        objects, meta = _objects(importlib.import_module(module).ENTRY_POINTS)
+        return 0 if _save(stem, objects, meta) else 1
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -146,19 +146,36 @@ def chosen(size: int, min_bytes: int) -> bool:
 
 
 def enabled(size: int) -> bool:
-    """Whether an input of ``size`` bytes is read with this module (numba importable, big
-    enough, not switched off)."""
-    return chosen(size, MIN_BYTES) and kernel() is not None
+    """Whether an input of ``size`` bytes is read with this module (big enough, not switched
+    off, and the scanner ready: loaded from its saved object, or compiled when
+    ``FORENSICS_INGEST_PATH=native`` asks for it; else its build starts in the background and
+    this input is read with the reference path)."""
+    if not chosen(size, MIN_BYTES):
+        return False
+    if os.environ.get(PATH_ENV) == "native":
+        return kernel() is not None
+    return ready() is not None
 
 
 def kernel():
-    """The compiled scanner's entry points (:func:`native_code.entry_points`), or None when
-    numba is not importable."""
+    """The compiled scanner's entry points (:func:`native_code.entry_points`, compiled here
+    when no saved object loads), or None when numba is not importable."""
     global _kernel
     if _kernel is None:
         from forensics.readers import native_code
 
         _kernel = native_code.entry_points() or False
+    return _kernel or None
+
+
+def ready():
+    """The entry points when already loaded or their saved object loads; else None, and a
+    background build is started (:func:`native_code.build_in_background`)."""
+    global _kernel
+    if _kernel is None:
+        from forensics.readers import native_code
+
+        _kernel = native_code.entry_points(compile="background") or None
     return _kernel or None
 
 

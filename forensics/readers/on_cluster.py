@@ -22,7 +22,8 @@ from forensics.dataset.store import META_FILE, Dataset, DatasetWriter
 from forensics.errors import InputError
 from forensics.readers import as_dataset as serial
 from forensics.readers import cached_dataset, ingest
-from forensics.readers.files import RefusedInput, TraceRuns, classify, discover
+from forensics.readers.files import NOT_STATS_REASON, RefusedInput, TraceRuns, classify, discover
+from forensics.readers.kinds import OTHER_JSON
 from forensics.version import __version__
 
 PathLike = str | os.PathLike
@@ -75,7 +76,9 @@ def ingest_parallel(inputs: Sequence[PathLike], output: PathLike, *, client: Any
     files = []
     for cand in candidates:
         try:
-            classify(cand.path)
+            if classify(cand.path) == OTHER_JSON and not cand.named:
+                refused.append(RefusedInput(cand.name, NOT_STATS_REASON))
+                continue
             files.append(cand)
         except InputError as e:
             refused.append(RefusedInput(cand.name, e.message))
@@ -97,18 +100,19 @@ def ingest_parallel(inputs: Sequence[PathLike], output: PathLike, *, client: Any
 
 
 def as_dataset(inputs: Sequence[PathLike], *, cache_dir: PathLike | None = None, client: Any = None,
-               done: Done | None = None, quiet: bool = True, jobs: int | None = None):
+               done: Done | None = None, quiet: bool = True, jobs: int | None = None,
+               keep_going: bool = False):
     """:func:`forensics.readers.as_dataset`, ingesting file by file on ``client`` when given.
 
     Without a client this is ``forensics.readers.as_dataset`` (``jobs`` processes reading the
-    files). With one, a dataset input is
+    files; ``keep_going`` as there). With one, a dataset input is
     loaded as is, a ``cache_dir`` holding a dataset of the same inputs is reused, and otherwise
     every file becomes a task (into ``cache_dir``, or a temporary directory removed with the
     returned dataset).
     """
     inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     if client is None or (len(inputs) == 1 and (Path(inputs[0]) / META_FILE).is_file()):
-        return serial(inputs, cache_dir=cache_dir, quiet=quiet, jobs=jobs)
+        return serial(inputs, cache_dir=cache_dir, quiet=quiet, jobs=jobs, keep_going=keep_going)
     if cache_dir is not None:
         ds = cached_dataset(Path(cache_dir), inputs)
         if ds is not None:

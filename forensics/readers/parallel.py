@@ -36,11 +36,14 @@ from forensics import errors
 from forensics.cluster import in_worker_task
 from forensics.dataset.schema import SCHEMAS
 from forensics.dataset.store import Dataset, DatasetWriter
-from forensics.errors import ForensicsError
+from forensics.errors import ForensicsError, InputError
 from forensics.readers.files import Candidate, TraceRuns, ingest_file
 from forensics.readers.meta import InputFingerprint
 from forensics.readers.sources import content_size, recording_reads
 from replay.heap import large_blocks_mapped, release_arrow, usable_cores
+
+#: ``refuse(candidate, error)``: a file left out of an ingest that goes on without it.
+Refuse = Callable[[Any, InputError], None]
 
 #: Inputs holding less text than this in all (decompressed, estimated) are read on one thread:
 #: they take moments.
@@ -114,10 +117,14 @@ def _raise_reported(report: dict, name: str, stderr: str) -> None:
 
 
 def write_parallel(writer: Any, plan: list, traces: Any, advance: Callable[[int], None],
-                   jobs: int) -> list:
+                   jobs: int, refuse: Refuse | None = None) -> list:
     """Read each ``(candidate, kind)`` of ``plan`` in a worker process, at most ``jobs`` at
     once, the largest files first (the longest sets the wall time), and move the parts into
-    ``writer`` in input order. Returns the inputs' fingerprints in input order."""
+    ``writer`` in input order. Returns the inputs' fingerprints in input order.
+
+    ``refuse``: when given, a file whose reading raises an :class:`~forensics.errors.InputError`
+    (a trace or stats file breaking its format) is handed to it and left out, the others go on
+    (else the first such error is raised)."""
     scratch = writer.scratch()
     # Checks across files only matter with several traces (one is checked as it is read).
     several = sum(1 for _, k in plan if k == "trace") > 1
@@ -148,13 +155,19 @@ def write_parallel(writer: Any, plan: list, traces: Any, advance: Callable[[int]
                 code, out, err_text = finished.pop(nxt)
                 cand, kind = plan[nxt]
                 report = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
-                if code != 0 or "fingerprint" not in report:
-                    _raise_reported(report, cand.name, err_text)
                 part = scratch / f"{nxt:05d}"
-                if several and kind == "trace":
-                    _check_part(traces, part, cand.name)
-                writer.adopt(part)
-                fingerprints.append(InputFingerprint(**report["fingerprint"]))
+                try:
+                    if code != 0 or "fingerprint" not in report:
+                        _raise_reported(report, cand.name, err_text)
+                    if several and kind == "trace":
+                        _check_part(traces, part, cand.name)
+                except InputError as e:
+                    if refuse is None:
+                        raise
+                    refuse(cand, e)
+                else:
+                    writer.adopt(part)
+                    fingerprints.append(InputFingerprint(**report["fingerprint"]))
                 advance(_size(cand.path))
                 nxt += 1
             if running and nxt < len(plan) and nxt not in finished:
@@ -172,13 +185,14 @@ class _Stopped(Exception):
 
 
 def write_threaded(writer: Any, plan: list, traces: Any, advance: Callable[[int], None],
-                   threads: int) -> list:
+                   threads: int, refuse: Refuse | None = None) -> list:
     """Read each ``(candidate, kind)`` of ``plan`` on a thread of its own, at most ``threads``
     at once, the largest files first, into a part dataset each; move the parts into ``writer``
     in input order. Returns the inputs' fingerprints in input order.
 
     The first error in input order is raised; readers still running then stop at their next
-    block (their progress callback raises), and none is left writing when this returns."""
+    block (their progress callback raises), and none is left writing when this returns.
+    ``refuse``: as for :func:`write_parallel` (a file breaking its format is left out)."""
     scratch = writer.scratch()
     several = sum(1 for _, k in plan if k == "trace") > 1
     stop = threading.Event()
@@ -205,10 +219,16 @@ def write_threaded(writer: Any, plan: list, traces: Any, advance: Callable[[int]
         try:
             futures = {i: pool.submit(read, i) for i in order}
             for i, (cand, kind) in enumerate(plan):
-                fp = futures[i].result()
                 part = scratch / f"{i:05d}"
-                if several and kind == "trace":
-                    _check_part(traces, part, cand.name)
+                try:
+                    fp = futures[i].result()
+                    if several and kind == "trace":
+                        _check_part(traces, part, cand.name)
+                except InputError as e:
+                    if refuse is None:
+                        raise
+                    refuse(cand, e)
+                    continue
                 writer.adopt(part)
                 fingerprints.append(fp)
         finally:

@@ -25,6 +25,17 @@ TYPED_COLUMNS: dict[str, str] = {
     "prevDeviceStepTimeMS": "prev_device_step_time_ms",
 }
 #: Typed columns of float type (the others are integers).
+#: The top-level keys of TensorRT-LLM's ``IterationStats`` (its JSON, camelCase) and of the
+#: PyTorch executor's additions: JSON whose first object carries none of them is not read as
+#: stats (:func:`forensics.readers.kinds.detect_kind`).
+ITERATION_STATS_KEYS = frozenset({
+    "timestamp", "iter", "iterLatencyMS", "newActiveRequestsQueueLatencyMS",
+    "numNewActiveRequests", "numActiveRequests", "numQueuedRequests", "numCompletedRequests",
+    "maxNumActiveRequests", "maxBatchSizeStatic", "maxBatchSizeTunerRecommended",
+    "maxBatchSizeRuntime", "maxNumTokensStatic", "maxNumTokensTunerRecommended",
+    "maxNumTokensRuntime", "gpuMemUsage", "cpuMemUsage", "pinnedMemUsage", "kvCacheStats",
+    "crossKvCacheStats", "staticBatchingStats", "inflightBatchingStats", "specDecodingStats",
+    "attentionDpRank", "hostStepTimeMS", "prevDeviceStepTimeMS"})
 FLOAT_COLUMNS = frozenset({"iter_latency_ms", "host_step_time_ms", "prev_device_step_time_ms"})
 #: Integer columns narrower than int64: the largest value they hold.
 INT_BOUNDS = {"rank": 2**31 - 1}
@@ -45,4 +56,4 @@ class StatsBatch:
     unparsed: pa.Table
 
 
-__all__ = ["FLOAT_COLUMNS", "INT_BOUNDS", "TYPED_COLUMNS", "StatsBatch"]
+__all__ = ["FLOAT_COLUMNS", "INT_BOUNDS", "ITERATION_STATS_KEYS", "TYPED_COLUMNS", "StatsBatch"]

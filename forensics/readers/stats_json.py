@@ -54,6 +54,7 @@ from forensics.readers.event_kinds import INPUT_TRUNCATED
 from forensics.readers.json_object_lines import LineBlocks
 from forensics.readers.sources import compression_of, content_size, decompressed_chunks, open_raw
 from forensics.readers.stats_columns import FLOAT_COLUMNS, INT_BOUNDS, TYPED_COLUMNS, StatsBatch
+from forensics.readers.surrogates import escaped
 
 logger = logging.getLogger(__name__)
 
@@ -145,8 +146,8 @@ def stats_row(obj: dict[str, Any]) -> dict[str, Any]:
                 del flat[key]       # typed: not repeated in fields
         row[column] = value
     ts = obj.get("timestamp")
-    row["timestamp"] = ts if isinstance(ts, str) else None
-    row["fields"] = [(k, f) for k, v in flat.items() if (f := _as_float(v)) is not None]
+    row["timestamp"] = escaped(ts) if isinstance(ts, str) else None
+    row["fields"] = [(escaped(k), f) for k, v in flat.items() if (f := _as_float(v)) is not None]
     return row
 
 

@@ -38,9 +38,12 @@ from forensics.dataset.names import state_names
 from forensics.dataset.schema import EVENTS, FRAMES, REQUESTS, RUNS, UNPARSED
 from forensics.errors import TraceFormatError
 from forensics.readers import json_scan
+from forensics.readers.event_kinds import INPUT_TRUNCATED
 from forensics.readers.frame_keys import FrameKeys
 from forensics.readers.json_object_lines import LineBlocks
-from forensics.readers.sources import compression_of, content_size, decompressed_chunks, open_raw
+from forensics.readers.sources import (DecompressionError, compression_of, content_size,
+                                       decompressed_chunks, open_raw)
+from forensics.readers.surrogates import escaped
 from forensics.readers.trace_fast import BLOCK_BYTES, FrameColumns, fast_frames
 from replay.states import (CURRENT_NUMBERING, RequestState, UnknownStateError, numbering_decoder,
                            parse_state)
@@ -108,7 +111,7 @@ class TraceTables:
 
 
 def is_trace(head_text: str) -> bool:
-    """True when the text starts (after blank lines) with a v1 trace run record."""
+    """True when the text starts (after blank lines) with a trace run record (any version)."""
     for line in head_text.splitlines():
         s = line.strip()
         if not s:
@@ -130,7 +133,7 @@ def read_trace(path: str | os.PathLike, source: str | None = None) -> TraceTable
         source: the name recorded in the ``source`` columns (default: the path as given).
 
     Raises:
-        TraceFormatError: naming the file and line, for any break of the v1 format.
+        TraceFormatError: naming the file and line, for any break of the format.
     """
     batches = list(iter_trace(path, source))
     return TraceTables(*(pa.concat_tables([getattr(b, f.name) for b in batches]).combine_chunks()
@@ -155,7 +158,7 @@ def iter_trace(path: str | os.PathLike, source: str | None = None, *,
             calls add up to the file size.
 
     Raises:
-        TraceFormatError: naming the file and line, for any break of the v1 format.
+        TraceFormatError: naming the file and line, for any break of the format.
     """
     if batch_frames < 1:
         raise ValueError(f"batch_frames must be >= 1, got {batch_frames}")
@@ -274,10 +277,24 @@ def _cut(blocks: LineBlocks, block_bytes: int, stop: dict[str, Any]) -> Iterator
         yield blocks.take(cut)
     tail = blocks.rest()
     if tail:
+        if "error" not in stop and tail.strip() and not _whole_record(tail):
+            # The file ends inside a line that is no record: its writer stopped mid-line.
+            stop["error"] = DecompressionError(
+                "the file ends inside a line (no newline after an incomplete record)",
+                INPUT_TRUNCATED, -1)
         if "error" in stop:
             stop["tail"] = tail
         else:
             yield tail
+
+
+def _whole_record(line: bytes) -> bool:
+    """Whether a last line without its newline holds a whole JSON value (a cut one does not)."""
+    try:
+        json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def _chunks(path: str | os.PathLike, progress: Callable[[int], None] | None,
@@ -409,7 +426,8 @@ class _Builder:
 
     def error(self, message: str, line: int) -> TraceFormatError:
         return TraceFormatError(message, path=self.path, line=line,
-                                hint="see traces/FORMAT.md (request-state trace format v1)")
+                                hint="see traces/FORMAT.md (request-state trace format, "
+                                     f"versions {', '.join(map(str, READ_VERSIONS))})")
 
     def raise_pending_duplicate(self) -> None:
         """Raise the first duplicate frame of this batch, if any (it precedes the current line)."""
@@ -508,6 +526,7 @@ class _Builder:
         run_id = rec.get("run_id")
         if run_id is not None and not isinstance(run_id, str):
             run_id = str(run_id)
+        run_id = escaped(run_id) if run_id is not None else None
         self.run = run_id or self.source
         self.tp_size = rec["tp_size"]
         r = self.runs
@@ -519,7 +538,7 @@ class _Builder:
         for key in _RUN_BOOLS:
             r[key].append(rec[key])
         r["encoder_decoder"].append(enc)
-        r["build"].append(rec["build"])
+        r["build"].append(escaped(rec["build"]))
         r["record_json"].append(text.strip() if text is not None else json.dumps(rec, sort_keys=True))
 
     def _frame(self, rec: dict, line: int) -> None:
@@ -620,6 +639,7 @@ class _Builder:
         msg = rec.get("message", rec.get("text"))
         if not isinstance(msg, str):
             msg = text.strip() if text is not None else json.dumps(rec, sort_keys=True)
+        msg = escaped(msg)
         rank = rec.get("rank")
         it = rec.get("iter")
         row = {n: None for n in EVENTS.names}

@@ -14,7 +14,15 @@ signature                events                                           produc
                                                                           on some path
 ``event-loop-error``     ``event_loop_error`` after one of the above      those of the one it follows
 ``mpi-abort``            ``mpi_abort`` after one of the above             those of the one it follows
+``other-crash``          any other crash: a Python traceback, a C++       none (the catalogue models
+                         assertion or backtrace, an NCCL or CUDA error    the pad step only)
+                         (``cuda_oom``, ``nccl_timeout``, ...)
 =======================  ===============================================  ===========================
+
+An ``other-crash`` is named (:attr:`Signature.title`: ``C++ assertion failed: mNextBlocks.empty()``,
+``KeyError in process_res``, ``NCCL error``, ...) with its location; prints of one crash close
+together in a file (the message, its backtrace, its traceback) are one signature, named by the
+most specific of them.
 
 "A path that can leak" is derived from the policy fields, never from names: on a path (aggregated,
 disaggregated with pp 1, disaggregated with pp > 1) a dummy can survive a fleet-wide skip when the
@@ -49,6 +57,16 @@ _PRECHECK_TEXT = re.compile(r"unable to fit the complete attention-DP dummy KV a
 _NONE_TEXT = re.compile(r"NoneType|None\b", re.I)
 _EVENT_LOOP_TEXT = re.compile(r"Error in event loop", re.I)
 _MPI_ABORT_TEXT = re.compile(r"MPI_ABORT was invoked", re.I)
+_CPP_ASSERT_TEXT = re.compile(r"Assertion failed:?\s*(?P<cond>.*?)\s*(?:\((?P<loc>[^()\s]+:\d+)\))?\s*$")
+_NCCL_TEXT = re.compile(r"\bNCCL error\b|\bnccl[A-Z]\w*Error\b|collective operation timeout")
+_CUDA_TEXT = re.compile(r"\bCUDA error\b|CUDA out of memory|\bcudaError\w+|illegal memory access"
+                        r"|\bOutOfMemoryError\b|device-side assert")
+#: ``file.cpp:123``-like source locations in a message.
+_SOURCE_LOCATION = re.compile(r"[\w./-]+\.(?:cpp|cu|cuh|h|hpp|cc|py):\d+")
+#: Event kinds that are a crash of their own (their parsers read them so).
+_CRASH_KINDS = (K.CPP_BACKTRACE, K.CUDA_DEVICE_ASSERT, K.NCCL_TIMEOUT, K.CUDA_OOM, K.DIST_TIMEOUT)
+#: Severities of a logged failure.
+_FAILURE_SEVERITIES = ("E", "F")
 #: Traceback kinds (the parser names the continuation of an interleaved traceback differently
 #: across versions, hence the lookups with a default).
 _TRACEBACK_KINDS = (K.TRACEBACK, getattr(K, "CONTINUED", "continued"),
@@ -71,17 +89,21 @@ class SignatureKind(enum.Enum):
     KV_PRECHECK_WARNING = "kv-precheck-warning"
     EVENT_LOOP_ERROR = "event-loop-error"
     MPI_ABORT = "mpi-abort"
+    OTHER_CRASH = "other-crash"
 
     @property
     def is_crash(self) -> bool:
         """The rank's event loop died of it (warnings do not kill anything)."""
         return self in (SignatureKind.ENTRY_ASSERT, SignatureKind.ALLOC_FAILURE_CRASH,
-                        SignatureKind.EVENT_LOOP_ERROR, SignatureKind.MPI_ABORT)
+                        SignatureKind.EVENT_LOOP_ERROR, SignatureKind.MPI_ABORT,
+                        SignatureKind.OTHER_CRASH)
 
     @property
     def is_cause(self) -> bool:
-        """A pad-dummy signature in its own right (not a consequence of another)."""
-        return self not in (SignatureKind.EVENT_LOOP_ERROR, SignatureKind.MPI_ABORT)
+        """A pad-dummy signature in its own right (not a consequence of another, nor a crash
+        the catalogue does not model)."""
+        return self not in (SignatureKind.EVENT_LOOP_ERROR, SignatureKind.MPI_ABORT,
+                            SignatureKind.OTHER_CRASH)
 
 
 #: Replay ``Crash.kind`` -> the signature it leaves in the logs.
@@ -111,6 +133,8 @@ class Signature:
         follows: for a consequence, the index (in the signature list) of the cause it follows.
         count: warnings folded into this one (same kind and rank), or prints of the same crash
             (the executor logs the traceback, then its thread re-raises it); at least 1.
+        name: what crashed, in words, for an ``other-crash`` (``KeyError in process_res``);
+            None for the pad-dummy kinds, whose kind says it.
     """
 
     kind: SignatureKind
@@ -128,11 +152,17 @@ class Signature:
     reason: str
     follows: Optional[int] = None
     count: int = 1
+    name: Optional[str] = None
 
     @property
     def where(self) -> str:
         """``source:line`` of the event in the input."""
         return f"{self.source}:{self.line}"
+
+    @property
+    def title(self) -> str:
+        """The crash named: ``name`` when there is one, else the kind."""
+        return self.name or self.kind.value
 
     def to_json(self) -> dict:
         return {"kind": self.kind.value, "source": self.source, "line": self.line,
@@ -140,7 +170,8 @@ class Signature:
                 "iter_inferred": self.iter_inferred, "message": self.message,
                 "code_location": self.code_location, "function": self.function,
                 "exception_type": self.exception_type, "policies": list(self.policies),
-                "reason": self.reason, "follows": self.follows, "count": self.count}
+                "reason": self.reason, "follows": self.follows, "count": self.count,
+                "name": self.name}
 
 
 # --- which policies can produce what -------------------------------------------------------------
@@ -266,23 +297,87 @@ def classify(row: pd.Series) -> Optional[SignatureKind]:
         return SignatureKind.EVENT_LOOP_ERROR
     if kind == K.MPI_ABORT or _MPI_ABORT_TEXT.search(msg):
         return SignatureKind.MPI_ABORT
+    if other_crash_name(row) is not None:
+        return SignatureKind.OTHER_CRASH
     return None
+
+
+def other_crash_name(row: pd.Series) -> Optional[str]:
+    """What crashed, in words, when an events row is a crash outside the pad step (a Python
+    traceback, a C++ assertion or backtrace, an NCCL or CUDA failure), else None."""
+    kind = _text(row, "kind")
+    msg = _text(row, "message")
+    failed = _text(row, "severity") in _FAILURE_SEVERITIES or kind in _TRACEBACK_KINDS \
+        or kind in _CRASH_KINDS
+    if not failed:
+        return None
+    if kind == K.NCCL_TIMEOUT or _NCCL_TEXT.search(msg):
+        return "NCCL collective timeout" if "timeout" in (kind + msg).lower() else "NCCL error"
+    if kind == K.CUDA_OOM or "out of memory" in msg.lower():
+        return "CUDA out of memory"
+    if kind == K.CUDA_DEVICE_ASSERT or "device-side assert" in msg:
+        return "CUDA device-side assert"
+    if _CUDA_TEXT.search(msg):
+        return "CUDA error"
+    m = _CPP_ASSERT_TEXT.search(msg)
+    if m is not None and ("[TensorRT-LLM]" in msg or kind in (K.CPP_LOG, K.CPP_BACKTRACE)):
+        cond = m.group("cond")
+        return f"C++ assertion failed: {cond[:120]}" if cond else "C++ assertion failed"
+    if kind in _TRACEBACK_KINDS:
+        exc = _text(row, "exception_type") or "Python exception"
+        func = _text(row, "innermost_function")
+        return f"{exc} in {func}" if func else exc
+    if kind == K.CPP_BACKTRACE:
+        return "C++ exception (backtrace)"
+    if kind == K.DIST_TIMEOUT:
+        return "torch.distributed store timeout"
+    return None
+
+
+def _other_location(row: pd.Series) -> Optional[str]:
+    """The source location an other-crash names in its message (``kvCacheManager.cpp:257``)."""
+    msg = _text(row, "message")
+    m = _CPP_ASSERT_TEXT.search(msg)
+    if m and m.group("loc"):
+        return m.group("loc")
+    m = _SOURCE_LOCATION.search(msg)
+    return m.group(0) if m else None
+
+
+#: How specific a name is: a later print of the same crash with a more specific name renames it.
+def _specificity(name: Optional[str]) -> int:
+    if not name:
+        return 0
+    if name.startswith(("NCCL", "CUDA", "C++ assertion", "torch.distributed")):
+        return 3
+    if name.startswith("C++ exception"):
+        return 1
+    return 2
 
 
 #: Event kinds that may be a signature whatever their text.
 _SIGNATURE_KINDS = (K.ADP_ASSERT, K.ADP_SURPLUS_TOLERATED, K.ADP_DUMMY_ALLOC_FAILED,
-                    K.ADP_DUMMY_NO_KV_CAPACITY, K.EVENT_LOOP_ERROR, K.MPI_ABORT) + _TRACEBACK_KINDS
+                    K.ADP_DUMMY_NO_KV_CAPACITY, K.EVENT_LOOP_ERROR, K.MPI_ABORT) + _TRACEBACK_KINDS \
+    + _CRASH_KINDS
 _ANY_TEXT = re.compile("|".join(p.pattern for p in (_ASSERT_TEXT, _SURPLUS_TEXT, _ALLOC_TEXT,
                                                      _PRECHECK_TEXT, _EVENT_LOOP_TEXT,
                                                      _MPI_ABORT_TEXT)), re.I)
+#: Text of an other-crash in a failure line (``[E]``, ``[ERROR]``).
+_FAILURE_TEXT = re.compile("|".join(p.pattern for p in (_NCCL_TEXT, _CUDA_TEXT))
+                           + r"|Assertion failed")
 
 
 def _candidates(events: pd.DataFrame) -> pd.DataFrame:
     """The rows that may be signatures, selected vectorised (a big log has millions of events)."""
     kind = events["kind"].astype(str)
     msg = events["message"] if "message" in events.columns else pd.Series("", index=events.index)
-    text = msg.astype("string").fillna("").str.contains(_ANY_TEXT, regex=True)
-    return events[kind.isin(_SIGNATURE_KINDS) | text.to_numpy(dtype=bool)]
+    msg = msg.astype("string").fillna("")
+    text = msg.str.contains(_ANY_TEXT, regex=True).to_numpy(dtype=bool)
+    if "severity" in events.columns:
+        failure = events["severity"].astype("string").isin(_FAILURE_SEVERITIES).to_numpy(
+            dtype=bool, na_value=False)
+        text |= failure & msg.str.contains(_FAILURE_TEXT, regex=True).to_numpy(dtype=bool)
+    return events[kind.isin(_SIGNATURE_KINDS) | text]
 
 
 def _infer_iter(iterations: pd.DataFrame | None, source: str, line: int,
@@ -345,6 +440,19 @@ def find_signatures(events: pd.DataFrame, policies: Sequence[Policy], *,
         if again is not None:
             out[again] = dataclasses.replace(out[again], count=out[again].count + 1)
             continue
+        if kind is SignatureKind.OTHER_CRASH:
+            name = other_crash_name(row)
+            same = _same_other_crash(out, source, line, rank)
+            if same is not None:   # another print of that crash: the most specific name wins
+                s = out[same]
+                if _specificity(name) > _specificity(s.name):
+                    s = dataclasses.replace(s, name=name, message=msg or s.message,
+                                            code_location=_other_location(row) or s.code_location)
+                out[same] = dataclasses.replace(s, count=s.count + 1,
+                                                rank=s.rank if s.rank is not None else rank,
+                                                line_end=max(s.line_end, _opt_int(
+                                                    row.get("line_end")) or line))
+                continue
         it = _opt_int(row.get("iter"))
         inferred = False
         if it is None and kind.is_crash:
@@ -353,6 +461,8 @@ def find_signatures(events: pd.DataFrame, policies: Sequence[Policy], *,
         file = _text(row, "innermost_file")
         fline = _opt_int(row.get("innermost_line"))
         loc = (f"{file}:{fline}" if fline is not None else file) if file else None
+        if kind is SignatureKind.OTHER_CRASH and loc is None:
+            loc = _other_location(row)
         if kind.is_cause:
             names, reason = match[kind]
         else:
@@ -361,7 +471,8 @@ def find_signatures(events: pd.DataFrame, policies: Sequence[Policy], *,
                         rank=rank, iter=it, iter_inferred=inferred, message=msg, code_location=loc,
                         function=_text(row, "innermost_function") or None,
                         exception_type=_text(row, "exception_type") or None,
-                        policies=names, reason=reason)
+                        policies=names, reason=reason,
+                        name=other_crash_name(row) if kind is SignatureKind.OTHER_CRASH else None)
         if not kind.is_crash:
             folded[key] = len(out)
         out.append(sig)
@@ -393,6 +504,19 @@ def _reprint_of(found: list[Signature], kind: SignatureKind, source: str, line: 
         s = found[i]
         if (s.kind is kind and s.source == source and s.rank == rank and s.function == func
                 and 0 < line - s.line <= FOLLOW_LINES + (s.line_end - s.line)):
+            return i
+    return None
+
+
+def _same_other_crash(found: list[Signature], source: str, line: int,
+                      rank: Optional[int]) -> Optional[int]:
+    """Index of the other-crash this event prints again (same file, same rank or one unknown,
+    within ``FOLLOW_LINES`` of its end), or None."""
+    for i in range(len(found) - 1, -1, -1):
+        s = found[i]
+        if (s.kind is SignatureKind.OTHER_CRASH and s.source == source
+                and (s.rank == rank or s.rank is None or rank is None)
+                and 0 <= line - s.line_end <= FOLLOW_LINES):
             return i
     return None
 
@@ -444,11 +568,28 @@ def excerpt(sig: Signature, *, max_lines: int = 12) -> str:
     return ": ".join(parts) + (f" {where}" if where else "") if parts or where else sig.kind.value
 
 
+def outside_catalogue(sig: Signature) -> str:
+    """Why a crash that is no pad-dummy signature stays unexplained: the crash named, where it
+    is, and what the tool can and cannot say about it."""
+    at = f" at {sig.code_location}" if sig.code_location else ""
+    who = f", rank {sig.rank}" if sig.rank is not None else ""
+    when = (f", after iteration {sig.iter}" if sig.iter_inferred else f", iteration {sig.iter}") \
+        if sig.iter is not None else ""
+    return (f"the logs show a crash the catalogue does not model: {sig.title}{at} (logged at "
+            f"{sig.where}{who}{when}), with no pad-dummy signature before it (no pad-step "
+            "assertion, surplus warning or dummy allocation failure); the tool can say where and "
+            "when it was logged, not why: its replays model only the attention-DP pad step")
+
+
 def crash_in_logs(signatures: Iterable[Signature]) -> Optional[Signature]:
-    """The crash the logs show: the first pad-dummy crash cause, else the first other crash."""
+    """The crash the logs show: the first pad-dummy crash cause, else the first crash the
+    catalogue does not model (``other-crash``), else the first consequence (MPI abort, ...)."""
     sigs = list(signatures)
     for s in sigs:
         if s.kind.is_crash and s.kind.is_cause:
+            return s
+    for s in sigs:
+        if s.kind is SignatureKind.OTHER_CRASH:
             return s
     for s in sigs:
         if s.kind.is_crash:
@@ -465,6 +606,8 @@ __all__ = [
     "crash_in_logs",
     "excerpt",
     "find_signatures",
+    "other_crash_name",
+    "outside_catalogue",
     "leak_paths",
     "policies_for",
     "predicate_wider_than_scheduler",

@@ -18,12 +18,15 @@ import pyarrow.parquet as pq
 
 from forensics.dataset.schema import REFERENCE_TABLES, TABLES
 from forensics.dataset.store import META_FILE, Dataset
+from forensics.input_kinds import OTHER_JSON
 
 #: Tables whose ``iter`` ranges are reported; their ``iter`` means differ (the log's is one more
 #: than the stats/frames ``iter`` of the same loop body), so they are never merged.
 ITER_TABLES = ("iterations", "stats", "frames")
 #: Tables whose ``rank`` column contributes to the ranks seen.
 RANK_TABLES = ("iterations", "events", "stats", "frames")
+#: Beside an input of kind ``json`` (:data:`forensics.input_kinds.OTHER_JSON`).
+VERBATIM_NOTE = "kept verbatim in unparsed: JSON with no IterationStats key, not read as stats"
 #: At most this many inputs are listed by :func:`render_text`.
 MAX_LISTED_INPUTS = 10
 
@@ -289,7 +292,8 @@ def render_text(s: DatasetSummary) -> str:
                + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) + ")")
     width = max((len(n) for n, _, _ in s.inputs[:MAX_LISTED_INPUTS]), default=0)
     for name, kind, size in s.inputs[:MAX_LISTED_INPUTS]:
-        out.append(f"  {name:<{width}}  {kind:<5}  {human_size(size)}")
+        out.append(f"  {name:<{width}}  {kind:<5}  {human_size(size)}"
+                   + (f"  {VERBATIM_NOTE}" if kind == OTHER_JSON else ""))
     if len(s.inputs) > MAX_LISTED_INPUTS:
         out.append(f"  ... and {len(s.inputs) - MAX_LISTED_INPUTS} more")
     for r in s.refused:

@@ -52,7 +52,9 @@ def variant_lines(rng: random.Random) -> list[str]:
 
 
 def docker(line: str, rng: random.Random) -> str:
-    rec = {"log": line + "\n", "stream": rng.choice(["stdout", "stderr"]),
+    # a lone surrogate in the record: json.dumps writes it as the escape "\\udcff"
+    rec = {"log": line + rng.choice(["", "", "\udcff"]) + "\n",
+           "stream": rng.choice(["stdout", "stderr"]),
            "time": "2025-12-04T22:23:18.869123456Z"}
     return json.dumps(rec)
 

@@ -312,8 +312,10 @@ def test_small_inputs_never_import_numba(tmp_path):
 @pytest.mark.parametrize("module", [native_scan, json_scan], ids=["logs", "json_lines"])
 def test_switch_by_size_and_environment(monkeypatch, module):
     """Both compiled paths: by input size (each its own threshold), or forced either way by
-    FORENSICS_INGEST_PATH (native_scan.chosen)."""
+    FORENSICS_INGEST_PATH (native_scan.chosen). By size, only once the kernels are ready
+    (here: loaded or compiled by kernel(); see test_cold_cache_builds_in_the_background)."""
     monkeypatch.delenv(native_scan.PATH_ENV, raising=False)
+    assert module.kernel() is not None
     assert not module.enabled(module.MIN_BYTES - 1)
     assert module.enabled(module.MIN_BYTES)
     monkeypatch.setenv(native_scan.PATH_ENV, "reference")

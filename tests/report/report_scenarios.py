@@ -39,7 +39,9 @@ import json
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared"
+#: ``../shared`` beside the repository (or beside the directory of its work trees).
+SHARED = next((p for p in (REPO.parent / "shared", REPO.parent.parent / "shared") if p.is_dir()),
+              REPO.parent / "shared")
 SAMPLES = REPO / "traces" / "samples"
 
 RUN_RECORD = {"kind": "run", "format": "adp-trace", "version": 1, "tp_size": 2, "pp_size": 1,
