@@ -29,6 +29,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from forensics.user_cache import user_cache_dir
+
 #: Environment variable numba reads for its cache directory; the object goes there too.
 CACHE_ENV = "NUMBA_CACHE_DIR"
 _HERE = Path(__file__).resolve().parent
@@ -117,8 +119,7 @@ def _key(llvm: Any, lib: Library = SCAN) -> str:
 
 def _cache_dirs() -> list[Path]:
     dirs = [Path(os.environ[CACHE_ENV])] if os.environ.get(CACHE_ENV) else []
-    return dirs + [_HERE / "__pycache__",
-                   Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "forensics"]
+    return dirs + [_HERE / "__pycache__", user_cache_dir()]
 
 
 def entry_points(lib: Library = SCAN) -> dict[str, Any] | None:
