@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 import replay
+from forensics.dataset.names import state_names
 from forensics.dataset.schema import FRAMES, REQUESTS, RUNS
 from replay.reference_loop import run_reference
 
@@ -62,7 +63,8 @@ def synthetic_tables(ranks: int, iters: int, seed: int = 0):
     requests = pa.table({"run": pa.DictionaryArray.from_arrays(np.zeros(m, np.int32), ["bench"]).cast(pa.string()),
                          "iter": np.repeat(it, PER_FRAME), "rank": np.repeat(rk, PER_FRAME),
                          "pos": np.tile(np.arange(PER_FRAME, dtype=np.int32), n),
-                         "request_id": rid.ravel(), "state": states,
+                         "request_id": rid.ravel(), "state": state_names(states),
+                         "state_value": states,
                          "dummy": np.zeros(m, bool)}, schema=REQUESTS)
     return runs, frames, requests
 

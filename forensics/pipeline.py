@@ -24,6 +24,7 @@ from forensics.report.logs_only import LogsOnlyFindings, logs_only_findings
 from forensics.report.narrative import build_document, figure_blocks, figure_policies
 from forensics.report.paths import witness_files
 from forensics.report.summary import summarize
+from forensics.report.timeline import TIMELINE_FILE, story_timeline_json
 from forensics.report.write import write_report
 from replay.engine import replay_windows, run_all
 from replay.frames import FrameWindows, RunFrames
@@ -148,6 +149,8 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
                          next_step=j.next_step, status=j.status, reason=j.reason, figures=figs,
                          results=primary, opening=j.opening, headline=j.headline,
                          mechanisms=j.mechanisms, recommended=j.recommended, logs_verdict=lov)
+    if primary:   # the zoomable timeline of the story's replay (forensics.report.timeline)
+        report_dir.write(TIMELINE_FILE, story_timeline_json(primary, j.chain_policy or config.build))
     written, md, html_path, fj = write_report(report_dir, doc, figs, findings,
                                               extra=witness_files(j.recommended))
     return PostmortemResult(

@@ -104,7 +104,7 @@ def records_from_tables(runs, frames, requests, run: Optional[str] = None) -> li
     requests = requests[requests["run"] == run].sort_values(["iter", "rank", "pos"], kind="stable")
     by_frame: dict[tuple[int, int], list[dict]] = {}
     for it, rk, rid, st, dm in zip(requests["iter"], requests["rank"], requests["request_id"],
-                                   requests["state"], requests["dummy"]):
+                                   requests["state_value"], requests["dummy"]):
         try:
             state: Any = RequestState(int(st)).name
         except ValueError:

@@ -91,13 +91,11 @@ rec[rec["iter"].between(crash_iter - 1, crash_iter)][
     ["iter", "rank", "active", "dummies", "real", "in_window", "expected", "surplus", "padded",
      "scheduled", "can_queue"]]'''),
     new_markdown_cell("""\
-What the crashing rank held, request by request (states as the C++ enum's int values):"""),
-    new_code_cell('''from replay.states import RequestState
-
-req = inv.requests
-at = req[(req["iter"] == crash_iter) & (req["rank"] == sig.rank)].copy()
-at["state_name"] = [RequestState(int(s)).name for s in at["state"]]
-at[["iter", "rank", "pos", "request_id", "state", "state_name", "dummy"]]'''),
+What the crashing rank held, request by request (`state` is the state's name, `state_value` the
+C++ enum's int value):"""),
+    new_code_cell('''req = inv.requests
+at = req[(req["iter"] == crash_iter) & (req["rank"] == sig.rank)]
+at[["iter", "rank", "pos", "request_id", "state", "state_value", "dummy"]]'''),
     new_markdown_cell("""\
 ## 3. Replay: the crashing build against the patched one
 

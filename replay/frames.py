@@ -516,6 +516,8 @@ class FrameWindows:
             files = files_of(table, run=self.run)
             if len(files) != 1 or (self._run_filter and len(files_of(table)) == 1):
                 return None   # several files, or one file holding every run (layout 1.x)
+            if not set(columns) <= set(pq.read_schema(files[0]).names):
+                return None   # an older layout (requests.state_value was state)
             # The types Dataset.arrow gives (the dataset's schema), from an empty read.
             schema = self._ds.arrow(table, columns=columns, filters=[("iter", "<", -2 ** 62)]).schema
             reader = _IterRangeReader.open(files[0], columns, schema)
@@ -693,18 +695,34 @@ _CONTEXT_ONLY = _state_lut(CONTEXT_ONLY_STATES)
 _GENERATION_ONLY = _state_lut(GENERATION_ONLY_STATES)
 
 #: Requests columns the replay reads, with the compact dtypes they are held in.
+#: ``state_value`` is the int code (dataset layout 2.3, where ``state`` is the name); a table of
+#: an older layout has the code in ``state`` (:func:`_code_column`).
 _REQ_COLUMNS = (("iter", np.int64), ("rank", np.int32), ("request_id", np.int64),
-                ("state", np.int16), ("pos", np.int32))
+                ("state_value", np.int16), ("pos", np.int32))
 _REQUEST_COLUMNS = [name for name, _ in _REQ_COLUMNS] + ["dummy"]
 
 
+def _code_column(names: Iterable[str]) -> str:
+    """Where a requests table holds the state codes: ``state_value``, else (layouts before
+    2.3, pandas frames of them) ``state``."""
+    return "state_value" if "state_value" in names else "state"
+
+
+def _request_columns(names: Iterable[str]) -> list[str]:
+    """:data:`_REQUEST_COLUMNS` as a requests file with these column names holds them."""
+    code = _code_column(names)
+    return [code if c == "state_value" else c for c in _REQUEST_COLUMNS]
+
+
 def _real_requests(t: pa.Table | pa.RecordBatch) -> tuple[np.ndarray, ...]:
-    """``(iter, rank, request_id, state, pos)`` of the real (non-dummy) requests, compact dtypes."""
+    """``(iter, rank, request_id, state code, pos)`` of the real (non-dummy) requests, compact
+    dtypes."""
     dummy = t.column("dummy")
     keep = pc.invert(pc.fill_null(dummy, False)) if pc.any(dummy).as_py() else None
+    code = _code_column(t.column_names)
     out = []
     for name, dtype in _REQ_COLUMNS:
-        c = t.column(name)
+        c = t.column(code if name == "state_value" else name)
         out.append(_np(c.filter(keep) if keep is not None else c, dtype, 0))
     return tuple(out)
 
@@ -715,7 +733,7 @@ def _read_real_requests(file: Path, run: str | None) -> tuple[np.ndarray, ...]:
     pf = pq.ParquetFile(file)
     total = pf.metadata.num_rows
     bufs = [np.empty(total, dtype) for _, dtype in _REQ_COLUMNS]
-    columns = _REQUEST_COLUMNS + (["run"] if run is not None else [])
+    columns = _request_columns(pf.schema_arrow.names) + (["run"] if run is not None else [])
     n = 0
     batch = parts = None
     for batch in pf.iter_batches(batch_size=1 << 18, columns=columns):

@@ -556,6 +556,15 @@ class ReplayResult:
         out = filter_frame(self._table(name), filters)
         return out[list(columns)] if columns is not None else out
 
+    def decision_frames(self, columns: list[str]):
+        """The decisions' ``columns`` as DataFrames: a row group at a time from the file of a
+        streamed replay (bounded memory), else the table in one piece."""
+        t = self._tables["decisions"]
+        if isinstance(t, StoredTable):
+            yield from t.frames(columns)
+        else:
+            yield self.decisions[list(columns)]
+
     def at_iterations(self, iters) -> ReplayResult:
         """This result with the decisions of some iterations only (the same leaks, crash, skips
         and ledger): what a figure or a chain of a few iterations needs from a long run."""

@@ -101,7 +101,7 @@ def test_summary_text_and_json(runner: CliRunner, logs: Path, tmp_path: Path):
     assert runner.invoke(cli, ["ingest", str(logs), "-o", str(out)]).exit_code == 0
     text = runner.invoke(cli, ["summary", str(out)])
     assert text.exit_code == 0
-    assert text.output.splitlines()[0] == f"dataset {out} (schema 2.2, adp-forensics {forensics.__version__})"
+    assert text.output.splitlines()[0] == f"dataset {out} (schema 2.3, adp-forensics {forensics.__version__})"
     assert "  event_loop_error        2" in text.output.splitlines()
     js = runner.invoke(cli, ["summary", str(out), "--json"])
     assert js.exit_code == 0

@@ -73,7 +73,7 @@ def test_summary_numbers(dataset):
         ("r1", "prefix-2026", 4, 3, 2, 4, 5), ("r2", None, 2, 0, 0, None, None)]
     assert s.inputs == (("a.log", "log", 1500), ("s.json", "stats", 20))
     assert s.refused == ("b.bin: binary file",)
-    assert (s.schema_version, s.tool_version) == ("2.2", "9.9")
+    assert (s.schema_version, s.tool_version) == ("2.3", "9.9")
 
 
 def test_summary_by_path_and_json_round_trip(dataset):
@@ -85,7 +85,7 @@ def test_summary_by_path_and_json_round_trip(dataset):
 
 def test_render_text(dataset):
     lines = render_text(summarize(dataset)).splitlines()
-    assert lines[0] == f"dataset {dataset} (schema 2.2, adp-forensics 9.9)"
+    assert lines[0] == f"dataset {dataset} (schema 2.3, adp-forensics 9.9)"
     assert lines[1] == "inputs: 2 (log 1, stats 1)"
     assert lines[2] == "  a.log   log    1.5 kB"
     assert lines[3] == "  s.json  stats  20 B"

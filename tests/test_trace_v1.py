@@ -4,6 +4,7 @@ from __future__ import annotations
 import gzip
 import json
 
+import pyarrow as pa
 import pytest
 import zstandard
 
@@ -41,8 +42,10 @@ def test_reads_run_frames_requests_notes_and_blank_lines(tmp_path):
     fr = t.frames.to_pylist()[0]
     assert (fr["iter"], fr["rank"], fr["line"], fr["num_requests"], fr["num_dummies"]) == (7, 1, 3, 3, 1)
     assert (fr["expected"], fr["padded"], fr["scheduled"], fr["can_queue"], fr["alloc_ok"]) == (8, False, 0, False, None)
-    assert [(r["pos"], r["request_id"], r["state"], r["dummy"]) for r in t.requests.to_pylist()] == \
+    assert [(r["pos"], r["request_id"], r["state_value"], r["dummy"]) for r in t.requests.to_pylist()] == \
         [(0, 17, 14, False), (1, 0, 13, True), (2, 18, 10, False)]
+    assert t.requests.column("state").to_pylist() == [
+        "GENERATION_TO_COMPLETE", "GENERATION_IN_PROGRESS", "CONTEXT_INIT"]
     ev = t.events.to_pylist()[0]
     assert (ev["kind"], ev["line"], ev["message"]) == ("trace_note", 4, "recorder disabled")
     assert [(u["line"], u["text"]) for u in t.unparsed.to_pylist()] == \
@@ -126,11 +129,17 @@ def test_a_schema_1_0_dataset_without_postpadded_still_loads(tmp_path):
     from forensics.dataset.schema import SCHEMA_VERSION
     forensics.ingest([write(tmp_path, [RUN, F0])], tmp_path / "ds")
     new = forensics.load(tmp_path / "ds")
-    assert new.meta["schema_version"] == SCHEMA_VERSION == "2.2"
+    assert new.meta["schema_version"] == SCHEMA_VERSION == "2.3"
     ds_dir = tmp_path / "old"
     ds_dir.mkdir()
     for t in ("iterations", "events", "stats", "runs", "frames", "requests", "unparsed"):
         table = new.arrow(t)
+        if t == "requests":   # 1.x: the state's int code in ``state``, no ``state_value``
+            table = table.set_column(table.column_names.index("state"), "state",
+                                     table.column("state_value")).drop_columns(["state_value"])
+        for i, field in enumerate(table.schema):    # 1.x: names as plain strings
+            if pa.types.is_dictionary(field.type):
+                table = table.set_column(i, field.name, table.column(i).cast(pa.string()))
         pq.write_table(table.drop_columns(["postpadded"]) if t == "frames" else table,
                        ds_dir / f"{t}.parquet")
     (ds_dir / "_meta.json").write_text(json.dumps(dict(new.meta, schema_version="1.0")))

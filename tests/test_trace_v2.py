@@ -17,7 +17,7 @@ RUN2 = {"kind": "run", "format": "adp-trace", "version": 2, "tp_size": 1, "pp_si
 
 def states_of(records):
     t = tables_from_records(records, "mem")
-    return t.requests.column("state").to_pylist()
+    return t.requests.column("state_value").to_pylist()
 
 
 def test_v2_names_read_whatever_the_numbering():

@@ -22,7 +22,15 @@ path without mixing tables (``pd.read_parquet("DS/iterations")``,
       unparsed/      part-00000.parquet: every input line no parser claimed, verbatim
       traceback_frames/  part-00000.parquet: every frame of every traceback event
       states/        part-00000.parquet: request-state names, ``state`` -> ``name``
-                     (join ``requests.state`` on it; the names of ``LlmRequestState``)
+                     (``requests.state`` already holds the name; ``requests.state_value``
+                     joins ``states.state``; the names of ``LlmRequestState``)
+
+Names, not codes (2.3): enum-like columns are Arrow dictionaries of names (``requests.state``,
+``events.kind``, ``events.severity``, ``iterations.format``; pandas ``category``, polars
+``Categorical``, duckdb ``VARCHAR``), the request-state int codes stay in ``requests.state_value``.
+Every file's key-value metadata also carries ``pandas`` column dtypes, so ``pd.read_parquet``
+and dask give integers and booleans as nullable ``Int64``/``Int32``/``Int16``/``boolean``
+(as ``forensics.load`` does) instead of float64 and object where a column has nulls.
 
 The trace tables (``PARTITION_BY``) are partitioned by run: one file per run, numbered in the
 order runs first appear, the ``run`` column inside every file (no ``run=`` directory names: an
@@ -61,7 +69,12 @@ from replay.frame_schema import FRAMES
 #:       reused (its digests cannot be compared), so ``as_dataset`` ingests its inputs again.
 #: "2.2" added ``frames.kv_precheck_ok`` (at the end; a 2.1 dataset loads with it null, read as
 #:       true: the KV-capacity precheck passed or was not made).
-SCHEMA_VERSION = "2.2"
+#: "2.3" names in the data: ``requests.state`` the state name as a dictionary (the int code
+#:       moved to the new ``requests.state_value``), ``events.kind``, ``events.severity``,
+#:       ``iterations.format`` dictionaries of names; ``pandas`` dtypes in every file's
+#:       key-value metadata. 2.0-2.2 (and 1.x) datasets load in the 2.3 shape
+#:       (``forensics.dataset.names.upgrade``).
+SCHEMA_VERSION = "2.3"
 
 #: Table names in a fixed order.
 TABLES = ("iterations", "events", "stats", "runs", "frames", "requests", "unparsed",
@@ -226,13 +239,20 @@ RUNS = pa.schema([
 # FRAMES (one row per (run, iter, rank) frame) is defined in replay/frame_schema.py, imported
 # above: the frames table is the replay's input and the replay imports nothing from forensics.
 
+#: A request state's name: a dictionary over every ``LlmRequestState`` name
+#: (``forensics.dataset.names.STATE_NAMES``, codes -> names without per-row work).
+STATE_NAME = pa.dictionary(pa.int8(), pa.string())
+#: An enum-like string column as stored: a dictionary of the names present.
+NAME = pa.dictionary(pa.int32(), pa.string())
+
 REQUESTS = pa.schema([
     pa.field("run", pa.string(), nullable=False),
     pa.field("iter", pa.int64(), nullable=False),
     pa.field("rank", pa.int32(), nullable=False),
     pa.field("pos", pa.int32(), nullable=False),           # index in active_requests
     pa.field("request_id", pa.int64(), nullable=False),
-    pa.field("state", pa.int16(), nullable=False),         # LlmRequestState int value
+    pa.field("state", STATE_NAME, nullable=False),         # LlmRequestState name
+    pa.field("state_value", pa.int16(), nullable=False),   # LlmRequestState int value
     pa.field("dummy", pa.bool_(), nullable=False),
 ])
 
@@ -247,9 +267,23 @@ STATES = pa.schema([
     pa.field("name", pa.string(), nullable=False),         # its name (GENERATION_IN_PROGRESS, ...)
 ])
 
+#: Enum-like string columns the readers build as strings (the table constants above) and the
+#: writer stores as dictionaries of names (:data:`NAME`).
+NAMED_COLUMNS: dict[str, tuple[str, ...]] = {"iterations": ("format",),
+                                             "events": ("kind", "severity")}
+
+
+def _named(schema: pa.Schema, columns: tuple[str, ...]) -> pa.Schema:
+    for c in columns:
+        i = schema.get_field_index(c)
+        schema = schema.set(i, schema.field(i).with_type(NAME))
+    return schema
+
+
+#: Every table as stored (written, read, typed empty frames).
 SCHEMAS: dict[str, pa.Schema] = {
-    "iterations": ITERATIONS,
-    "events": EVENTS,
+    "iterations": _named(ITERATIONS, NAMED_COLUMNS["iterations"]),
+    "events": _named(EVENTS, NAMED_COLUMNS["events"]),
     "stats": STATS,
     "runs": RUNS,
     "frames": FRAMES,
@@ -258,6 +292,16 @@ SCHEMAS: dict[str, pa.Schema] = {
     "traceback_frames": TRACEBACK_FRAMES,
     "states": STATES,
 }
+
+
+#: ``requests`` as layouts 1.x-2.2 wrote it: ``state`` the int code, no ``state_value``.
+REQUESTS_2_2 = pa.schema([pa.field("state", pa.int16(), nullable=False) if f.name == "state"
+                          else f for f in REQUESTS if f.name != "state_value"])
+
+#: Every table as layouts 1.x-2.2 wrote it (codes and plain strings); such a dataset is read
+#: with these and upgraded to :data:`SCHEMAS` (``forensics.dataset.names.upgrade``).
+SCHEMAS_2_2: dict[str, pa.Schema] = {**SCHEMAS, "iterations": ITERATIONS, "events": EVENTS,
+                                     "requests": REQUESTS_2_2}
 
 
 def states_table() -> pa.Table:

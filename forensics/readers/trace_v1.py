@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from forensics.dataset.names import state_names
 from forensics.dataset.schema import EVENTS, FRAMES, REQUESTS, RUNS, UNPARSED
 from forensics.errors import TraceFormatError
 from forensics.readers import json_scan
@@ -651,7 +652,8 @@ class _Builder:
         requests = {"run": pa.repeat(run, n_req).cast(pa.string()),
                     "iter": pa.array(np.repeat(frame_iter, counts)),
                     "rank": pa.array(np.repeat(frame_rank, counts)), "pos": pa.array(pos),
-                    "request_id": pa.array(cols.req_id), "state": pa.array(cols.req_state),
+                    "request_id": pa.array(cols.req_id), "state": state_names(cols.req_state),
+                    "state_value": pa.array(cols.req_state),
                     "dummy": pa.array(cols.req_dummy)}
         out = TraceTables(
             runs=pa.table(self.runs, schema=RUNS),

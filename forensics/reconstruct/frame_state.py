@@ -82,7 +82,7 @@ def _one_run(rec, fr: pd.DataFrame, rq: pd.DataFrame) -> pd.DataFrame:
     except (ValueError, TypeError, AttributeError):
         pass
     window = micro_batch_window(bool(rec["encoder_decoder"]))
-    st = rq["state"].to_numpy(np.int64)
+    st = rq["state_value"].to_numpy(np.int64)
     dummy = rq["dummy"].to_numpy(bool)
     # Dummies are assumed inside the window (GENERATION_IN_PROGRESS or CONTEXT_INIT).
     in_win = dummy | ((st >= int(window.start)) & (st < int(window.end)))

@@ -488,7 +488,9 @@ def states_view(requests: pd.DataFrame, *, iteration: int,
     if not len(req) and not leaked:
         return StatesView(title, (), (), (), message=f"no requests recorded at iteration {iteration}")
     if len(req):
-        state = req["state"].astype(int).to_numpy()
+        # the state codes: ``state_value`` (dataset 2.3), ``state`` in a frame of codes
+        codes = req["state_value"] if "state_value" in req.columns else req["state"]
+        state = codes.astype(int).to_numpy()
         dummy = req["dummy"].astype(bool).to_numpy()
         names = {int(s): _state_name(int(s)) for s in np.unique(state)}
         req["label"] = np.where(dummy, "ADP dummy (recorded)", [names[int(s)] for s in state])

@@ -262,9 +262,10 @@ def state_composition(requests: pd.DataFrame, *, iteration: int,
     """Request states per rank at one iteration, as stacked bars by state name.
 
     Args:
-        requests: recorded requests (``rank``, ``state`` int, ``dummy`` bool) of that iteration;
-            recorded dummies are drawn as "ADP dummy (recorded)" unless ``leaked_dummies`` is
-            given (a replay drops the recorded dummies and carries its own).
+        requests: recorded requests (``rank``, ``state_value`` int, or ``state`` int in a frame
+            of codes, ``dummy`` bool) of that iteration; recorded dummies are drawn as "ADP dummy
+            (recorded)" unless ``leaked_dummies`` is given (a replay drops the recorded dummies
+            and carries its own).
         iteration: the iteration shown (in the title).
         leaked_dummies: rank -> dummies the replayed policy carried into this iteration, drawn
             as their own segment on top; None when the figure shows the recording itself.

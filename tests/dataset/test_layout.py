@@ -1,6 +1,7 @@
-"""Dataset layout 2.x: every table read by path with other engines gives forensics.load's rows;
-one file per run for trace tables; row groups independent of the number of inputs; table name
-and schema version in every file; the ``states`` table; the write lock and leftovers."""
+"""Dataset layout 2.x: every table read by path with other engines gives forensics.load's rows,
+with names (not codes) and integer / boolean dtypes; one file per run for trace tables; row
+groups independent of the number of inputs; table name and schema version in every file; the
+``states`` table; 2.1 and 2.2 datasets still load; the write lock and leftovers."""
 from __future__ import annotations
 
 import json
@@ -50,7 +51,7 @@ def _canonical(df: pd.DataFrame, table: str) -> list[tuple]:
 
 def test_one_directory_per_table_and_one_file_per_run(two_runs):
     ds = forensics.load(two_runs)
-    assert ds.meta["schema_version"] == SCHEMA_VERSION == "2.2"
+    assert ds.meta["schema_version"] == SCHEMA_VERSION == "2.3"
     assert sorted(p.name for p in two_runs.iterdir() if p.is_dir()) == sorted(TABLES)
     assert not list(two_runs.glob("*.parquet"))  # no table mixes with another under one glob
     runs = ds.traced_runs()
@@ -92,7 +93,7 @@ def test_integers_are_delta_encoded_and_strings_dictionary_encoded(two_runs):
                 if pa.types.is_integer(field.type) or pa.types.is_timestamp(field.type):
                     assert "DELTA_BINARY_PACKED" in col.encodings, (f, field)
                     seen.add("delta")
-                elif pa.types.is_string(field.type):
+                elif pa.types.is_string(field.type) or pa.types.is_dictionary(field.type):
                     assert "RLE_DICTIONARY" in col.encodings, (f, field)
                     seen.add("dictionary")
     assert seen == {"delta", "dictionary"}
@@ -102,10 +103,11 @@ def test_states_table_names_request_states(two_runs):
     ds = forensics.load(two_runs)
     names = dict(zip(ds.states["state"], ds.states["name"]))
     assert names[0] == "UNKNOWN"
-    from replay.states import RequestState
-    assert names[int(RequestState.GENERATION_IN_PROGRESS)] == "GENERATION_IN_PROGRESS"
-    joined = ds.requests.merge(ds.states, on="state", how="left")
-    assert len(joined) == len(ds.requests) > 0 and joined["name"].notna().all()
+    assert names[13] == "GENERATION_IN_PROGRESS"      # LlmRequestState value 13
+    # requests.state is the name already; state_value (the code) joins the states table
+    joined = ds.requests.merge(ds.states, left_on="state_value", right_on="state", how="left")
+    assert len(joined) == len(ds.requests) > 0
+    assert (joined["name"] == joined["state_x"].astype(str)).all()
 
 
 @pytest.mark.parametrize("table", TABLES)
@@ -143,6 +145,136 @@ def test_dask_by_path(two_runs, table):
     want = forensics.load(two_runs).table(table)
     got = dd.read_parquet(str(two_runs / table), columns=_scalar_columns(table)).compute()
     assert _canonical(got, table) == _canonical(want, table)
+
+
+#: (state, state_value) pairs of the samples' requests, from LlmRequestState (replay/states.py).
+STATE_PAIRS = {("DISAGG_GENERATION_INIT", 8), ("DISAGG_GENERATION_TRANS_IN_PROGRESS", 9),
+               ("DISAGG_GENERATION_TRANS_COMPLETE", 12), ("GENERATION_IN_PROGRESS", 13),
+               ("GENERATION_TO_COMPLETE", 14), ("CONTEXT_INIT", 10)}
+
+#: What each engine reads by path for the columns that were codes, objects or floats in 2.2.
+ENGINE_TYPES = {
+    "pandas": {("requests", "state"): "category", ("requests", "state_value"): "Int16",
+               ("frames", "padded"): "boolean", ("frames", "can_queue"): "boolean",
+               ("events", "iter"): "Int64", ("events", "kind"): "category",
+               ("events", "severity"): "category", ("iterations", "format"): "category"},
+    "pyarrow": {("requests", "state"): "dictionary<values=string, indices=int8, ordered=0>",
+                ("requests", "state_value"): "int16", ("frames", "padded"): "bool",
+                ("frames", "can_queue"): "bool", ("events", "iter"): "int64",
+                ("events", "kind"): "dictionary<values=string, indices=int32, ordered=0>",
+                ("events", "severity"): "dictionary<values=string, indices=int32, ordered=0>",
+                ("iterations", "format"): "dictionary<values=string, indices=int32, ordered=0>"},
+    "polars": {("requests", "state"): "Categorical", ("requests", "state_value"): "Int16",
+               ("frames", "padded"): "Boolean", ("frames", "can_queue"): "Boolean",
+               ("events", "iter"): "Int64", ("events", "kind"): "Categorical",
+               ("events", "severity"): "Categorical", ("iterations", "format"): "Categorical"},
+    "duckdb": {("requests", "state"): "VARCHAR", ("requests", "state_value"): "SMALLINT",
+               ("frames", "padded"): "BOOLEAN", ("frames", "can_queue"): "BOOLEAN",
+               ("events", "iter"): "BIGINT", ("events", "kind"): "VARCHAR",
+               ("events", "severity"): "VARCHAR", ("iterations", "format"): "VARCHAR"},
+    "dask": {("requests", "state"): "category", ("requests", "state_value"): "Int16",
+             ("frames", "padded"): "boolean", ("frames", "can_queue"): "boolean",
+             ("events", "iter"): "Int64", ("events", "kind"): "category",
+             ("events", "severity"): "category", ("iterations", "format"): "category"},
+}
+
+
+def _read_by_path(engine: str, path: Path) -> tuple[dict[str, str], list[tuple]]:
+    """(column -> dtype name, (state, state_value) rows or []) of a table read by path."""
+    pairs = []
+    if engine == "pandas":
+        df = pd.read_parquet(path)
+        types = {c: str(t) for c, t in df.dtypes.items()}
+    elif engine == "pyarrow":
+        t = pads.dataset(path, format="parquet").to_table()
+        types = {f.name: str(f.type) for f in t.schema}
+        df = t.to_pandas()
+    elif engine == "polars":
+        pl = pytest.importorskip("polars")
+        got = pl.read_parquet(str(path / "*.parquet"))
+        types = {c: str(t).split("(")[0] for c, t in got.schema.items()}
+        df = pd.DataFrame({c: got[c].to_list() for c in ("state", "state_value")}) \
+            if "state_value" in got.columns else None
+    elif engine == "duckdb":
+        duckdb = pytest.importorskip("duckdb")
+        rel = duckdb.sql(f"SELECT * FROM '{path}/*.parquet'")
+        types = {c: str(t) for c, t in zip(rel.columns, rel.types)}
+        df = rel.df()
+    else:
+        dd = pytest.importorskip("dask.dataframe")
+        df = dd.read_parquet(str(path)).compute()
+        types = {c: str(t) for c, t in df.dtypes.items()}
+    if df is not None and "state_value" in df.columns:
+        pairs = list(zip(df["state"].astype(str), (int(v) for v in df["state_value"])))
+    return types, pairs
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINE_TYPES))
+def test_engines_read_names_and_typed_columns_by_path(two_runs, engine):
+    """Request states as names beside their codes, booleans as booleans and iteration numbers
+    as integers (the nulls kept), read by path with no join and no cast."""
+    for (table, column), want in ENGINE_TYPES[engine].items():
+        types, pairs = _read_by_path(engine, two_runs / table)
+        assert types[column] == want, (engine, table, column)
+        if table == "requests":
+            assert pairs and set(pairs) <= STATE_PAIRS, engine
+    ds = forensics.load(two_runs)
+    assert ds.frames["padded"].isna().any() and ds.events["iter"].isna().any()   # nulls kept
+    assert str(ds.requests["state"].dtype) == "category"
+    assert str(ds.requests["state_value"].dtype) == "Int16"
+
+
+def _write_old_shaped(src: Path, dst: Path, version: str) -> None:
+    """Rewrite a dataset as layout 2.2 (or 2.1) wrote it: ``requests.state`` the int code (no
+    ``state_value``), kind/severity/format plain strings, no pandas dtypes, the version in every
+    file and in ``_meta.json``; 2.1 also without ``frames.kv_precheck_ok`` (added in 2.2)."""
+    import shutil
+    shutil.copytree(src, dst)
+    for table in TABLES:
+        for f in (dst / table).glob("*.parquet"):
+            t = pq.read_table(f)
+            if table == "requests":
+                codes = t.column("state_value")
+                t = t.drop_columns(["state_value"])
+                t = t.set_column(t.column_names.index("state"), "state", codes)
+            if table == "frames" and version == "2.1":
+                t = t.drop_columns(["kv_precheck_ok"])
+            for i, field in enumerate(t.schema):
+                if pa.types.is_dictionary(field.type):
+                    t = t.set_column(i, field.name, t.column(i).cast(pa.string()))
+            t = t.replace_schema_metadata({b"forensics.table": table.encode(),
+                                           b"forensics.schema_version": version.encode()})
+            pq.write_table(t, f, compression="zstd")
+    meta = json.loads((dst / "_meta.json").read_text())
+    (dst / "_meta.json").write_text(json.dumps(dict(meta, schema_version=version)))
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_an_older_dataset_loads_with_names(two_runs, tmp_path, version):
+    from replay.frames import FrameWindows, RunFrames
+    old = tmp_path / "old.ds"
+    _write_old_shaped(two_runs, old, version)
+    assert pq.read_schema(old / "requests" / "run-00000.parquet").field("state").type == pa.int16()
+    new_ds, old_ds = forensics.load(two_runs), forensics.load(old)
+    for table in TABLES:
+        got, want = old_ds.arrow(table), new_ds.arrow(table)
+        assert got.schema == SCHEMAS[table], table
+        if table == "frames" and version == "2.1":   # kv_precheck_ok came in 2.2: null
+            assert got.column("kv_precheck_ok").null_count == got.num_rows
+            got, want = got.drop_columns(["kv_precheck_ok"]), want.drop_columns(["kv_precheck_ok"])
+        assert got.to_pylist() == want.to_pylist(), table
+    assert old_ds.arrow("requests", columns=["state_value", "iter"]).column_names == \
+        ["state_value", "iter"]
+    got = set(zip(old_ds.requests["state"].astype(str), old_ds.requests["state_value"]))
+    assert got and got <= STATE_PAIRS
+    batches = list(old_ds.batches("requests", columns=["state", "state_value"]))
+    assert sum(b.num_rows for b in batches) == len(new_ds.requests)
+    for run in new_ds.traced_runs():   # the replay's readers of both layouts: the same frames
+        a, b = RunFrames.from_dataset(new_ds, run), RunFrames.from_dataset(old_ds, run)
+        assert (a.req_state == b.req_state).all() and a.req_state.size
+        wa = [w.req_state for w in FrameWindows(new_ds, run, size=7)]
+        wb = [w.req_state for w in FrameWindows(old_ds, run, size=7)]
+        assert len(wa) == len(wb) and all((x == y).all() for x, y in zip(wa, wb))
 
 
 def test_many_small_inputs_make_few_row_groups(tmp_path):

@@ -136,7 +136,7 @@ def test_ingest_directory_every_kind(inputs: Path, tmp_path: Path):
     assert set(ds.unparsed["text"]) == {"some line nobody understands"}
     assert report.summary.ranks == (0, 1)
     meta = json.loads((report.path / "_meta.json").read_text())
-    assert meta["schema_version"] == "2.2" and meta["tool_version"] == forensics.__version__
+    assert meta["schema_version"] == "2.3" and meta["tool_version"] == forensics.__version__
     for fp in meta["inputs"]:
         assert set(fp) == {"name", "size", "xxh3_128", "kind"}
         data = Path(fp["name"]).read_bytes()
@@ -327,7 +327,7 @@ def test_as_dataset_reuses_cache_while_inputs_unchanged(inputs: Path, tmp_path: 
 
 def test_as_dataset_ingests_again_over_a_2_0_cache(inputs: Path, tmp_path: Path, monkeypatch):
     """A 2.0 dataset recorded sha256 digests: it is still read, but as a cache its inputs cannot
-    be compared, so they are ingested again (and the cache rewritten as 2.1)."""
+    be compared, so they are ingested again (and the cache rewritten as 2.3)."""
     cache = tmp_path / "cache.ds"
     as_dataset([inputs], cache_dir=cache)
     meta_path = cache / "_meta.json"
@@ -345,7 +345,7 @@ def test_as_dataset_ingests_again_over_a_2_0_cache(inputs: Path, tmp_path: Path,
     monkeypatch.setattr(ingest_mod, "ingest", lambda *a, **k: calls.append(a) or real_ingest(*a, **k))
     again = as_dataset([inputs], cache_dir=cache)
     assert len(calls) == 1 and len(again.stats) == 10
-    assert json.loads(meta_path.read_text())["schema_version"] == "2.2"
+    assert json.loads(meta_path.read_text())["schema_version"] == "2.3"
 
 
 def test_as_dataset_without_cache_uses_a_temp_dir_removed_with_the_dataset(inputs: Path):

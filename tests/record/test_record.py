@@ -441,7 +441,8 @@ def test_an_older_enum_is_declared_so_its_integers_decode_right(patched):
                disaggregated=True, overlap_scheduler=True)
     t = tables_from_records([run, {"kind": "frame", "iter": 0, "rank": 0,
                                    "requests": [{"id": 1, "state": 7}, {"id": 2, "state": 5}]}], "m")
-    assert t.requests.column("state").to_pylist() == [8, 14]
+    assert t.requests.column("state_value").to_pylist() == [8, 14]
+    assert t.requests.column("state").to_pylist() == ["DISAGG_GENERATION_INIT", "GENERATION_TO_COMPLETE"]
 
 
 # -- CLI -----------------------------------------------------------------------------------------
