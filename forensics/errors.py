@@ -25,7 +25,7 @@ class BinaryInputError(InputError):
 
 
 class TraceFormatError(InputError):
-    """A request-state trace breaks the v1 format (traces/FORMAT.md)."""
+    """A request-state trace breaks its format (v1 or v2, traces/FORMAT.md)."""
 
 
 class StatsFormatError(InputError):
@@ -47,8 +47,14 @@ class EnvironmentFault(ForensicsError):
         super().__init__(message, path=path, hint=hint)
 
     @classmethod
-    def from_os_error(cls, e: OSError, path: str | None = None) -> "EnvironmentFault":
-        """A typed fault from an ``OSError`` (``path`` when the error names none)."""
+    def from_os_error(cls, e: OSError, path: str | None = None, *,
+                      name_path: bool = False) -> "EnvironmentFault":
+        """A typed fault from an ``OSError`` (``path`` when the error names none).
+
+        ``name_path``: name ``path`` even when the error names a file: the error is about a lock
+        or temporary file the tool keeps beside the user's path (``.x.lock``, ``.x.tmp-123``),
+        a name the user never gave.
+        """
         import errno as _errno
         import re
 
@@ -56,7 +62,7 @@ class EnvironmentFault(ForensicsError):
         if code is None:  # pyarrow's OSError carries the number only in its message
             m = re.search(r"errno (\d+)", str(e), re.IGNORECASE)
             code = int(m.group(1)) if m else None
-        where = e.filename if e.filename is not None else path
+        where = path if (name_path and path is not None) or e.filename is None else e.filename
         if isinstance(where, bytes):
             where = where.decode("utf-8", "surrogateescape")
         reason = e.strerror or (_errno.errorcode.get(code, "") if code else "") or str(e)

@@ -91,7 +91,7 @@ def export_test(frames_or_records: Any, policies: Optional[Sequence[Any]] = None
     """Write a standalone pytest file replaying a trace under policies with its verdicts pinned.
 
     Args:
-        frames_or_records: trace v1 records, a ``RunFrames``, a dataset, or an input path.
+        frames_or_records: trace records (v1 or v2), a ``RunFrames``, a dataset, or an input path.
         policies: policy specs to pin (default: the whole catalogue).
         out_path: the ``test_*.py`` file to write.
         minimize_first: shrink the trace first (``forensics.minimize``).
@@ -145,7 +145,7 @@ import pytest
 import replay
 from replay.frames import RunFrames
 
-#: The trace, request-state trace format v1 (traces/FORMAT.md): the run record, then one frame
+#: The trace, request-state trace format v{trace_version} (traces/FORMAT.md): the run record, then one frame
 #: per (iter, rank) with the rank's active_requests at pad entry.
 RECORDS = [
 {records}
@@ -199,8 +199,10 @@ def render_test(records: list[dict], expectations: Sequence[Expectation], *, sou
     prov = [textwrap.fill(p, width=96) for p in prov]
     body = ",\n".join(f"    {r!r}" for r in records)
     expected = ",\n".join(f"    {e.policy!r}: {_expected_literal(e)}" for e in expectations)
+    run = next((r for r in records if r.get("kind") == "run"), {})
     text = _TEMPLATE.format(version=__version__, provenance="\n".join(prov), records=body,
-                            expected=expected, filename=filename)
+                            expected=expected, filename=filename,
+                            trace_version=run.get("version", "?"))
     return text
 
 

@@ -59,6 +59,7 @@ import pyarrow.parquet as pq
 
 from forensics import cluster
 from forensics.errors import ConfigError
+from forensics.output_dir import atomic_path
 from forensics.readers import as_dataset, on_cluster
 from forensics.simulate import get_scenario, simulate
 from forensics.version import __version__
@@ -265,12 +266,8 @@ def write_parquet(table: pd.DataFrame, path: PathLike, *, table_name: str,
     if meta is not None:
         kv[b"forensics.meta"] = json.dumps(meta, sort_keys=True, default=str).encode()
     arrow = arrow.replace_schema_metadata(kv)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    try:
+    with atomic_path(out) as tmp:
         pq.write_table(arrow, tmp, compression="zstd")
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
     return out
 
 

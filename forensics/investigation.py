@@ -34,6 +34,8 @@ from forensics.reconstruct import frame_state, log_state
 from forensics.report import figures as F
 from forensics.report.crash_signatures import crash_in_logs, find_signatures
 from forensics.report.logs_only import log_decisions
+from forensics.report.narrative import comparison_policy
+from forensics.report.paths import clean_builds
 from forensics.report.summary import summarize
 from forensics.verdicts import matches_log_crash, story_policy
 from replay.engine import replay_windows
@@ -414,11 +416,16 @@ class Investigation:
         return story_policy(self.verdicts.itertuples()) or self.policies[0]
 
     def _strip_policies(self) -> list[str]:
+        """The story's policy, then the build the post-mortem report compares it with: the
+        first it recommends (merged, clean on this run's path), else the first clean one."""
         story = self._story_policy()
         names = [story] if story else []
-        clean = next((p for p, r in self.results.items() if r.ok and p != story), None)
-        if clean:
-            names.append(clean)
+        clean = [p for p, r in self.results.items() if r.ok]
+        advised = [a.policy for a in clean_builds([self._resolved[p] for p in self.policies],
+                                                  self.config, replayed_clean=set(clean))]
+        other = comparison_policy(story, clean, advised)
+        if other:
+            names.append(other)
         return names
 
 

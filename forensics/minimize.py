@@ -1,4 +1,4 @@
-"""Shrinking a failing trace by delta debugging, keeping it a valid v1 trace.
+"""Shrinking a failing trace by delta debugging, keeping it a valid trace.
 
 A trace is *interesting* when its replay under ``policy`` fails and its replay under the
 ``contrast`` policy (if any) does not. "Fails" is fixed from the original trace: if it crashes
@@ -63,7 +63,7 @@ class ShrinkPass:
     Fields:
         name: registry name.
         units: the units present in a trace, in a stable order.
-        keep: a new trace keeping only the given units (must stay valid v1).
+        keep: a new trace keeping only the given units (must stay a valid trace).
         allow_empty: removing every unit leaves a valid trace.
     """
 
@@ -258,7 +258,7 @@ class MinimizeResult:
     """A shrunk trace and how it got there.
 
     Fields:
-        records: the minimized trace v1 records (run record first).
+        records: the minimized trace records (run record first).
         before, after: sizes of the input and the result.
         policy, contrast: the policies judged (names as given).
         target: ``"crash"`` or ``"leak"``.
@@ -289,7 +289,7 @@ def minimize(records: list[dict], policy: Any, contrast: Any = None, *,
     """Shrink a trace that fails under ``policy`` (and not under ``contrast``).
 
     Args:
-        records: trace v1 records of one run (see ``forensics.trace_records.load_records``).
+        records: trace records of one run (see ``forensics.trace_records.load_records``).
         policy: the policy spec the trace must keep failing under.
         contrast: a policy spec it must keep passing under, or None.
         passes: shrink pass names from :data:`PASSES`, run in this order each round.

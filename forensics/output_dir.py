@@ -7,14 +7,21 @@ export-test).
   manifest, a dataset) or with ``force``; anything else is refused, so ``-o logs/`` cannot wipe
   logs;
 - each file appears atomically (written beside its target, then renamed), and a rerun into the
-  same report directory leaves only what this run wrote (the manifest lists it).
+  same report directory leaves only what this run wrote (the manifest lists it);
+- a report's files are written into a hidden staging directory inside the report directory and
+  moved into place only once all are written: a disk that fills (or an interrupt) while the
+  report is written leaves the previous report whole, or none, never a report without its
+  ``findings.json``; the manifest comes last, and the rerun needs no ``--force``.
 """
 from __future__ import annotations
 
 import contextlib
+import errno
 import fnmatch
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -22,6 +29,9 @@ from forensics.errors import ConfigError, EnvironmentFault
 
 #: The file in a report directory listing what the last run wrote.
 MANIFEST = ".forensics-output.json"
+#: Prefix of the staging directory a report's files are written into before they are moved
+#: into place (``.forensics-staging-PID``); one left by a killed run is removed by the next.
+STAGING_PREFIX = ".forensics-staging-"
 
 
 class OutputError(ConfigError):
@@ -46,6 +56,42 @@ def refuse_input_as_output(out: str | os.PathLike, inputs: Iterable[str | os.Pat
                               hint="choose another -o, e.g. a new directory next to the input")
         if i in o.parents and i.is_file():
             raise OutputError("the output lies inside an input file", path=str(out))
+
+
+def check_output_location(path: str | os.PathLike, *, replaced_beside: bool = False) -> None:
+    """Refuse, before any work, an output that cannot be written: a part of the path is a file,
+    or the directory that would receive it is read-only or not writable. Errors name ``path``
+    as the user gave it. ``replaced_beside``: the output is built beside its path and swapped in
+    (a dataset), so an existing one needs its parent writable, not itself.
+
+    Raises:
+        OutputError: a part of the path is a regular file.
+        EnvironmentFault: the place is not writable (``EACCES``) or read-only (``EROFS``).
+    """
+    given = os.fspath(path)
+    target = Path(os.path.abspath(given))
+    existing = target
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    if existing != target and not existing.is_dir():
+        raise OutputError(f"{existing} is a file, not a directory, so nothing can be written "
+                          "below it", path=given, hint="choose another -o")
+    # The directory that receives the new entries: the output itself when it is an existing
+    # directory (a report directory), else the nearest existing directory above it.
+    place = existing if existing.is_dir() and not (replaced_beside and existing == target) \
+        else existing.parent
+    try:  # a probe, not os.access: root passes access() where /proc or a full quota refuses
+        fd, probe = tempfile.mkstemp(prefix=".forensics-probe-", dir=place)
+    except OSError as e:
+        fault = EnvironmentFault.from_os_error(e, path=given, name_path=True)
+        where = "" if place == target else f" (in {place})"
+        raise EnvironmentFault(f"cannot be written{where}: {fault.message}", path=given,
+                               errno=fault.errno,
+                               hint=fault.hint if e.errno != errno.ENOENT else
+                               "that place accepts no new files; choose another -o") from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
 
 
 def is_inside(path: str | os.PathLike, directory: str | os.PathLike) -> bool:
@@ -75,6 +121,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     try:
         yield tmp
         os.replace(tmp, target)
+    except OSError as e:  # named as the user's path, not the temporary one beside it
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise EnvironmentFault.from_os_error(e, path=str(target), name_path=True) from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -135,7 +185,8 @@ class ReportDir:
                 except (ValueError, KeyError, TypeError, OSError):
                     self._previous = []
             else:
-                entries = [e.name for e in os.scandir(p) if e.name not in self.keep]
+                entries = [e.name for e in os.scandir(p) if e.name not in self.keep
+                           and not e.name.startswith(STAGING_PREFIX)]
                 ours = bool(self.ours_if) and all((p / n).exists() for n in self.ours_if)
                 if entries and not ours and not self.force:
                     raise OutputError(
@@ -146,16 +197,45 @@ class ReportDir:
                     self._previous = [n for n in entries
                                       if any(fnmatch.fnmatch(n, g) for g in self.legacy_files)]
         make_dir(p)
+        for entry in os.scandir(p):  # left by a killed run
+            if entry.name.startswith(STAGING_PREFIX) and entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
         return self
 
+    @property
+    def staging(self) -> Path:
+        """Where this run's files wait until :meth:`finish` moves them into place."""
+        return self.path / f"{STAGING_PREFIX}{os.getpid()}"
+
     def write(self, name: str, data: bytes) -> Path:
+        """Stage one file; returns the path it will have once :meth:`finish` has run. A failed
+        write (a full disk) removes everything staged, leaving the previous report as it was."""
         target = self.path / name
-        write_atomic(target, data)
+        try:
+            self.staging.mkdir(exist_ok=True)
+            (self.staging / name).write_bytes(data)
+        except BaseException as e:
+            self.abort()
+            if isinstance(e, OSError):
+                raise EnvironmentFault.from_os_error(e, path=str(target), name_path=True) from None
+            raise
         self.written.append(name)
         return target
 
+    def abort(self) -> None:
+        """Drop what this run staged (the previous report stays)."""
+        shutil.rmtree(self.staging, ignore_errors=True)
+
     def finish(self) -> None:
-        """Remove the previous run's files this run did not write; record this run's."""
+        """Move this run's files into place, remove the previous run's files this run did not
+        write, and record this run's in the manifest (last)."""
+        try:
+            for name in self.written:
+                os.replace(self.staging / name, self.path / name)
+        except OSError as e:
+            self.abort()
+            raise EnvironmentFault.from_os_error(e, path=str(self.path), name_path=True) from None
+        self.abort()
         for name in self._previous:
             if name in self.written or name in self.keep or "/" in name or name.startswith(".."):
                 continue
@@ -165,5 +245,6 @@ class ReportDir:
                      (json.dumps({"files": sorted(self.written)}, indent=1) + "\n").encode())
 
 
-__all__ = ["MANIFEST", "OutputError", "ReportDir", "atomic_path", "is_inside", "make_dir",
+__all__ = ["MANIFEST", "STAGING_PREFIX", "OutputError", "ReportDir", "atomic_path", "check_output_location",
+           "is_inside", "make_dir",
            "refuse_existing", "refuse_input_as_output", "write_atomic"]

@@ -45,7 +45,8 @@ class PostmortemResult:
     when several; None: logs only), the verdicts of :mod:`forensics.verdicts` (``verdicts`` per
     policy in catalogue order, ``log_crash``, ``signatures``, ``chain_policy`` and its ``chain``,
     ``logs_only``, ``next_step``, ``exit_status`` and ``status_reason``, ``opening``,
-    ``headline``, ``mechanisms``, ``recommended`` builds, ``logs_verdict`` without traces), the
+    ``headline``, ``mechanisms``, ``recommended`` builds, ``logs_verdict`` without traces, and
+    first of all the ``verdict`` line and ``what_to_do``, :mod:`forensics.answer`), the
     dataset ``summary``, the ``findings.json`` content and, per ``trtllm:`` policy given, the
     catalogue policy the build behaves as (``identified``)."""
 
@@ -72,6 +73,8 @@ class PostmortemResult:
     recommended: tuple = ()
     logs_verdict: Any = None
     identified: dict = dataclasses.field(default_factory=dict)
+    verdict: str = ""
+    what_to_do: tuple = ()
 
 
 def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir: str | os.PathLike,
@@ -137,9 +140,10 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
     j = dataclasses.replace(j, next_step=next_step)
 
     say("drawing figures")
-    drawn = figure_policies(primary, j.chain_policy, j.verdicts)
+    advised = [a.policy for a in j.recommended]
+    drawn = figure_policies(primary, j.chain_policy, j.verdicts, advised)
     figs = figure_blocks(ds, runs[0] if runs else None, figure_views(primary, drawn), j.chain_policy,
-                         j.verdicts, lo, config, log_crash=log_crash)
+                         j.verdicts, lo, config, log_crash=log_crash, recommended=advised)
     findings = V.report_findings(summary, results, j, signatures, log_crash, lo, config, runs,
                                  lov=lov, identified=identified)
     say("writing the report")
@@ -148,7 +152,8 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
                          logs_only=lo, chain_policy=j.chain_policy, chain=j.chain,
                          next_step=j.next_step, status=j.status, reason=j.reason, figures=figs,
                          results=primary, opening=j.opening, headline=j.headline,
-                         mechanisms=j.mechanisms, recommended=j.recommended, logs_verdict=lov)
+                         mechanisms=j.mechanisms, recommended=j.recommended, logs_verdict=lov,
+                         verdict=j.verdict, what_to_do=j.what_to_do)
     if primary:   # the zoomable timeline of the story's replay (forensics.report.timeline)
         report_dir.write(TIMELINE_FILE, story_timeline_json(primary, j.chain_policy or config.build))
     written, md, html_path, fj = write_report(report_dir, doc, figs, findings,
@@ -160,6 +165,7 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
         chain=tuple(j.chain), logs_only=lo, next_step=j.next_step, exit_status=j.status,
         status_reason=j.reason, summary=summary, findings=findings, opening=j.opening,
         headline=j.headline, mechanisms=j.mechanisms, recommended=j.recommended, logs_verdict=lov,
+        verdict=j.verdict, what_to_do=j.what_to_do,
         identified=identified)
 
 
@@ -191,15 +197,17 @@ def _replay(ds, windows: dict, pols, replay_dir: Path, say: Progress, counts) ->
 
 def _identify_real_code(policies: Sequence, say: Progress) -> dict:
     """``forensics identify`` of every ``trtllm:`` policy given: the build's era."""
-    specs = [s for s in policies if isinstance(s, str) and s.startswith("trtllm:")]
+    # A spec, or its policy resolved already (``--isolate``: the code runs in a child process).
+    names = {(s if isinstance(s, str) else getattr(s, "name", "")): s for s in policies}
+    specs = {name: s for name, s in names.items() if name.startswith("trtllm:")}
     if not specs:
         return {}
     # Imported only when a ``trtllm:`` policy is given (36 ms measured, on no other path).
     from replay.identify import identify
     out = {}
-    for spec in specs:
-        say(f"identifying {spec}")
-        out[spec] = identify(spec)
+    for name, spec in specs.items():
+        say(f"identifying {name}")
+        out[name] = identify(spec)
     return out
 
 __all__ = ["DATASET_DIR", "REPLAY_DIR", "PostmortemResult", "postmortem"]

@@ -2,7 +2,7 @@
 
 The minimizer and the test exporter work on plain records (the JSON objects of
 ``traces/FORMAT.md``: one run record, then frame records), because every shrink must stay a valid
-v1 trace and records are what a reviewer reads. pandas is imported only inside the loaders.
+trace and records are what a reviewer reads. pandas is imported only inside the loaders.
 
 Example:
     >>> recs = [{"kind": "run", "format": "adp-trace", "version": 1, "tp_size": 2},
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from forensics.errors import DatasetError, NoTraceError, TraceFormatError
+from forensics.output_dir import atomic_path
 
 #: Recorded per-frame fields that are decisions or environment facts, not held requests.
 DECISION_FIELDS = ("expected", "padded", "scheduled", "can_queue", "alloc_ok", "postpadded",
@@ -172,9 +173,8 @@ def dumps_records(records: Iterable[dict]) -> str:
 def write_records(records: Iterable[dict], path: str | os.PathLike) -> Path:
     """Write records as a JSON Lines trace (atomically: a temporary file renamed into place)."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(dumps_records(records), encoding="utf-8")
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(dumps_records(records), encoding="utf-8")
     return path
 
 

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from forensics.readers import event_kinds as K
+from forensics.answer import verdict_line, what_to_do
 from forensics.report.chain import mechanisms, opening_sentence
 from forensics.report.crash_signatures import REPLAY_CRASH_KIND, Signature, excerpt
 from forensics.report.document import code
@@ -471,7 +472,8 @@ def findings_json(summary, results, verdicts, signatures, log_crash, lo, chain_p
 class Judgement:
     """Every conclusion of a post-mortem on one run: the verdict per policy, the exit status
     and its reason, the policy whose story is told with its causal chain and mechanisms, the
-    builds to move to, the next step, the opening sentence and the headline."""
+    builds to move to, the next step, the opening sentence and the headline; first of all the
+    verdict in one line and what to do (``forensics.answer``)."""
 
     verdicts: tuple[PolicyVerdict, ...]
     status: int
@@ -483,6 +485,8 @@ class Judgement:
     next_step: str
     opening: str
     headline: str
+    verdict: str = ""
+    what_to_do: tuple = ()
 
 
 def judge(ds, results: dict, pols, config, log_crash: Optional[Signature], signatures, lo: LogsOnlyFindings,
@@ -501,17 +505,28 @@ def judge(ds, results: dict, pols, config, log_crash: Optional[Signature], signa
                      inputs=[str(i) for i in inputs], refused=list(refused), lov=lov)
     first, head = opening(status, reason, story, chain_policy == build, log_crash, lo, recommended,
                           config, verdicts, lov)
+    verdict = verdict_line(
+        status=status, reason=reason, story=story, recording_build=chain_policy == build,
+        crash_seen=any(v.reproduces_log_crash for v in verdicts if v.policy == chain_policy),
+        log_crash=log_crash, logs_verdict=lov,
+        exit_codes=(EXIT_CLEAN, EXIT_EXPLAINED, EXIT_BAD_INPUT, EXIT_UNEXPLAINED))
+    todo = what_to_do(recommended=recommended if status == EXIT_EXPLAINED else (),
+                      next_step=step, logs_verdict=lov, policies=pols,
+                      record_step="To see which requests and dummy leaked and confirm the build, "
+                                  + _record_step(lo))
     return Judgement(verdicts=verdicts, status=status, reason=reason, chain_policy=chain_policy,
                      chain=chain, mechanisms=tuple(chain_mechanisms(story)), recommended=recommended,
-                     next_step=step, opening=first, headline=head)
+                     next_step=step, opening=first, headline=head, verdict=verdict, what_to_do=todo)
 
 
 def report_findings(summary, results: dict, j: Judgement, signatures, log_crash, lo, config, runs,
                     *, lov=None, identified: Optional[dict] = None) -> dict:
-    """``findings.json``'s content: :func:`findings_json` with the opening, the headline, the
-    logs-only verdict, the recommended builds, the chain's mechanisms and the identified eras."""
+    """``findings.json``'s content, the verdict line and what to do first: :func:`findings_json`
+    with the opening, the headline, the logs-only verdict, the recommended builds, the chain's mechanisms and the identified eras."""
     findings = findings_json(summary, results, j.verdicts, signatures, log_crash, lo, j.chain_policy,
                              j.chain, j.next_step, j.status, j.reason, config, runs)
+    findings = {"tool": findings.pop("tool"), "verdict": j.verdict,
+                "what_to_do": [step.to_json() for step in j.what_to_do], **findings}
     findings.update(opening=j.opening, headline=j.headline,
                     logs_only_verdict=None if lov is None else lov.to_json(),
                     recommended=[dataclasses.asdict(a) for a in j.recommended])

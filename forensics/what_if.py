@@ -42,6 +42,7 @@ import itertools
 import os
 import shutil
 import tempfile
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,64 @@ RUN_METRICS = ("leak", "leaks", "crash", "crash_iter", "crash_rank", "first_leak
 #: Columns of the ``configurations`` table after the parameters and ``policy``.
 CONFIGURATION_COLUMNS = ("runs", "leak", "crash", "near_miss", "leaks_mean", "crash_iter_min",
                          "time_to_first_leak_median", "agrees")
+
+
+#: Words a grid value of a yes/no field may be written as (TOML gives booleans already).
+_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+
+
+def grid_fields() -> dict[str, Any]:
+    """The workload fields a grid may vary, with their types (``int``, ``float``, ``bool``,
+    ``str``, possibly ``| None``); the distributions (``kv_latency``...) are not grid fields."""
+    from forensics.simulate.workload import Workload
+    hints = typing.get_type_hints(Workload)
+    out = {}
+    for f in dataclasses.fields(Workload):
+        kinds = set(typing.get_args(hints[f.name])) or {hints[f.name]}
+        if kinds - {int, float, bool, str, type(None)}:
+            continue
+        out[f.name] = hints[f.name]
+    return out
+
+
+def grid_value(name: str, value: Any) -> Any:
+    """One grid value of workload field ``name``, from the command line's text or a TOML value,
+    as the field's type: ``grid_value("ranks", "8") == 8``, ``grid_value("overlap", "no") is
+    False``. Raises ConfigError naming the field, its type and the value."""
+    fields = grid_fields()
+    if name not in fields:
+        raise ConfigError(f"{name!r} is not a workload field a grid can vary",
+                          hint="fields: " + ", ".join(sorted(fields)))
+    kinds = set(typing.get_args(fields[name])) or {fields[name]}
+    text = value.strip() if isinstance(value, str) else None
+    if type(None) in kinds and (value is None or (text or "").lower() in ("none", "null")):
+        return None
+    if bool in kinds:
+        if isinstance(value, bool):
+            return value
+        if text is not None and text.lower() in _TRUE + _FALSE:
+            return text.lower() in _TRUE
+    elif int in kinds or float in kinds:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if int in kinds and float not in kinds:
+                if float(value).is_integer():
+                    return int(value)
+            else:
+                return float(value)
+        elif text is not None:
+            for cast in ((int,) if float not in kinds else (float,)):
+                try:
+                    return cast(text)
+                except ValueError:
+                    pass
+    elif str in kinds and isinstance(value, str):
+        return value
+    kind = " or ".join(k.__name__ if k is not type(None) else "none" for k in
+                       sorted(kinds, key=lambda k: k is type(None)))
+    examples = {"bool": "true/false", "int": "integers", "float": "numbers"}
+    raise ConfigError(f"grid field {name} takes {examples.get(kind.split()[0], kind)}"
+                      f"{' or none' if type(None) in kinds and kind != 'none' else ''}, got "
+                      f"{value!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +163,14 @@ class SweepSpec:
         for k, v in self.grid.items():
             if not isinstance(v, (tuple, list)) or not v:
                 raise ConfigError(f"grid field {k!r} needs a non-empty list of values")
+        grid = {k: tuple(grid_value(k, x) for x in v) for k, v in self.grid.items()}
+        for point in (dict(zip(grid, vals)) for vals in itertools.product(*grid.values())):
+            try:  # every point a valid workload, checked before any simulation
+                grid_workload(base, point, self.arrival_per_rank or 1.0)
+            except (ConfigError, TypeError, ValueError) as e:
+                where = ", ".join(f"{k}={v}" for k, v in point.items())
+                raise ConfigError(f"grid point {where}: {getattr(e, 'message', e)}",
+                                  hint=getattr(e, "hint", None)) from None
         if not self.policies:
             raise ConfigError("a sweep needs at least one policy")
         resolve_policies(list(self.policies))  # PolicyError for an unknown name
@@ -111,7 +178,7 @@ class SweepSpec:
             raise ConfigError(f"seeds must be non-negative and at least one, got {list(self.seeds)}")
         if self.iters < 1:
             raise ConfigError(f"iters must be at least 1, got {self.iters}")
-        object.__setattr__(self, "grid", {k: tuple(v) for k, v in self.grid.items()})
+        object.__setattr__(self, "grid", grid)
         object.__setattr__(self, "policies", tuple(self.policies))
         object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
 

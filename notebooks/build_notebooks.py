@@ -49,8 +49,8 @@ change, using only library calls:
 
 1. ingest the files into a dataset;
 2. reconstruct what every rank held in every iteration;
-3. replay the crashing build (`prefix-2026`) against the patched one (`fix-16161`) and the rest of
-   the catalogue;
+3. replay the crashing build (`prefix-2026`) against the merged fix the report recommends
+   (`fix-16279`) and the rest of the catalogue;
 4. read the causal chain;
 5. draw the figures the post-mortem report draws;
 6. decide what to change."""),
@@ -109,13 +109,13 @@ recorded decision (`divergence_iter` is empty) and the logged crash."""),
 The first skipped iteration with a leak, side by side: under `prefix-2026` one rank offers a batch
 of 0 (it holds only `GENERATION_TO_COMPLETE` requests, which its predicate counts but the scheduler
 refuses), so `can_queue` is False fleet-wide and the dummies padded elsewhere survive. Under
-`fix-16161` that rank is padded too, every batch is non-zero and nothing is skipped."""),
+`fix-16279` that rank is padded too, every batch is non-zero and nothing is skipped."""),
     new_code_cell('''first = inv.leaks.query("policy == 'prefix-2026'")["iter_skipped"].min()
 cols = ["rank", "active", "schedulable", "window_real", "expected", "padded", "batch", "can_queue",
         "dummy_alive"]
 legacy = inv.decisions("prefix-2026").query("iter == @first")[cols].set_index("rank")
-patched = inv.decisions("fix-16161").query("iter == @first")[cols].set_index("rank")
-pd.concat({"prefix-2026": legacy, "fix-16161": patched}, axis=1)'''),
+patched = inv.decisions("fix-16279").query("iter == @first")[cols].set_index("rank")
+pd.concat({"prefix-2026": legacy, "fix-16279": patched}, axis=1)'''),
     new_markdown_cell("""\
 Every dummy each version created, and whether it leaked (survived a skipped iteration):"""),
     new_code_cell('''ledger = inv.ledger()
@@ -147,10 +147,10 @@ res.leaks.head()'''),
 
 The same functions `forensics postmortem` draws with (`forensics.report.figures`): active requests
 per rank against `expected` and the cap, with leak and crash markers; the rank x iteration strip of
-the crashing build against the patched one; the request states per rank at the crash iteration with
-the leaked dummy on top. Long runs are windowed around the interesting iterations."""),
+the recording build against the build the report recommends (`fix-16279`, the default); the
+request states per rank at the crash iteration with the leaked dummy on top. Long runs are windowed around the interesting iterations."""),
     new_code_cell('''inv.plot_active("prefix-2026")'''),
-    new_code_cell('''inv.plot_strip(["prefix-2026", "fix-16161"])'''),
+    new_code_cell('''inv.plot_strip()'''),
     new_code_cell('''inv.plot_states("prefix-2026")'''),
     new_markdown_cell("""\
 ## 6. What to change
@@ -165,8 +165,9 @@ print("no leak, no crash on this traffic:", ", ".join(survivors))'''),
 * The crash is the `prefix-2026` entry assert: a dummy leaked through a fleet-wide skip caused by a
   rank whose only requests were `GENERATION_TO_COMPLETE`, and next iteration that rank sat at the
   cap plus its leaked dummy.
-* Deploy a build with PR #16161 / #16279 (the pad predicate uses the scheduler window on the
-  disaggregated path) or newer; every later version in the catalogue is clean here.
+* Deploy a build with PR #16279 (merged; #16161, closed as its duplicate, never shipped: the pad
+  predicate uses the scheduler window on the disaggregated path) or newer; every later version in
+  the catalogue is clean here.
 * The aggregated path keeps counting `GENERATION_TO_COMPLETE` in every catalogue build (see the
   `aggregated-overlap` sample): there the newest builds only warn about a leaked dummy. The
   report's recommendation names, per build, the paths that stay open.

@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional
 
 from replay.errors import PolicyError
 from replay.config import RunConfig
+from replay.isolation import isolated_policy
 from replay.trtllm_source import (
     WATCHED_FILES,
     era_of,
@@ -141,14 +142,18 @@ def _subject(root: Path, sha: str) -> str:
 
 
 def replay_revision(frames: Any, repo: str | Path, revision: str,
-                    config: Optional[RunConfig] = None) -> RevisionVerdict:
-    """Replay ``frames`` under ``trtllm:REPO@revision``."""
+                    config: Optional[RunConfig] = None, isolate: bool = False) -> RevisionVerdict:
+    """Replay ``frames`` under ``trtllm:REPO@revision`` (its code in a confined child process
+    with ``isolate``, ``replay.isolation``)."""
     from replay.engine import run
     root = Path(repo)
     sha = resolve_revision(root, revision)
     subject = _subject(root, sha)
     try:
-        policy = policy_from_source(read_source(root, sha), name=f"trtllm:{root}@{sha[:12]}")
+        sep = "#" if "@" in str(root) else "@"   # a path holding "@" takes the explicit one
+        name = f"trtllm:{root}{sep}{sha[:12]}"
+        policy = (isolated_policy(name) if isolate
+                  else policy_from_source(read_source(root, sha), name=name))
     except PolicyError as e:
         return RevisionVerdict(sha, subject, error=str(e))
     era = era_of(policy) or ""
@@ -161,7 +166,8 @@ def replay_revision(frames: Any, repo: str | Path, revision: str,
 
 
 def bisect(frames: Any, repo: str | Path, good: str, bad: str, config: Optional[RunConfig] = None,
-           replay: Optional[Callable[[str], RevisionVerdict]] = None) -> BisectResult:
+           replay: Optional[Callable[[str], RevisionVerdict]] = None,
+           isolate: bool = False) -> BisectResult:
     """Find the first revision between ``good`` and ``bad`` whose verdict on ``frames`` changes.
 
     Args:
@@ -170,12 +176,13 @@ def bisect(frames: Any, repo: str | Path, good: str, bad: str, config: Optional[
         good: the older revision; bad: the newer one (either may be the leaking one).
         config: replay configuration; default the run's.
         replay: ``revision -> RevisionVerdict`` (default :func:`replay_revision` on ``frames``).
+        isolate: run each revision's code in a confined child process (``replay.isolation``).
 
     Returns:
         :class:`BisectResult`; raises ``PolicyError`` when an endpoint cannot be replayed.
     """
     root = Path(repo)
-    verdict_of = replay or (lambda rev: replay_revision(frames, root, rev, config))
+    verdict_of = replay or (lambda rev: replay_revision(frames, root, rev, config, isolate))
     cache: dict[str, RevisionVerdict] = {}
     tested: list[RevisionVerdict] = []
 
@@ -222,11 +229,11 @@ def bisect(frames: Any, repo: str | Path, good: str, bad: str, config: Optional[
 
 
 def bisect_input(input_path: str | Path, repo: str | Path, good: str, bad: str,
-                 run: Optional[str] = None) -> BisectResult:
+                 run: Optional[str] = None, isolate: bool = False) -> BisectResult:
     """``forensics bisect``: load or ingest ``input_path``, take its run, :func:`bisect` it."""
     from replay.feed import readers
     from replay.frames import RunFrames
     as_dataset = readers().as_dataset
     ds = as_dataset(input_path)
     frames = RunFrames.from_dataset(ds, run)
-    return bisect(frames, repo, good, bad)
+    return bisect(frames, repo, good, bad, isolate=isolate)

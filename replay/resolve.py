@@ -3,8 +3,10 @@
 Accepted forms:
 
 * a catalogue name (``prefix-2026``, see ``replay.catalogue``);
-* ``trtllm:PATH``, ``trtllm:PATH@REV``, ``trtllm:installed``: the real pad code of a TensorRT-LLM
-  checkout (at a git revision) or of the installed package (``replay.trtllm_source``);
+* ``trtllm:PATH``, ``trtllm:PATH@REV``, ``trtllm:PATH#REV``, ``trtllm:installed``: the real pad
+  code of a TensorRT-LLM checkout (at a git revision) or of the installed package
+  (``replay.trtllm_source``). ``#`` always separates the revision; ``@`` does unless the whole
+  text is an existing path (a directory ``dir@HEAD`` is read as that directory);
 * ``py:MODULE:FUNCTION``, ``py:FILE.py:FUNCTION`` (optionally ``:pad``/``:count`` and a base
   policy): a candidate patch (``replay.candidate``).
 """

@@ -648,7 +648,9 @@ def base_namespace(logger: RecordingLogger) -> dict[str, Any]:
     """Names the extracted functions may use, standing in for their module's imports.
 
     Built from the stand-in alone: restricted builtins (``replay.source_guard.SAFE_BUILTINS``),
-    no real ``os``, and none of the source's module globals.
+    no real ``os``, and none of the source's module globals. This keeps honest code from touching
+    the machine by accident; it is not a sandbox (a body reaches every class of the interpreter
+    through ``().__class__.__base__.__subclasses__()``): ``replay.isolation`` confines it.
     """
     from replay.source_guard import SAFE_BUILTINS
     return {

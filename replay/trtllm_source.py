@@ -1,4 +1,5 @@
-"""Policies that run the real TensorRT-LLM pad code: ``trtllm:PATH[@REV]`` and ``trtllm:installed``.
+"""Policies that run the real TensorRT-LLM pad code: ``trtllm:PATH[@REV]``, ``trtllm:PATH#REV``
+and ``trtllm:installed``.
 
 The source file is never imported. It is parsed with :mod:`ast`; only the function definitions
 the pad step needs are compiled and executed (no module-level statement, class body, base-class
@@ -6,8 +7,10 @@ or metaclass expression of the file ever runs), in a namespace of stand-ins
 (``replay.standin_executor``), never the source's globals. Resolving a policy runs nothing from
 the source (issue #14 item 6, ``replay.source_guard``): a non-literal default is refused with its
 name and line, decorators are never evaluated (the known ones come from the stand-in) and
-annotations are removed. Replaying *does* run the extracted bodies: ``trtllm:`` is for sources you
-trust, as ``git bisect run`` is. The definitions taken:
+annotations are removed. Replaying *does* run the extracted bodies, as the user, like ``git
+bisect run`` runs the tree it checks out: the stand-in namespace is not a sandbox
+(``().__class__.__base__.__subclasses__()`` reaches ``os.system``); ``replay.isolation``
+(``--isolate``) runs them in a confined child process. The definitions taken:
 
 * from class ``PyExecutor``: ``_pad_attention_dp_dummy_request`` and every method of the class it
   reaches through ``self.NAME`` (``_count_schedulable_active_requests`` since PR #12208, the
@@ -217,12 +220,15 @@ def read_source(path: str | Path, rev: Optional[str] = None) -> SourceText:
         raise PolicyError(f"{root}: no such directory",
                           hint="trtllm:PATH wants a TensorRT-LLM checkout or the installed package")
     sha = resolve_revision(root, rev) if rev else ""
+    # "@" inside the path itself: the label uses "#", which always means "at revision".
+    sep = REV_SEPARATOR if "@" in str(root) else "@"
     if not rev:
-        label = f"{root} (working tree)"
+        label = f"{root} (working tree" + ("; '@' is part of the path, which exists)"
+                                           if "@" in str(root) else ")")
     elif sha.startswith(rev):
-        label = f"{root}@{sha[:12]}"
+        label = f"{root}{sep}{sha[:12]}"
     else:
-        label = f"{root}@{rev} ({sha[:12]})"
+        label = f"{root}{sep}{rev} ({sha[:12]})"
     executor = _read_file(root, EXECUTOR_FILE, sha)
     if executor is None:
         raise PolicyError(f"{label}: no {EXECUTOR_FILE} here",
@@ -636,15 +642,34 @@ class SourcePolicy(Policy):
 
 # --------------------------------------------------------------------------- policies
 
+#: The explicit revision separator: ``trtllm:PATH#REV`` always means PATH at REV.
+REV_SEPARATOR = "#"
+
+
 def parse_spec(spec: str) -> tuple[Optional[str], Optional[str]]:
-    """``trtllm:PATH[@REV]`` → ``(PATH, REV)``; ``trtllm:installed`` → ``(None, None)``."""
+    """``trtllm:PATH[@REV]`` or ``trtllm:PATH#REV`` → ``(PATH, REV)``; ``trtllm:installed`` →
+    ``(None, None)``.
+
+    ``#`` always separates the revision. ``@`` does unless the whole text names an existing
+    path: a checkout directory ``dir@HEAD`` is that directory's working tree, never ``dir`` at
+    ``HEAD`` (write ``dir@HEAD#REV`` for a revision of it). The label of the source says which
+    reading was taken (:func:`read_source`).
+    """
     body = spec[len("trtllm:"):] if spec.startswith("trtllm:") else spec
     if not body:
         raise PolicyError(f"policy {spec!r} names no source",
-                          hint="trtllm:PATH, trtllm:PATH@REV or trtllm:installed")
-    path, _, rev = body.rpartition("@") if "@" in body else (body, "", "")
+                          hint="trtllm:PATH, trtllm:PATH@REV, trtllm:PATH#REV or trtllm:installed")
     if body == "installed":
         return None, None
+    if REV_SEPARATOR in body:
+        path, _, rev = body.rpartition(REV_SEPARATOR)
+    elif "@" in body and not Path(body).expanduser().exists():
+        path, _, rev = body.rpartition("@")
+    else:
+        path, rev = body, ""
+    if not path:
+        raise PolicyError(f"policy {spec!r} names a revision but no source",
+                          hint="trtllm:PATH#REV or trtllm:installed#REV")
     if path == "installed":
         return "installed", rev or None
     return path, rev or None

@@ -171,8 +171,10 @@ def test_hints_fit_the_error(runner, tmp_path):
     chatter.write_text("hello\nnothing here\n")
     res = runner.invoke(cli, ["postmortem", str(chatter), "-o", str(tmp_path / "r")])
     assert res.exit_code == 2
-    step = next(line for line in res.stdout.splitlines() if line.startswith("Next step"))
-    assert str(chatter) in step and "named above" not in step
+    lines = res.stdout.splitlines()
+    todo = lines[lines.index("What to do:") + 1:]
+    step = next(line for line in todo if str(chatter) in line)
+    assert step.startswith("  - ") and "named above" not in step
 
 
 def test_progress_totals_are_real(tmp_path):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,6 +13,10 @@ from forensics.cli import cli
 
 sys.path.insert(0, str(Path(__file__).parent / "replay"))
 from replay_traces import nvbug_records
+
+SAMPLE = Path(__file__).resolve().parents[1] / "traces" / "samples" / "nvbug-6438685"
+POLICIES = ("mid-2025", "legacy-2025", "early-2026", "prefix-2026", "fix-16161", "fix-16279",
+            "tolerant-17278", "sched-aware-16921", "postpad-17379", "newest")
 
 
 @pytest.fixture
@@ -65,15 +70,64 @@ def test_exit_0_when_no_chosen_policy_leaks(trace):
     assert all(p["leaks"] == [] and p["crash"] is None for p in doc["policies"].values())
 
 
-def test_default_is_every_policy_with_tables_and_chains(trace):
+def test_default_is_every_policy_with_mechanisms_and_a_verdict_table(trace):
     res = invoke(trace)
     assert res.exit_code == 1
-    for name in ("mid-2025", "legacy-2025", "early-2026", "prefix-2026", "fix-16161", "fix-16279",
-                 "tolerant-17278", "sched-aware-16921", "postpad-17379", "newest"):
+    for name in POLICIES:
         assert name in res.stdout
     text = " ".join(res.stdout.split())  # rich wraps long lines
-    assert "rank 2 held only GENERATION_TO_COMPLETE requests (ids 17, 23)" in text
-    assert "AssertionError" in text
+    assert "prefix-2026: crash at iter 42 on rank 1 - 2 leaked dummies, 1 fleet-wide skip " in text
+    assert ("- 2 leaks (the fatal one first): prefix-2026's pad predicate" in text)
+    assert ("The fatal one: rank 1: generation dummy padded at iter 41, survived the skip of iter "
+            "41 (zero batch on rank 2); then at iter 42 rank 1 counted 9 > expected 8: "
+            "AssertionError.") in text
+    assert "rank 2 held only GENERATION_TO_COMPLETE requests (ids 17, 23)" not in text
+    verbose = " ".join(invoke(trace, "--verbose").stdout.split())
+    assert "rank 2 held only GENERATION_TO_COMPLETE requests (ids 17, 23)" in verbose
+
+
+def test_the_sample_fits_a_screen_one_paragraph_per_mechanism():
+    """The bundled sample leaks 22 dummies under each of four policies, every one the same way:
+    one paragraph each (254 lines when every leak had its own), the fatal one named, then the
+    table of the ten verdicts."""
+    res = invoke(SAMPLE)
+    assert res.exit_code == 1
+    lines = res.stdout.splitlines()
+    assert len(lines) < 60
+    rows = {ln.split(":")[0]: ln for ln in lines if ln.split(":")[0] in POLICIES}
+    assert list(rows) == list(POLICIES)
+    assert rows["prefix-2026"].startswith("prefix-2026: crash at iter 76 on rank 2 - 22 leaked dummies")
+    mechanisms = [ln for ln in lines if ln.startswith("  - ")]
+    assert len(mechanisms) == 4   # mid-2025, legacy-2025, early-2026, prefix-2026
+    assert all(m.startswith("  - 22 leaks") for m in mechanisms)
+    assert sum("The fatal one: rank 2: generation dummy padded at iter 75" in m
+               for m in mechanisms) == 1
+    table = lines[lines.index("Verdicts"):]
+    assert [name for name in POLICIES if any(f" {name} " in row for row in table)] == list(POLICIES)
+    assert any("prefix-2026" in row and "iter 76, rank 2: active 5 > expected 4" in row
+               for row in table)
+
+
+def test_verbose_adds_every_leaks_chain():
+    res = invoke(SAMPLE, "--verbose", "--policy", "prefix-2026")
+    chains = [ln for ln in res.stdout.splitlines() if ln.startswith("    - iter ")]
+    assert len(chains) == 22 + 1                                 # every leak, then the crash
+    assert chains[0].startswith("    - iter 75: rank 0 held")    # the fatal leak first
+    assert chains[-1].startswith("    - iter 76: rank 2 held")
+
+
+@pytest.mark.parametrize("args, status", [([], 1), (["--json"], 1), (["--policy", "newest"], 0)])
+def test_a_closed_pipe_ends_quietly_with_the_status_of_the_work(args, status):
+    """As ``git log | head``: the reader went away before the output was written; no message,
+    no traceback, and the exit status is the verdict (a crash under prefix-2026: 1; newest
+    alone is clean: 0)."""
+    cmd = [sys.executable, "-m", "forensics", "replay", str(SAMPLE / "trace.jsonl"), *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()            # the reader is gone before the command prints
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == status
+    assert err == ""
 
 
 def test_bad_input_and_bad_policy_exit_2(tmp_path, trace):

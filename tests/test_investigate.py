@@ -110,6 +110,19 @@ def test_plots_are_the_report_figures(inv, monkeypatch):
     assert len(inv.plot_strip(["prefix-2026", "fix-16161"]).axes) == 2
 
 
+def test_the_default_strip_compares_with_the_recommended_build(monkeypatch):
+    """As the report: the recording build (prefix-2026, the story) beside fix-16279, the first
+    build the report recommends (merged, clean on this run's path), not fix-16161, the first
+    clean one in the catalogue, which never merged."""
+    from forensics.report import figures as F
+    seen = []
+    orig = F.decision_strip
+    monkeypatch.setattr(F, "decision_strip", lambda panels, **k: (seen.append(list(panels)),
+                                                                  orig(panels, **k))[1])
+    forensics.investigate(NVBUG, policies=["prefix-2026", "fix-16161", "fix-16279"]).plot_strip()
+    assert seen == [["prefix-2026", "fix-16279"]]
+
+
 def test_repr_html_is_self_contained(inv):
     h = inv._repr_html_()
     assert "prefix-2026" in h and "crash" in h and "iter 76, rank 2" in h

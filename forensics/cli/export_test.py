@@ -4,12 +4,13 @@ from __future__ import annotations
 import click
 
 from forensics.cli.errors import library_errors
-from forensics.cli.options import Output, echo_json, json_option, quiet_option, run_option
+from forensics.cli.options import (Output, OutputPath, echo_json, json_option, quiet_option,
+                                   run_option)
 
 
 @click.command("export-test")
 @click.argument("input_path", metavar="INPUT", type=click.Path(path_type=str))
-@click.option("-o", "--output", required=True, type=click.Path(path_type=str, dir_okay=False),
+@click.option("-o", "--output", required=True, type=OutputPath(dir_okay=False),
               help="The test file to write (test_NAME.py).")
 @click.option("--policy", "policies", multiple=True, metavar="NAME",
               help="A policy whose verdicts to pin (repeatable; default: the whole catalogue).")

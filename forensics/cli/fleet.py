@@ -6,8 +6,8 @@ import json
 import click
 
 from forensics.cli.cluster_options import cluster_client, cluster_options
-from forensics.cli.errors import BadInput, library_errors
-from forensics.cli.options import Output, quiet_option, run_option
+from forensics.cli.errors import BadInput, library_errors, set_exit_status
+from forensics.cli.options import Output, OutputPath, cell, quiet_option, run_option
 
 
 def _known(v) -> bool:
@@ -32,9 +32,9 @@ def _cell(row, policy: str) -> str:
 
 
 def _render(console: Output, table, policies: list[str]) -> None:
-    from rich.markup import escape
     from rich.table import Table
 
+    escape = cell
     t = Table(title="Fleet: verdict per run and policy (crash@iter, leak xN @first leak iter)",
               title_justify="left", header_style="bold")
     # The same run id from two inputs (a rerun, a copied trace) is told apart by its path.
@@ -44,7 +44,7 @@ def _render(console: Output, table, policies: list[str]) -> None:
     for col in cols:
         t.add_column(col)
     for p in policies:
-        t.add_column(p)
+        t.add_column(cell(p))
     for _, row in table.iterrows():
         cells = [escape(str(row["run"] if _known(row["run"]) else row["input"])),
                  *([escape(str(row["input"]))] if with_path else []),
@@ -63,7 +63,7 @@ def _render(console: Output, table, policies: list[str]) -> None:
 @run_option
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print the table as CSV (one row per run).")
-@click.option("-o", "--output", type=click.Path(path_type=str), default=None, metavar="FILE",
+@click.option("-o", "--output", type=OutputPath(), default=None, metavar="FILE",
               help="Also write the table to this Parquet file.")
 @cluster_options
 @quiet_option
@@ -100,6 +100,7 @@ def command(inputs, policies, run_id, as_json, as_csv, output, workers, schedule
         table = table[table["run"] == run_id].reset_index(drop=True)
         if not len(table):
             raise BadInput(f"no run {run_id!r} in the inputs; runs: {', '.join(known) or 'none'}")
+    set_exit_status(1 if fleet_failed(table) else 0)
     if as_json:
         click.echo(json.dumps(fleet_json(table)))
     elif as_csv:

@@ -5,20 +5,21 @@ import dataclasses
 
 import click
 
-from forensics.cli.errors import library_errors
-from forensics.cli.options import Output, echo_json, json_option, quiet_option
+from forensics.cli.errors import library_errors, set_exit_status
+from forensics.cli.options import Output, echo_json, isolate_option, json_option, quiet_option
 
 
 @click.command("identify")
-@click.argument("spec", metavar="trtllm:PATH[@REV]")
+@click.argument("spec", metavar="trtllm:PATH[@REV|#REV]")
 @click.option("--explore", "by_exploring", is_flag=True,
               help="Compare on every schedule up to a bound (forensics explore's space), not on "
                    "the battery: name the entries with no divergence, or each entry's first one.")
 @click.option("--iterations", type=click.IntRange(1, 8), default=None,
               help="With --explore: iterations per schedule (default: explore's).")
+@isolate_option
 @json_option
 @quiet_option
-def command(spec: str, by_exploring: bool, iterations: int | None, as_json: bool,
+def command(spec: str, by_exploring: bool, iterations: int | None, isolate: bool, as_json: bool,
             quiet: bool) -> None:
     """Which catalogue policy a build's real pad code behaves as.
 
@@ -26,7 +27,10 @@ def command(spec: str, by_exploring: bool, iterations: int | None, as_json: bool
     sources pin) through the build's pad code and through every catalogue policy, and prints,
     behaviour by behaviour, which policies decide as the build does. Exit 0 when one policy
     matches on every behaviour, 1 when none does (the behaviours without a match are listed).
-    The build's extracted method bodies run: use it on sources you trust.
+    The build's extracted method bodies run as you, like `git bisect run` runs the tree it
+    checks out (the stand-in namespace is not a sandbox); --isolate runs them in a child process
+    with no network and a read-only view of the file system. PATH@REV is PATH at REV unless
+    PATH@REV is itself an existing path; PATH#REV always means a revision.
 
     With --explore the comparison runs over every schedule of `forensics explore`'s default
     space and bound (docs/explore.md) in one differential search.
@@ -38,15 +42,18 @@ def command(spec: str, by_exploring: bool, iterations: int | None, as_json: bool
       forensics identify trtllm:~/src/TensorRT-LLM@000515e --explore
     """
     from replay.identify import identify, identify_explore
+    from replay.isolation import isolated_policy
     if not spec.startswith("trtllm:"):
         spec = f"trtllm:{spec}"
     with library_errors():
+        policy = isolated_policy(spec) if isolate else spec
         if by_exploring:
             from replay.explore import DEFAULT_BOUND, ConfigSpace
             bound = dataclasses.replace(DEFAULT_BOUND, iterations=iterations or DEFAULT_BOUND.iterations)
-            result = identify_explore(spec, ConfigSpace(), bound)
+            result = identify_explore(policy, ConfigSpace(), bound)
         else:
-            result = identify(spec)
+            result = identify(policy)
+    set_exit_status(0 if result.ok else 1)
     if as_json:
         echo_json(result.to_json())
     else:

@@ -47,15 +47,16 @@ def _lean_process() -> None:
 _lean_process()
 
 from forensics.cli.errors import BadInput, library_errors  # noqa: E402  (after the pyarrow set-up)
-from forensics.cli.options import Output, echo_json, json_option, quiet_option  # noqa: E402
+from forensics.cli.options import (Output, OutputPath, echo_json, json_option,  # noqa: E402
+                                   quiet_option, terminal_text)
 from forensics.readers import ingest  # noqa: E402
 from forensics.readers.kinds import KINDS  # noqa: E402
 from forensics.report.summary import render_text  # noqa: E402
 
 
 @click.command("ingest")
-@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=str))
-@click.option("-o", "--output", "output", required=True, type=click.Path(path_type=str),
+@click.argument("inputs", nargs=-1, required=True, type=OutputPath())
+@click.option("-o", "--output", "output", required=True, type=OutputPath(replaced_beside=True),
               help="Dataset directory to write (replaced atomically if it exists).")
 @click.option("--kind", type=click.Choice(KINDS), default=None,
               help="Read every input as this kind instead of detecting it per file.")
@@ -77,8 +78,8 @@ def command(inputs: tuple[str, ...], output: str, kind: str | None, as_json: boo
     with library_errors():
         report = ingest(list(inputs), output, kind=kind, quiet=quiet or as_json)
     if as_json:
-        echo_json({"path": str(report.path), "inputs": [str(i) for i in report.inputs],
-                   "refused": [str(r) for r in report.refused],
+        echo_json({"path": str(report.path), "inputs": [i.to_json() for i in report.inputs],
+                   "refused": [{"name": r.name, "reason": r.reason} for r in report.refused],
                    "skipped": [str(x) for x in report.skipped],
                    "summary": report.summary.to_dict()})
     else:
@@ -86,8 +87,9 @@ def command(inputs: tuple[str, ...], output: str, kind: str | None, as_json: boo
         out.echo(f"ingested {len(report.inputs)} input(s) into {report.path}")
         out.echo(render_text(report.summary))
     if report.skipped and not quiet:
-        click.echo(f"skipped {len(report.skipped)} unrecognised file(s) in directories, e.g. "
-                   f"{report.skipped[0]}", err=True)
+        click.echo(terminal_text(f"skipped {len(report.skipped)} unrecognised file(s) in "
+                                 f"directories, e.g. {report.skipped[0]}"), err=True)
     if report.refused:
         # The dataset was written; exit code 2 still says some inputs were refused.
-        raise BadInput("not ingested:\n" + "\n".join(f"  {r}" for r in report.refused))
+        raise BadInput("not ingested:\n" + "\n".join(f"  {r}" for r in report.refused),
+                       json_printed=as_json)

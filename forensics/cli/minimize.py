@@ -4,7 +4,8 @@ from __future__ import annotations
 import click
 
 from forensics.cli.errors import library_errors
-from forensics.cli.options import Output, echo_json, json_option, quiet_option, run_option
+from forensics.cli.options import (Output, OutputPath, echo_json, json_option, quiet_option,
+                                   run_option)
 
 
 @click.command("minimize")
@@ -13,8 +14,8 @@ from forensics.cli.options import Output, echo_json, json_option, quiet_option, 
               help="The policy the trace must keep leaking (or crashing) under.")
 @click.option("--contrast", metavar="NAME", default=None,
               help="A policy the trace must keep passing under (no leak, no crash).")
-@click.option("-o", "--output", required=True, type=click.Path(path_type=str, dir_okay=False),
-              help="Where to write the minimized trace (JSON Lines, trace format v1).")
+@click.option("-o", "--output", required=True, type=OutputPath(dir_okay=False),
+              help="Where to write the minimized trace (JSON Lines, the newest trace format, traces/FORMAT.md).")
 @run_option
 @click.option("--pass", "passes", multiple=True, metavar="NAME",
               help="Shrink passes to run, in order (default: decisions, ranks, iterations, requests).")
@@ -29,7 +30,7 @@ def command(input_path: str, policy: str, contrast: str | None, output: str, run
     Delta debugging over INPUT's ranks, iterations and requests.
 
     The result still leaks (or, if INPUT crashes, still crashes) under --policy and, with
-    --contrast, still passes under that policy. It is a valid v1 trace.
+    --contrast, still passes under that policy. It is a valid trace of the newest format (traces/FORMAT.md).
 
     \b
     Example:

@@ -7,9 +7,12 @@ import importlib
 import click
 
 from forensics.cli.cluster_options import cluster_client, cluster_options
-from forensics.cli.errors import library_errors
+from forensics.cli.errors import library_errors, set_exit_status
 from forensics.cli.options import (
     Output,
+    OutputPath,
+    cell,
+    isolate_option,
     echo_json,
     json_option,
     progress_enabled,
@@ -18,6 +21,7 @@ from forensics.cli.options import (
     verdict_markup,
 )
 from forensics.cli.process_setup import imports_without_gc, one_blas_thread, started_as
+from forensics.report.inline import plain
 
 
 @contextlib.contextmanager
@@ -38,7 +42,7 @@ def _phases(enabled: bool):
 
     def progress(message: str) -> None:
         if not message.startswith("replaying"):
-            console.print(f"[dim]{message}[/]", highlight=False)
+            console.print(f"[dim]{cell(message)}[/]", highlight=False)
 
     def counts(phase: str, done: int, total: int) -> None:
         if phase not in tasks:
@@ -55,13 +59,22 @@ def _phases(enabled: bool):
 
 
 def _render(out: Output, r) -> None:
-    """The short terminal summary: the opening sentence first, then the details."""
-    from rich.markup import escape as e
+    """The terminal summary in the report's order: the verdict, what to do, then the evidence
+    (the causal chain, the crash in the logs, the replays, the exit status)."""
     from rich.table import Table
 
-    if r.headline:
-        out.print(f"[bold]{e(r.headline)}[/]")
-    out.echo(r.opening)
+    e = cell
+
+    out.print(f"[bold]{e(plain(r.verdict or r.headline))}[/]")
+    if r.what_to_do:
+        out.print("[bold]What to do:[/]")
+        for step in r.what_to_do:
+            out.echo(f"  - {step.plain()}")
+    else:
+        out.print(f"[bold]Next step:[/] {e(r.next_step)}")
+    if r.opening and (r.chain or r.log_crash is not None):
+        out.print("[bold]Causal chain:[/]")
+        out.echo(f"  {plain(r.opening)}")
     crash = r.log_crash
     if crash is None:
         out.print("[bold]Crash in the logs:[/] none")
@@ -72,7 +85,7 @@ def _render(out: Output, r) -> None:
         out.print(f"[bold]Crash in the logs:[/] [red]{crash.kind.value}[/] on rank {rank}, "
                   f"iteration {it}, at {e(crash.where)}{e(code)}")
         if crash.policies:
-            out.print(f"  produced by: {', '.join(crash.policies)}")
+            out.print(f"  produced by: {e(', '.join(crash.policies))}")
     if r.verdicts:
         t = Table(title=f"Replay of run {e(str(r.run))}", title_justify="left", show_lines=False)
         t.add_column("policy")
@@ -94,14 +107,13 @@ def _render(out: Output, r) -> None:
     for k, m in enumerate(r.mechanisms):
         out.print(f"[bold]Mechanism {k + 1} of {len(r.mechanisms)} ({m.title()}):[/] {e(m.text)}")
     out.print(f"[bold]Exit status {r.exit_status}:[/] {e(r.status_reason)}")
-    out.print(f"[bold]Next step:[/] {e(r.next_step)}")
     out.echo(f"Report: {r.report_html} (also {r.report_md.name}, {r.findings_json.name}, "
               f"{len(r.figures)} figure(s) in {r.out_dir})")
 
 
 @click.command("postmortem")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=str))
-@click.option("-o", "--output", "out_dir", required=True, type=click.Path(path_type=str),
+@click.option("-o", "--output", "out_dir", required=True, type=OutputPath(),
               help="Report directory (report.md, report.html, findings.json, figures).")
 @click.option("--policy", "policies", multiple=True, metavar="NAME",
               help="Replay only this policy (repeatable; default: the whole catalogue).")
@@ -113,11 +125,12 @@ def _render(out: Output, r) -> None:
                    "this process; N processes cost N interpreters' memory).")
 @cluster_options
 @run_option
+@isolate_option
 @json_option
 @quiet_option
 def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], force: bool,
             jobs: int | None, workers: int | None, scheduler: str | None, run_id: str | None,
-            as_json: bool, quiet: bool) -> None:
+            isolate: bool, as_json: bool, quiet: bool) -> None:
     """Explain a crashed fleet from its logs; write a report.
 
     INPUT is any mix of executor logs, iteration-stats JSON and request-state traces (files or
@@ -128,6 +141,8 @@ def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], fo
     logs that is not explained (the summary says why).
 
     With --workers/--scheduler (the [dask] extra) the input files are ingested in parallel.
+    A --policy trtllm:/py: runs that code as you (like `git bisect run`); --isolate runs it in
+    a child process with no network and a read-only view of the file system.
 
     \b
     Example:
@@ -139,6 +154,7 @@ def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], fo
         one_blas_thread()
     with imports_without_gc() if lean else contextlib.nullcontext():
         from forensics.pipeline import postmortem
+        from replay.isolation import isolate_specs
         # What every traced post-mortem imports on its way, here with the collector off.
         for name in ("forensics.cluster", "forensics.readers", "replay.engine", "replay.frames"):
             importlib.import_module(name)
@@ -146,9 +162,12 @@ def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], fo
     show = progress_enabled(quiet)
     with library_errors(), cluster_client(workers, scheduler) as client, \
             _phases(show) as (progress, counts):
-        result = postmortem(list(inputs), out_dir, policies=list(policies) or None,
+        chosen = list(policies) or None
+        result = postmortem(list(inputs), out_dir,
+                            policies=isolate_specs(chosen) if isolate else chosen,
                             progress=progress, counts=counts, run=run_id, ingest_bar=show,
                             force=force, client=client, jobs=jobs)
+    set_exit_status(result.exit_status)
     if as_json:
         echo_json(result.findings)
     elif not quiet:      # rich is imported only for a summary that is printed

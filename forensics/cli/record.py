@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from forensics.cli.errors import library_errors
-from forensics.cli.options import Output, echo_json, json_option, quiet_option
+from forensics.cli.options import Output, echo_json, json_option, quiet_option, terminal_text
 from forensics.record import install as _install
 
 _SITE_DIR = click.option("--site-dir", type=click.Path(file_okay=False), default=None,
@@ -80,12 +80,12 @@ def status_cmd(site_dir: str | None, as_json: bool, quiet: bool) -> None:
     if quiet:
         return
     if not st.installed:
-        click.echo(f"not installed ({st.pth_path} absent); run: forensics record install")
+        click.echo(terminal_text(f"not installed ({st.pth_path} absent); run: forensics record install"))
     elif not st.current:
-        click.echo(f"installed but outdated: {st.pth_path}; run: forensics record install")
+        click.echo(terminal_text(f"installed but outdated: {st.pth_path}; run: forensics record install"))
     else:
-        click.echo(f"installed: {st.pth_path}")
+        click.echo(terminal_text(f"installed: {st.pth_path}"))
     if st.trace_dir:
-        click.echo(f"recording: on, traces go to {st.trace_dir}")
+        click.echo(terminal_text(f"recording: on, traces go to {st.trace_dir}"))
     else:
         click.echo("recording: off (set ADP_FORENSICS_TRACE_DIR to switch it on)")

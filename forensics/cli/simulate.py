@@ -6,7 +6,8 @@ import contextlib
 import click
 
 from forensics.cli.errors import library_errors
-from forensics.cli.options import Output, UpperChoice, echo_json, progress_enabled, quiet_option
+from forensics.cli.options import (Output, OutputPath, UpperChoice, echo_json, progress_enabled,
+                                   quiet_option)
 from forensics.simulate import SCENARIOS, simulate
 from forensics.simulate.log_writer import LOG_FORMATS
 
@@ -42,7 +43,7 @@ def _scenario_help() -> str:
               help="Logger prefix: [RANK n], none, [MPI_Rank n] or [_torch][RANK n].")
 @click.option("--compress", type=click.Choice(["gz", "zst"]), default=None,
               help="Compress every file (advisable for fleet-1h).")
-@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
+@click.option("-o", "--output", "out_dir", required=True, type=OutputPath(file_okay=False),
               help="Directory to write into.")
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
 @click.option("--force", is_flag=True, help="Replace files of the same names in the directory.")

@@ -7,11 +7,12 @@ import click
 
 from forensics.cli.cluster_options import cluster_client, cluster_options
 from forensics.cli.errors import library_errors
-from forensics.cli.options import json_option, quiet_option
+from forensics.cli.options import OutputPath, cell, json_option, quiet_option
+from forensics.errors import ConfigError
 
 
 def parse_value(text: str):
-    """A grid value from the command line: an integer, a float, true/false, else the text."""
+    """A ``--seeds`` value from the command line: an integer, a float, true/false, else the text."""
     low = text.strip().lower()
     if low in ("true", "false"):
         return low == "true"
@@ -23,15 +24,25 @@ def parse_value(text: str):
     return text.strip()
 
 
-def parse_grid(items: tuple[str, ...]) -> dict[str, list]:
-    """``("ranks=4,8", "overlap=true,false")`` -> ``{"ranks": [4, 8], "overlap": [True, False]}``."""
-    grid: dict[str, list] = {}
-    for item in items:
-        key, sep, values = item.partition("=")
+class GridItem(click.ParamType):
+    """``FIELD=V1,V2,...``: a workload field and its values, each checked against the field's
+    type (:func:`forensics.what_if.grid_value`) as the option is read, so ``ranks=abc`` or
+    ``overlap=maybe`` is a usage error (exit 2) before anything runs."""
+
+    name = "FIELD=V1,V2"
+
+    def convert(self, value, param, ctx):
+        from forensics.what_if import grid_value  # pandas: not on the `sweep --help` path
+
+        if isinstance(value, tuple):
+            return value
+        key, sep, values = str(value).partition("=")
         if not sep or not key.strip() or not values.strip():
-            raise click.BadParameter(f"{item!r}: expected FIELD=V1,V2,...", param_hint="--grid")
-        grid[key.strip()] = [parse_value(v) for v in values.split(",")]
-    return grid
+            self.fail(f"{value!r}: expected FIELD=V1,V2,...", param, ctx)
+        try:
+            return key.strip(), tuple(grid_value(key.strip(), v) for v in values.split(","))
+        except ConfigError as e:
+            self.fail(str(e), param, ctx)
 
 
 def _render(result) -> None:
@@ -42,7 +53,7 @@ def _render(result) -> None:
     table = result.configurations
     params = list(result.spec.grid)
     console = Console(highlight=False, soft_wrap=False, width=200)
-    console.print(f"Sweep of {result.spec.scenario}: share of {len(result.spec.seeds)} seed(s) per "
+    console.print(f"Sweep of {cell(result.spec.scenario)}: share of {len(result.spec.seeds)} seed(s) per "
                   f"configuration, {result.spec.iters} iterations each")
     t = Table(header_style="bold")
     for col in (*params, "policy", "runs", "leak", "crash", "near miss", "first crash"):
@@ -53,7 +64,7 @@ def _render(result) -> None:
 
     for _, row in table.iterrows():
         first = row["crash_iter_min"]
-        t.add_row(*(str(row[p]) for p in params), str(row["policy"]), str(row["runs"]),
+        t.add_row(*(cell(row[p]) for p in params), cell(row["policy"]), str(row["runs"]),
                   pct(row["leak"], "yellow"), pct(row["crash"], "red"), pct(row["near_miss"], "cyan"),
                   "-" if pd.isna(first) else str(first))
     console.print(t)
@@ -67,16 +78,16 @@ def _render(result) -> None:
 @click.argument("spec_file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=str))
 @click.option("--scenario", default=None, metavar="NAME",
               help="Scenario whose workload the grid varies (default: nvbug-6438685).")
-@click.option("--grid", "grid_items", multiple=True, metavar="FIELD=V1,V2",
+@click.option("--grid", "grid_items", multiple=True, type=GridItem(), metavar="FIELD=V1,V2",
               help="A workload field and the values to try (repeatable), e.g. ranks=4,8,16.")
 @click.option("--policy", "policies", multiple=True, metavar="NAME",
               help="Build to run every point under (repeatable; default prefix-2026 and fix-16161).")
 @click.option("--seeds", default=None, metavar="N|S1,S2",
               help="Seeds per point and policy: a count (seeds 0..N-1) or a list (default 3).")
 @click.option("--iters", type=click.IntRange(min=1), default=None, help="Loop bodies per run (default 300).")
-@click.option("-o", "--output", default=None, type=click.Path(dir_okay=False, path_type=str),
+@click.option("-o", "--output", default=None, type=OutputPath(dir_okay=False),
               metavar="FILE", help="Write the per-configuration table to this Parquet file.")
-@click.option("--runs", "runs_output", default=None, type=click.Path(dir_okay=False, path_type=str),
+@click.option("--runs", "runs_output", default=None, type=OutputPath(dir_okay=False),
               metavar="FILE", help="Write the per-run table to this Parquet file.")
 @json_option
 @quiet_option
@@ -106,7 +117,7 @@ def command(spec_file, scenario, grid_items, policies, seeds, iters, output, run
         if scenario is not None:
             data["scenario"] = scenario
         if grid_items:
-            data["grid"] = {**data.get("grid", {}), **parse_grid(grid_items)}
+            data["grid"] = {**data.get("grid", {}), **dict(grid_items)}
         if policies:
             data["policies"] = tuple(policies)
         if seeds is not None:

@@ -95,7 +95,7 @@ def exchange(a: str | os.PathLike, b: str | os.PathLike) -> bool:
 
 
 def _fault(e: OSError, path: Path) -> EnvironmentFault:
-    return EnvironmentFault.from_os_error(e, path=str(path))
+    return EnvironmentFault.from_os_error(e, path=str(path), name_path=True)
 
 
 class WriteLock:
@@ -532,12 +532,26 @@ class Dataset:
                                f"{SCHEMA_VERSION} and 1.x)", path=str(self.path),
                                hint="re-ingest the inputs with this version of the tool")
         self._cache: dict[str, pd.DataFrame] = {}
+        self._identity = _identity(self.path)
+
+    def _read_fault(self, e: OSError) -> Exception:
+        """The error for a file of this dataset that could not be read: a precise one when the
+        dataset was replaced (or removed) since it was opened, a writer having swapped in a new
+        one, else the OS error itself."""
+        if _identity(self.path) != self._identity:
+            return DatasetError("the dataset was replaced while this command read it (another "
+                                "command wrote it at the same time)", path=str(self.path),
+                                hint="run the command again once the writer has finished, or "
+                                     "read a copy of the dataset")
+        return e
 
     def files(self, table: str, run: str | None = None) -> list[Path]:
         """The Parquet files of ``table`` (only the one of ``run`` for a trace table, when
         given and the dataset has one file per run); empty when the table has none."""
         if table not in SCHEMAS:
             raise DatasetError(f"no table {table!r}; tables: {', '.join(TABLES)}", path=str(self.path))
+        if _identity(self.path) != self._identity:  # its files are another dataset's now
+            raise self._read_fault(FileNotFoundError(str(self.path)))
         if self.major == "1":
             f = self.path / f"{table}.parquet"
             return [f] if f.is_file() else []
@@ -572,16 +586,23 @@ class Dataset:
         if filters:
             expr = pq.filters_to_expression(filters)
             filter = expr if filter is None else (filter & expr)
-        if self.legacy:
-            data = pads.dataset([str(f) for f in files], schema=SCHEMAS_2_2[table], format="parquet")
-            return upgrade(table, data.to_table(columns=legacy_columns(table, columns),
-                                                filter=filter), columns)
-        data = pads.dataset([str(f) for f in files], schema=SCHEMAS[table], format="parquet")
-        return data.to_table(columns=columns, filter=filter)
+        try:
+            if self.legacy:
+                data = pads.dataset([str(f) for f in files], schema=SCHEMAS_2_2[table],
+                                    format="parquet")
+                return upgrade(table, data.to_table(columns=legacy_columns(table, columns),
+                                                    filter=filter), columns)
+            data = pads.dataset([str(f) for f in files], schema=SCHEMAS[table], format="parquet")
+            return data.to_table(columns=columns, filter=filter)
+        except OSError as e:
+            raise self._read_fault(e) from None
 
     def num_rows(self, table: str) -> int:
         """Rows of ``table``, from the Parquet footers (no data read)."""
-        return sum(pq.ParquetFile(f).metadata.num_rows for f in self.files(table))
+        try:
+            return sum(pq.ParquetFile(f).metadata.num_rows for f in self.files(table))
+        except OSError as e:
+            raise self._read_fault(e) from None
 
     def batches(self, table: str, columns: list[str] | None = None):
         """The table (or ``columns`` of it) as pyarrow RecordBatches, a row group at a time: a
@@ -590,7 +611,10 @@ class Dataset:
         if table not in SCHEMAS:
             raise DatasetError(f"no table {table!r}; tables: {', '.join(TABLES)}", path=str(self.path))
         for file in self.files(table):
-            pf = pq.ParquetFile(file)
+            try:
+                pf = pq.ParquetFile(file)
+            except OSError as e:
+                raise self._read_fault(e) from None
             for i in range(pf.num_row_groups):
                 if self.legacy:
                     group = pf.read_row_group(i, columns=legacy_columns(table, columns))
@@ -627,6 +651,16 @@ class Dataset:
     def __repr__(self) -> str:
         rows = self.meta.get("rows", {})
         return f"Dataset({str(self.path)!r}, " + ", ".join(f"{t}={rows.get(t, '?')}" for t in TABLES) + ")"
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """``(device, inode)`` of a dataset directory, None when it is gone: a writer's swap puts
+    a new directory at the path."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _recover_unlocked(path: Path) -> None:

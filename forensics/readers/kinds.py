@@ -4,7 +4,7 @@ Kinds:
 
 - ``log``: an executor text log (anything textual that is not one of the two below);
 - ``stats``: iteration-stats JSON, a JSON array of objects or JSON Lines of objects;
-- ``trace``: a request-state trace v1 (``traces/FORMAT.md``), JSON Lines whose first record is
+- ``trace``: a request-state trace, v1 or v2 (``traces/FORMAT.md``), JSON Lines whose first record is
   ``{"kind": "run", "format": "adp-trace", ...}``.
 
 The kind comes from the decompressed content, never from the name: a ``.txt`` holding JSON Lines

@@ -108,7 +108,7 @@ class TraceTables:
 
 
 def is_trace(head_text: str) -> bool:
-    """True when the text starts (after blank lines) with a v1 trace run record."""
+    """True when the text starts (after blank lines) with a trace run record (any version)."""
     for line in head_text.splitlines():
         s = line.strip()
         if not s:
@@ -130,7 +130,7 @@ def read_trace(path: str | os.PathLike, source: str | None = None) -> TraceTable
         source: the name recorded in the ``source`` columns (default: the path as given).
 
     Raises:
-        TraceFormatError: naming the file and line, for any break of the v1 format.
+        TraceFormatError: naming the file and line, for any break of the format.
     """
     batches = list(iter_trace(path, source))
     return TraceTables(*(pa.concat_tables([getattr(b, f.name) for b in batches]).combine_chunks()
@@ -155,7 +155,7 @@ def iter_trace(path: str | os.PathLike, source: str | None = None, *,
             calls add up to the file size.
 
     Raises:
-        TraceFormatError: naming the file and line, for any break of the v1 format.
+        TraceFormatError: naming the file and line, for any break of the format.
     """
     if batch_frames < 1:
         raise ValueError(f"batch_frames must be >= 1, got {batch_frames}")
@@ -409,7 +409,8 @@ class _Builder:
 
     def error(self, message: str, line: int) -> TraceFormatError:
         return TraceFormatError(message, path=self.path, line=line,
-                                hint="see traces/FORMAT.md (request-state trace format v1)")
+                                hint="see traces/FORMAT.md (request-state trace format, "
+                                     f"versions {', '.join(map(str, READ_VERSIONS))})")
 
     def raise_pending_duplicate(self) -> None:
         """Raise the first duplicate frame of this batch, if any (it precedes the current line)."""

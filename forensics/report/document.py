@@ -1,8 +1,9 @@
 """A report as a list of typed blocks, rendered to Markdown (``markdown``) and HTML (``html``).
 
 Building the content once and rendering it twice keeps the two reports saying the same thing.
-Text may use Markdown's inline code spans (`` `like this` ``) and ``**bold**``; both renderers
-understand them.
+Text may use inline code spans (`` `like this` ``), ``**bold**`` (code inside it too) and links
+to a section (``[text](#anchor)``); :mod:`forensics.report.inline` parses them once for both
+renderers.
 """
 from __future__ import annotations
 

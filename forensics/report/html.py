@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import html
-import re
 
 from forensics.report.document import (
     Bullets,
@@ -20,6 +19,7 @@ from forensics.report.document import (
     Paragraph,
     Table,
 )
+from forensics.report.inline import anchor, to_html
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;max-width:1100px;margin:2em auto;
@@ -40,21 +40,6 @@ summary{cursor:pointer;color:#333}
 .lead{font-size:1.08em;border-left:4px solid #cb181d;padding-left:.7em}
 """
 
-_BOLD = re.compile(r"\*\*([^*]+)\*\*")
-
-
-def _inline(text: str) -> str:
-    """Escape text, then turn `code` and **bold** spans into tags (no bold inside code)."""
-    parts = re.split(r"(`[^`]+`)", str(text))
-    out = []
-    for i, p in enumerate(parts):
-        if i % 2:
-            out.append(f"<code>{html.escape(p[1:-1], quote=True)}</code>")
-        else:
-            out.append(_BOLD.sub(lambda m: f"<strong>{m.group(1)}</strong>", html.escape(p, quote=True)))
-    return "".join(out)
-
-
 def data_uri(data: bytes, media_type: str = "image/png") -> str:
     """A ``data:MEDIA_TYPE;base64,...`` URI."""
     return f"data:{media_type};base64," + base64.b64encode(data).decode("ascii")
@@ -64,28 +49,28 @@ def render_html(doc: Document) -> str:
     """The document as a standalone HTML5 page."""
     out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
            f"<title>{html.escape(doc.title)}</title>", f"<style>{_CSS}</style>", "</head>",
-           "<body>", f"<h1>{_inline(doc.title)}</h1>"]
+           "<body>", f"<h1>{to_html(doc.title)}</h1>"]
     for b in doc.blocks:
         if isinstance(b, Heading):
             lvl = min(6, max(2, b.level))
-            out.append(f"<h{lvl}>{_inline(b.text)}</h{lvl}>")
+            out.append(f'<h{lvl} id="{anchor(b.text)}">{to_html(b.text)}</h{lvl}>')
         elif isinstance(b, Paragraph):
-            out.append(f"<p>{_inline(b.text)}</p>")
+            out.append(f"<p>{to_html(b.text)}</p>")
         elif isinstance(b, Bullets):
             tag = "ol" if b.numbered else "ul"
-            out.append(f"<{tag}>" + "".join(f"<li>{_inline(t)}</li>" for t in b.items) + f"</{tag}>")
+            out.append(f"<{tag}>" + "".join(f"<li>{to_html(t)}</li>" for t in b.items) + f"</{tag}>")
         elif isinstance(b, Details):
-            out.append(f"<details><summary>{_inline(b.summary)}</summary><ul>"
-                       + "".join(f"<li>{_inline(t)}</li>" for t in b.items) + "</ul></details>")
+            out.append(f"<details><summary>{to_html(b.summary)}</summary><ul>"
+                       + "".join(f"<li>{to_html(t)}</li>" for t in b.items) + "</ul></details>")
         elif isinstance(b, Table):
-            head = "".join(f"<th>{_inline(h)}</th>" for h in b.header)
-            rows = "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>"
+            head = "".join(f"<th>{to_html(h)}</th>" for h in b.header)
+            rows = "".join("<tr>" + "".join(f"<td>{to_html(c)}</td>" for c in r) + "</tr>"
                            for r in b.rows)
             out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
         elif isinstance(b, Code):
             out.append(f"<pre>{html.escape(b.text)}</pre>")
         elif isinstance(b, FigureBlock):
             out.append(f'<figure><img alt="{html.escape(b.caption, quote=True)}" '
-                       f'src="{data_uri(b.data, b.media_type)}"><figcaption>{_inline(b.caption)}</figcaption></figure>')
+                       f'src="{data_uri(b.data, b.media_type)}"><figcaption>{to_html(b.caption)}</figcaption></figure>')
     out += ["</body>", "</html>"]
     return "\n".join(out) + "\n"

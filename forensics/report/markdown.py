@@ -4,7 +4,6 @@ Figures are linked as files beside ``report.md`` (the post-mortem writes the SVG
 """
 from __future__ import annotations
 
-import html
 import re
 
 from forensics.report.document import (
@@ -17,18 +16,13 @@ from forensics.report.document import (
     Paragraph,
     Table,
 )
-
-
-_SPAN = re.compile(r"(`[^`]*`)")
-_PLAIN = re.compile(r"([\\<&]|\](?=\())")
+from forensics.report.inline import to_html, to_markdown
 
 
 def _text(text: str) -> str:
-    """Inline text safe in Markdown: outside code spans, characters that would open HTML, a
-    link (``](``) or an entity are escaped; line breaks become spaces (a value with a newline cannot
-    start a heading or a list)."""
-    parts = _SPAN.split(" ".join(str(text).splitlines()))
-    return "".join(p if i % 2 else _PLAIN.sub(r"\\\1", p) for i, p in enumerate(parts))
+    """Inline text as Markdown (:mod:`forensics.report.inline`); line breaks become spaces (a
+    value with a newline cannot start a heading or a list)."""
+    return to_markdown(text)
 
 
 def _cell(text: str) -> str:
@@ -54,7 +48,7 @@ def render_markdown(doc: Document) -> str:
                     for i, t in enumerate(b.items)]
             out.append("")
         elif isinstance(b, Details):
-            out += [f"<details><summary>{html.escape(b.summary)}</summary>", ""]
+            out += [f"<details><summary>{to_html(b.summary)}</summary>", ""]
             out += [f"- {_text(t)}" for t in b.items]
             out += ["", "</details>", ""]
         elif isinstance(b, Table):

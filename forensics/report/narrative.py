@@ -10,6 +10,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import pandas as pd
 
+from forensics.answer import BUILDS_TABLE, PATHS_TABLE
 from forensics.report import figure_data as F
 from forensics.report import svg_figures as S
 from forensics.report.crash_signatures import excerpt
@@ -43,26 +44,41 @@ def _fig_policy(results: Mapping[str, Any], chain_policy: Optional[str], verdict
     return next(iter(results), None)
 
 
+def comparison_policy(story: Optional[str], clean: Sequence[str],
+                      recommended: Sequence[str] = ()) -> Optional[str]:
+    """The build the figures set beside the story's: the first build the report recommends
+    (merged, clean on this run's path) that was replayed, else the first clean replay; None when
+    nothing else is clean. A proposal that never merged (PR #16161) is no build to compare with
+    while a recommended one exists."""
+    for name in (*recommended, *clean):
+        if name != story and name in clean:
+            return name
+    return None
+
+
 def figure_policies(results: Mapping[str, Any], chain_policy: Optional[str],
-                    verdicts: Sequence) -> tuple[str, ...]:
-    """The policies the figures draw: the story's, then a clean one to compare the strip with
-    when the story's is not clean (``figure_blocks`` reads only these results)."""
+                    verdicts: Sequence, recommended: Sequence[str] = ()) -> tuple[str, ...]:
+    """The policies the figures draw: the story's, then the build to compare the strip with
+    when the story's is not clean, :func:`comparison_policy` of the recommended builds
+    (``figure_blocks`` reads only these results)."""
     name = _fig_policy(results, chain_policy, verdicts)
     if name is None:
         return ()
     story_clean = next((v.verdict == "clean" for v in verdicts if v.policy == name), True)
-    clean = None if story_clean else next(
-        (v.policy for v in verdicts if v.verdict == "clean" and v.policy != name), None)
-    return (name,) if clean is None else (name, clean)
+    clean = [v.policy for v in verdicts if v.verdict == "clean" and v.policy in results]
+    other = None if story_clean else comparison_policy(name, clean, recommended)
+    return (name,) if other is None else (name, other)
 
 
 def figure_blocks(ds, run: Optional[str], results: Mapping[str, Any], chain_policy: Optional[str],
                   verdicts: Sequence, lo: LogsOnlyFindings, config,
-                  log_crash=None) -> list[FigureBlock]:
+                  log_crash=None, recommended: Sequence[str] = ()) -> list[FigureBlock]:
     """The report's figures (SVG), drawn from the replay of the story's policy, or from the
-    iteration logs when there is no trace. ``results`` needs the :func:`figure_policies` only."""
+    iteration logs when there is no trace. ``results`` needs the :func:`figure_policies` only;
+    ``recommended``: the builds the report recommends, best first (the strip compares with
+    the first)."""
     out: list[FigureBlock] = []
-    drawn = figure_policies(results, chain_policy, verdicts)
+    drawn = figure_policies(results, chain_policy, verdicts, recommended)
     if run is not None and drawn:
         name = drawn[0]
         r = results[name]
@@ -77,16 +93,23 @@ def figure_blocks(ds, run: Optional[str], results: Mapping[str, Any], chain_poli
                                "expected_num_active_requests and the cap; triangles mark dummies "
                                "that survived a fleet-wide skip, the cross the crash. Long runs "
                                "show windows around the interesting iterations."))
-        panels = {f"{name} (replayed)": dec}
-        clean = drawn[1] if len(drawn) > 1 else None
-        if clean is not None:
-            panels[f"{clean} (replayed, no leak)"] = results[clean].decisions
+        recording = config is not None and name == config.build
+        panels = {f"{name} ({'the recording build, ' if recording else ''}replayed)": dec}
+        other = drawn[1] if len(drawn) > 1 else None
+        if other is not None:
+            role = "recommended, " if other in recommended else ""
+            panels[f"{other} ({role}replayed, no leak)"] = results[other].decisions
         fig = S.strip_svg(F.strip_view(panels, leaks=leaks, crash=crash,
                                        title=f"What each rank did, per iteration (run {run})"))
+        against = ""
+        if other is not None:
+            against = (f"; {name}{' (the recording build)' if recording else ''} compared with "
+                       f"{other}" + (", the build the report recommends" if other in recommended
+                                     else ""))
         out.append(FigureBlock("decision_strip.svg", fig,
                                "Per rank and iteration: ran, padded, zero batch, fleet-wide skip, "
                                "a dummy leaking through a skip, a rank carrying a leaked dummy, "
-                               "the crash" + (f"; compared with {clean}" if clean else "") + "."))
+                               "the crash" + against + "."))
         it = F.state_iteration(dec, r)
         if it is not None:
             req = _requests_at(ds, run, it)
@@ -132,17 +155,19 @@ def _opt(v, none: str = "unknown") -> str:
 def build_document(*, summary, run, config, verdicts, signatures, log_crash, logs_only,
                    chain_policy, chain, next_step, status, reason, figures, results,
                    opening: str = "", headline: str = "", mechanisms=(), recommended=(),
-                   logs_verdict=None) -> Document:
-    """The report as blocks (rendered by ``markdown`` and ``html``)."""
+                   logs_verdict=None, verdict: str = "", what_to_do=()) -> Document:
+    """The report as blocks (rendered by ``markdown`` and ``html``): the verdict in one bold
+    line, what to do (``forensics.answer``), then the evidence, the causal chain first."""
     b: list = []
-    if opening:
-        b.append(Paragraph(opening))
-    b.append(Heading(2, "Verdict"))
-    lead = f"**{headline}**: " if headline else ""
-    b.append(Paragraph(f"{lead}{reason} (exit status {status}: {_STATUS_TEXT.get(status, '?')})."))
-    b.append(Paragraph(f"**Next step**: {next_step}"))
+    if verdict:
+        b.append(Paragraph(f"**{verdict}**"))
+    if what_to_do:
+        b.append(Heading(2, "What to do"))
+        b.append(Bullets(tuple(step.text for step in what_to_do)))
+    elif next_step:
+        b.append(Paragraph(f"**Next step**: {next_step}"))
     if recommended:
-        b.append(Heading(3, "Builds clean on this run's path"))
+        b.append(Heading(3, BUILDS_TABLE))
         b.append(Table(("build", "pull requests", "this run's path", "other paths that stay open"),
                        tuple((code(a.policy), ", ".join(a.prs) or "-",
                               ("closed" + (f" ({a.here_evidence})" if a.here_evidence else ""))
@@ -153,6 +178,36 @@ def build_document(*, summary, run, config, verdicts, signatures, log_crash, log
                                         for p in a.open_paths)
                               or "none of the neighbouring paths (other serving mode, pp_size)")
                              for a in recommended)))
+    elif logs_verdict is not None and any(step.table == PATHS_TABLE for step in what_to_do):
+        b.append(Heading(3, PATHS_TABLE))
+        b.append(Table(("serving path", "builds that close the leak"),
+                       tuple((label, ", ".join(names) or "no catalogue build (tolerant-17278 and "
+                              "later only warn)") for label, names in logs_verdict.survivors)))
+
+    if chain:
+        b.append(Heading(2, f"Causal chain under {chain_policy}"))
+        if opening:
+            b.append(Paragraph(opening))
+        story = results.get(chain_policy)
+        fatal = story is not None and story.fatal_leak is not None
+        b.append(Paragraph(("**The fatal leak.** " if fatal else "") + chain[0]))
+        crash_line = chain[-1] if (story is not None and story.crash is not None
+                                   and len(chain) > 1) else None
+        if crash_line:
+            b.append(Paragraph("**The crash.** " + crash_line))
+        for k, m in enumerate(mechanisms):
+            b.append(Paragraph(f"**Mechanism {k + 1} of {len(mechanisms)}: {m.title()}.** {m.text}"))
+            b.append(Details(f"The {m.count} leak{'' if m.count == 1 else 's'} it explains",
+                             tuple(m.items)))
+        if not mechanisms and len(chain) > 1:
+            b.append(Bullets(tuple(chain[1:]), numbered=True))
+    elif opening and log_crash is not None:
+        b.append(Heading(2, "Causal chain (from the logs)"))
+        b.append(Paragraph(opening))
+
+    b.append(Heading(2, "Exit status"))
+    lead = f"**{headline}**: " if headline and not verdict else ""
+    b.append(Paragraph(f"{lead}{status} ({_STATUS_TEXT.get(status, '?')}): {reason}."))
 
     b.append(Heading(2, "Crash seen in the logs"))
     if log_crash is None:
@@ -206,22 +261,6 @@ def build_document(*, summary, run, config, verdicts, signatures, log_crash, log
         b.append(Table(("policy", "verdict", "what happens", "matches the logs",
                         "against the recording"), tuple(rows)))
 
-    if chain:
-        b.append(Heading(2, f"Causal chain under {chain_policy}"))
-        story = results.get(chain_policy)
-        fatal = story is not None and story.fatal_leak is not None
-        b.append(Paragraph(("**The fatal leak.** " if fatal else "") + chain[0]))
-        crash_line = chain[-1] if (story is not None and story.crash is not None
-                                   and len(chain) > 1) else None
-        if crash_line:
-            b.append(Paragraph("**The crash.** " + crash_line))
-        for k, m in enumerate(mechanisms):
-            b.append(Paragraph(f"**Mechanism {k + 1} of {len(mechanisms)}: {m.title()}.** {m.text}"))
-            b.append(Details(f"The {m.count} leak{'' if m.count == 1 else 's'} it explains",
-                             tuple(m.items)))
-        if not mechanisms and len(chain) > 1:
-            b.append(Bullets(tuple(chain[1:]), numbered=True))
-
     if figures:
         b.append(Heading(2, "Figures"))
         b.extend(figures)
@@ -236,8 +275,6 @@ def build_document(*, summary, run, config, verdicts, signatures, log_crash, log
         b.append(Paragraph(f"Versions possible under these facts: "
                            f"{', '.join(code(p) for p in logs_verdict.policies) or 'none'} "
                            f"({logs_verdict.reason})."))
-        if logs_verdict.survivors:
-            b.append(Paragraph(f"Builds that close the leak {logs_verdict.survivors_text()}."))
     if logs_only.fleet_skips and not results:
         b.append(Heading(3, "Per iteration, from the iteration lines"))
         fw = set(logs_only.dummy_forwarded_in_skips)
@@ -287,5 +324,5 @@ def _requests_at(ds: Any, run: str, it: int) -> pd.DataFrame:
                               & (pc.field("iter") == int(it))))
 
 
-__all__ = ["build_document", "figure_blocks", "figure_policies"]
+__all__ = ["build_document", "comparison_policy", "figure_blocks", "figure_policies"]
 

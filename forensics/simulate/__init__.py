@@ -7,7 +7,7 @@ policy reproduces every recorded decision. It writes, consistently with each oth
 
 * ``executor.log``: iteration lines (V1-V5), warnings and the crash traceback (``log_writer``);
 * ``stats.jsonl``: IterationStats JSON Lines with the ADP per-rank quirks (``stats_writer``);
-* ``trace.jsonl``: the request-state trace v1 (``trace_writer``).
+* ``trace.jsonl``: the request-state trace, format v2 (``trace_writer``).
 
 Example:
     >>> from forensics.simulate import simulate                      # doctest: +SKIP

@@ -16,6 +16,7 @@ from report_scenarios import CLEAN_FRAMES, CRASH_FRAMES, SAMPLES, crash_log, wri
 from forensics.cli import cli
 from forensics.errors import ForensicsError
 from forensics.pipeline import postmortem
+from forensics.report.narrative import comparison_policy
 
 SVG_ROOT = "{http://www.w3.org/2000/svg}svg"
 
@@ -77,6 +78,29 @@ def test_report_files_and_figures(crash_inputs, tmp_path):
     assert refs.imgs == 3 and embedded == [(r.out_dir / n).read_bytes() for n in linked]
 
 
+def test_the_strip_compares_the_recording_build_with_the_recommended_one(crash_inputs, tmp_path):
+    """The scenario's recording build is prefix-2026 (crash). Clean replays in catalogue order:
+    fix-16161 (never merged: no build to move to), then sched-aware-16921, the first build the
+    report recommends (fix-16279 and tolerant-17278 depend on the model the trace does not
+    name). The strip sets the recording build beside the recommended one."""
+    r = postmortem(crash_inputs, tmp_path / "report")
+    assert r.recommended[0].policy == "sched-aware-16921"
+    strip = (r.out_dir / "decision_strip.svg").read_text()
+    assert "prefix-2026 (the recording build, replayed)" in strip
+    assert "sched-aware-16921 (recommended, replayed, no leak)" in strip
+    assert "fix-16161" not in strip
+    assert ("prefix-2026 (the recording build) compared with sched-aware-16921, the build the "
+            "report recommends.") in r.report_md.read_text()
+
+
+def test_comparison_policy_prefers_the_recommended_build():
+    clean = ["fix-16161", "fix-16279", "newest"]
+    assert comparison_policy("prefix-2026", clean, ["fix-16279", "newest"]) == "fix-16279"
+    assert comparison_policy("prefix-2026", clean, ["postpad-17379", "newest"]) == "newest"
+    assert comparison_policy("prefix-2026", clean, []) == "fix-16161"    # nothing recommended
+    assert comparison_policy("fix-16279", ["fix-16279"], ["fix-16279"]) is None
+
+
 class _Refs(HTMLParser):
     def __init__(self):
         super().__init__()
@@ -100,10 +124,14 @@ def test_html_is_self_contained(crash_inputs, tmp_path):
     p.feed(text)
     assert p.imgs == 3
     prefix = "data:image/svg+xml;base64,"
-    assert p.refs and all(ref.startswith(prefix) for ref in p.refs), \
-        [x[:40] for x in p.refs if not x.startswith("data:")]
+    # Links stay in the page: each "What to do" line points at the table's heading.
+    anchors = [ref for ref in p.refs if ref.startswith("#")]
+    assert anchors and all(f'id="{a[1:]}"' in text for a in anchors)
+    images = [ref for ref in p.refs if not ref.startswith("#")]
+    assert images and all(ref.startswith(prefix) for ref in images), \
+        [x[:40] for x in images if not x.startswith("data:")]
     assert "http://" not in text and "https://" not in text
-    for ref in p.refs:   # the figures fetch nothing either (the namespace is a name, not a fetch)
+    for ref in images:   # the figures fetch nothing either (the namespace is a name, not a fetch)
         svg = base64.b64decode(ref[len(prefix):]).decode()
         assert "href" not in svg and svg.count("http") == 1 and 'xmlns="http://www.w3.org/2000/svg"' in svg
     # Still complete when moved away from its figure files.
@@ -135,7 +163,7 @@ def test_exit_1_crash_explained_via_cli(crash_inputs, tmp_path):
     assert res.exit_code == 1, res.output
     assert "entry-assert on rank 0, iteration 2" in res.output
     assert "rank0.log:4" in res.output
-    assert "report.html" in res.output and "Next step" in res.output
+    assert "report.html" in res.output and "What to do:" in res.output
 
 
 def test_exit_0_clean_trace(tmp_path):
@@ -275,7 +303,7 @@ def test_logs_alone_agree_with_the_replay(tmp_path):
     assert logs.log_crash.iter == prefix["crash"]["iter"] and logs.log_crash.rank == prefix["crash"]["rank"]
     p = _Refs()
     p.feed(logs.report_html.read_text())
-    assert p.imgs == 1 and all(x.startswith("data:image/svg+xml;base64,") for x in p.refs)
+    assert p.imgs == 1 and all(x.startswith(("data:image/svg+xml;base64,", "#")) for x in p.refs)
 
 
 def test_progress_and_several_runs(tmp_path):

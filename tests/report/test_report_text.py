@@ -1,15 +1,20 @@
-"""The report's opening sentence, the chain grouped by mechanism, and report.md escaping."""
+"""The report's verdict line, what to do, the opening sentence, the chain grouped by mechanism,
+and report.md escaping."""
 from __future__ import annotations
 
 import json
 import re
 
 import pytest
+from click.testing import CliRunner
 from report_scenarios import RUN_RECORD, SAMPLES, _frame, write_trace
 
 import replay
-from forensics.report.chain import mechanisms, opening_sentence
+from forensics.answer import PARAGRAPH_WORDS, VERDICT_WORDS, words
+from forensics.cli import cli
 from forensics.pipeline import postmortem
+from forensics.report.chain import mechanisms, opening_sentence
+from forensics.report.inline import to_markdown
 
 #: Two leaks by two different predicate gaps under prefix-2026 (2 ranks, max_batch_size 4, cap 4,
 #: disaggregated, so no crash): at iter 0 rank 0 holds only GENERATION_TO_COMPLETE (counted, refused
@@ -36,7 +41,7 @@ def _records(frames, **run):
 def test_opening_sentence_names_the_three_behaviours(crash_inputs, tmp_path):
     """Hand-worked (report_scenarios): rank 1 holds GENERATION_TO_COMPLETE request 20 at iter 1,
     the fleet skips iter 1, rank 0's dummy padded at iter 1 survives, and at iter 2 rank 0 holds
-    2 real + the dummy = 3 > expected 2 (the cap)."""
+    2 real + the dummy = 3 > expected 2 (the cap). The long sentence opens the causal chain."""
     r = postmortem(crash_inputs, tmp_path / "report")
     s = r.opening
     assert s.startswith("Under prefix-2026 (the build that recorded the run) rank 0 crashed at "
@@ -48,14 +53,85 @@ def test_opening_sentence_names_the_three_behaviours(crash_inputs, tmp_path):
     assert "move to sched-aware-16921, clean on this run's path (disaggregated, pp_size 1)" in s
     assert s.count(". ") == 0 and s.endswith(".")   # one sentence
     md = r.report_md.read_text()
-    first = md.split("\n\n")[1]
-    assert first == s    # the report opens with it
-    verdict = md.split("## Verdict\n\n")[1].split("\n")[0]
-    assert verdict.startswith("**Entry assert on rank 0 at iteration 2 (as in the logs) under "
-                              "prefix-2026: a dummy leaked through the fleet-wide skip of iteration 1**")
-    assert not verdict.startswith("**Exit status")
+    chain = md.split("## Causal chain under prefix-2026\n\n")[1]
+    assert chain.startswith(to_markdown(s))
     f = json.loads(r.findings_json.read_text())
-    assert f["opening"] == s and f["headline"] in verdict
+    assert f["opening"] == s
+
+
+def test_the_report_reads_verdict_then_what_to_do_then_evidence(crash_inputs, tmp_path):
+    """The same run. The verdict: rank 0, iteration 2, the entry assert, under prefix-2026,
+    because rank 1's empty batch at iteration 1 made the fleet skip it. The builds to move to,
+    best first: sched-aware-16921, postpad-17379, newest, dkv (fix-16161 and kv-connector-19164
+    never merged; fix-16279 and tolerant-17278 are clean only for DeepSeek-V4, a model the trace
+    does not name), each clean
+    on this run's path and still open on the other two paths (aggregated pp 1, disaggregated pp 2)
+    where a leak is warned about. Report, terminal, findings.json: the same order."""
+    r = postmortem(crash_inputs, tmp_path / "report")
+    verdict = ("Rank 0 crashed at iteration 2 (entry assert) under prefix-2026: a dummy leaked "
+               "when rank 1's empty batch made the fleet skip iteration 1.")
+    assert r.verdict == verdict and words(verdict) == 24
+    assert [st.build for st in r.what_to_do] == ["sched-aware-16921", "postpad-17379", "newest",
+                                                 "dkv"]
+    assert r.what_to_do[-1].text.startswith("**dkv** (later main): ")   # no PR of its own
+    first = r.what_to_do[0]
+    assert (first.pr, first.clean_on) == ("#16921", "this run's path")
+    assert first.stays_open == ("still open on 2 other paths: leaks are warned about and waste "
+                                "capacity")
+    md = r.report_md.read_text()
+    blocks = md.split("\n\n")
+    assert blocks[0] == "# ADP post-mortem: run `hand`"
+    assert blocks[1] == f"**{verdict}**"
+    assert blocks[2] == "## What to do"
+    assert blocks[3].splitlines()[0] == (
+        "- **sched-aware-16921** (PR #16921): clean on this run's path; still open on 2 other "
+        "paths: leaks are warned about and waste capacity "
+        "([details](#builds-clean-on-this-runs-path)).")
+    headings = [b for b in blocks if b.startswith("## ")]
+    assert headings[:3] == ["## What to do", "## Causal chain under prefix-2026", "## Exit status"]
+    html = r.report_html.read_text()
+    assert '<h3 id="builds-clean-on-this-runs-path">' in html
+    f = json.loads(r.findings_json.read_text())
+    assert list(f)[:3] == ["tool", "verdict", "what_to_do"]
+    assert f["verdict"] == verdict
+    assert f["what_to_do"][0] == {
+        "build": "sched-aware-16921", "pr": "#16921", "clean_on": "this run's path",
+        "stays_open": "still open on 2 other paths: leaks are warned about and waste capacity",
+        "text": "sched-aware-16921 (PR #16921): clean on this run's path; still open on 2 other "
+                "paths: leaks are warned about and waste capacity."}
+    out = CliRunner().invoke(cli, ["postmortem", *map(str, crash_inputs), "-o",
+                                   str(tmp_path / "cli")]).stdout.splitlines()
+    assert out[0] == verdict and out[1] == "What to do:"
+    assert out[2] == f"  - {f['what_to_do'][0]['text']}"
+    assert out.index("Causal chain:") == 2 + 4    # the verdict, the heading, a line per build
+
+
+def _before_the_chain(md: str) -> list[str]:
+    """The paragraphs and list items of report.md a reader meets before the causal chain."""
+    out = []
+    for block in md.split("\n\n")[1:]:
+        if block.startswith("## Causal chain"):
+            return out
+        if block.startswith(("#", "|")):
+            continue
+        out += [line[2:] for line in block.splitlines()] if block.startswith("- ") else [block]
+    raise AssertionError("no causal chain in the report")
+
+
+@pytest.mark.parametrize("inputs", [["nvbug-6438685"], ["nvbug-6438685/executor.log"]],
+                         ids=["sample", "logs-only"])
+def test_the_answer_fits_ten_seconds(inputs, tmp_path):
+    """The bundled sample, traced and from its log alone: a verdict of at most 25 words, and no
+    paragraph or list item over 60 words before the causal chain (the opening sentence was 147
+    words traced, 130 from the log)."""
+    r = postmortem([SAMPLES / i for i in inputs], tmp_path / "report")
+    assert words(r.verdict) <= VERDICT_WORDS == 25
+    seen = _before_the_chain(r.report_md.read_text())
+    assert seen[0] == f"**{r.verdict}**"
+    assert len(seen) >= 4                     # the verdict and at least three lines to act on
+    assert max(words(p) for p in seen) <= PARAGRAPH_WORDS == 60, \
+        max(seen, key=words)
+    assert words(r.opening) > 60              # the long sentence is still there, in the chain
 
 
 def test_recommendation_names_open_paths(crash_inputs, tmp_path):
