@@ -48,7 +48,7 @@ def _bools(values: tuple[str, ...], true: str) -> tuple[bool, ...] | None:
 @quiet_option
 def command(policies, against, ranks, requests, iterations, modes, pp_sizes, overlap, models,
             batch_sizes, caps, dkv, out_dir, tests_dir, force, as_json, quiet) -> None:
-    """Every schedule up to a bound, with a minimal witness per failure mechanism.
+    """Search every small schedule; a minimal witness per failure.
 
     Enumerates, for every configuration (serving mode, pp_size, overlap, model, max_batch_size,
     cap, dkv), every schedule of abstract request states, arrivals, completions and KV outcomes up

@@ -50,6 +50,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from forensics.dataset import log_fields
+
 from replay.frame_schema import FRAMES
 
 #: "1.1" added ``frames.postpadded`` (at the end; a 1.0 dataset loads with it null).
@@ -102,28 +104,36 @@ WRAPPER_FIELDS = [
     pa.field("host", pa.string()),           # pdsh host label
 ]
 
-ITERATIONS = pa.schema([
+#: Column types of the iteration line's fields (:mod:`forensics.dataset.log_fields`).
+_FIELD = log_fields.column_types()
+
+_ITERATIONS_LISTED = [
     pa.field("source", pa.string(), nullable=False),       # input file name as given
     pa.field("line", pa.int64(), nullable=False),          # 1-based line in the input
-    pa.field("rank", pa.int32()),                          # global rank; null where the line says none
+    pa.field("rank", _FIELD["rank"]),                      # global rank; null where the line says none
     pa.field("iter", pa.int64()),
-    pa.field("local_rank", pa.int32()),                    # the line's `rank = n`
-    pa.field("num_scheduled_requests", pa.int32()),
-    pa.field("host_step_time_ms", pa.float64()),
-    pa.field("prev_device_step_time_ms", pa.float64()),
-    pa.field("elapsed_time_s", pa.float64()),
-    pa.field("timestamp", pa.timestamp("us")),             # the line's `timestamp = ...` field (the
+    pa.field("local_rank", _FIELD["local_rank"]),          # the line's `rank = n`
+    pa.field("num_scheduled_requests", _FIELD["num_scheduled_requests"]),
+    pa.field("host_step_time_ms", _FIELD["host_step_time_ms"]),
+    pa.field("prev_device_step_time_ms", _FIELD["prev_device_step_time_ms"]),
+    pa.field("elapsed_time_s", _FIELD["elapsed_time_s"]),
+    pa.field("timestamp", _FIELD["timestamp"]),            # the line's `timestamp = ...` field (the
                                                            # logger's local clock, no zone)
     pa.field("log_time", pa.timestamp("us")),              # the logger prefix's time (local clock)
-    pa.field("kv_cache_util", pa.float64()),
-    pa.field("currank_requests", pa.int64()),              # a of `currank_total_requests = a/b`
-    pa.field("total_requests", pa.int64()),                # b
-    pa.field("num_ctx_requests", pa.int64()),              # from the `states` dict
-    pa.field("num_ctx_tokens", pa.int64()),
-    pa.field("num_generation_tokens", pa.int64()),
-    pa.field("adp_dummy_ctx_tokens", pa.int64()),
-    pa.field("adp_dummy_gen_tokens", pa.int64()),
-    pa.field("format", pa.string()),                       # V1..V5
+    pa.field("kv_cache_util", _FIELD["kv_cache_util"]),
+    pa.field("currank_requests", _FIELD["currank_requests"]),  # a of `currank_total_requests = a/b`
+    pa.field("total_requests", _FIELD["total_requests"]),  # b
+    pa.field("num_ctx_requests", _FIELD["num_ctx_requests"]),  # from the `states` dict
+    pa.field("num_ctx_tokens", _FIELD["num_ctx_tokens"]),
+    pa.field("num_generation_tokens", _FIELD["num_generation_tokens"]),
+    pa.field("adp_dummy_ctx_tokens", _FIELD["adp_dummy_ctx_tokens"]),
+    pa.field("adp_dummy_gen_tokens", _FIELD["adp_dummy_gen_tokens"]),
+]
+ITERATIONS = pa.schema([
+    *_ITERATIONS_LISTED,
+    # a field added to the table since: its column(s), in the table's order
+    *[pa.field(c, t) for c, t in _FIELD.items() if c not in {f.name for f in _ITERATIONS_LISTED}],
+    pa.field("format", pa.string()),                       # V1..V5 (log_fields.FORMATS)
     pa.field("extra", pa.map_(pa.string(), pa.string())),  # unknown `name = value` fields and states keys
     *WRAPPER_FIELDS,
     pa.field("timestamp_text", pa.string()),               # `timestamp` verbatim where it did not parse

@@ -1,5 +1,7 @@
 """The compiled scanner of :mod:`forensics.readers.native_scan` (imports numba: imported only
-when that path runs). Module-level functions and constant arrays, so numba's cache works."""
+when that path runs). Module-level functions and constant arrays (the field table's lookup
+arrays built from :mod:`forensics.dataset.log_fields` on import), so numba's cache works; the
+functions that freeze the table are closures over its digest, so the cache is keyed to it."""
 import numba
 import numpy as np
 from llvmlite import ir
@@ -7,44 +9,37 @@ from numba import types
 from numba.extending import intrinsic
 
 from forensics.readers.native_scan import (
-    F_ELAPSED,
-    F_HOST,
-    F_KV,
-    F_PREV,
-    I_ADC,
-    I_ADG,
-    I_CUR,
-    I_GRANK,
     I_ITER,
     I_LOGT,
-    I_LRANK,
-    I_NCR,
-    I_NCT,
-    I_NGT,
-    I_NSR,
     I_PRANK,
-    I_TOT,
-    I_TS,
+    K_INT,
+    K_RATIO,
+    K_TIME,
+    LOOKUP,
     N_FLOATS,
     N_INTS,
-    N_STATE_FIRST,
-    NAMES,
     SEVERITIES,
 )
 
+# The field table's lookup arrays (native_scan.LOOKUP, built from log_fields): numba freezes
+# them into the compiled code. Its cache keys a function by its bytecode, not by the globals
+# it freezes, so the functions that read them (and those that link them in: ``scan``,
+# ``scan_c``) are closures over the table's digest, which numba's cache key includes.
+TABLE_DIGEST = LOOKUP.digest
+NAMES = LOOKUP.names
 name_bytes = np.frombuffer("".join(NAMES).encode(), dtype=np.uint8).copy()
 name_off = np.cumsum([0] + [len(n) for n in NAMES]).astype(np.int64)
 sev_codes = np.frombuffer(SEVERITIES.encode(), dtype=np.uint8).copy()
 n_names = len(NAMES)
-state_first = N_STATE_FIRST
-# column of each name: int column, float column, or special (-1)
-int_col = np.array([I_GRANK, I_LRANK, I_NSR, -1, -1, -1, -1, -1, -1, I_ADC, I_ADG,
-                    I_NCR, I_NCT, I_NGT], dtype=np.int64)
-int_digits = np.array([9, 9, 9, 0, 0, 0, 0, 0, 0, 18, 18, 18, 18, 18], dtype=np.int64)
-flt_col = np.array([-1, -1, -1, -1, F_HOST, F_PREV, F_ELAPSED, F_KV, -1, -1, -1, -1, -1,
-                    -1], dtype=np.int64)
-# unit letters after a decimal: 0 none, 1 "ms", 2 "s"
-unit = np.array([0, 0, 0, 0, 1, 1, 2, 0, 0, 0, 0, 0, 0, 0], dtype=np.int64)
+state_first = LOOKUP.state_first
+kind = LOOKUP.kind
+int_row = LOOKUP.int_row
+int_digits = LOOKUP.digits
+flt_row = LOOKUP.flt_row
+unit_bytes = LOOKUP.unit_bytes
+unit_off = LOOKUP.unit_off
+fmt_colon = LOOKUP.fmt_colon
+fmt_eq = LOOKUP.fmt_eq
 pow10 = np.array([10.0 ** k for k in range(23)], dtype=np.float64)
 cum_days = np.array([0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334], np.int64)
 mdays = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], np.int64)
@@ -66,7 +61,6 @@ def _words(text: bytes) -> tuple[list[int], list[int]]:
 
 name_word = np.array([_words(n.encode())[0] for n in NAMES], dtype=np.uint64)
 name_mask = np.array([_words(n.encode())[1] for n in NAMES], dtype=np.uint64)
-assert max(len(n) for n in NAMES) <= 24
 prefix_mid = np.frombuffer(b"] [TRT-LLM] [RANK ", dtype=np.uint8).copy()
 iter_head = np.frombuffer(b"iter = ", dtype=np.uint8).copy()
 na = np.frombuffer(b"N/A", dtype=np.uint8).copy()
@@ -194,222 +188,224 @@ def ends_value(buf, q, n, in_states):
     return comma(buf, q, n) or eol(buf, q, n) or (in_states and q < n and at(buf, q) == 125)
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy")
-def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
-    """Read the line starting at ``p`` into row ``k``. Returns the offset of its end (its
-    newline, or ``n``) when it is a fast line, else -1 (nothing of row ``k`` is used then).
+def _line_for(table_digest):
+    """:func:`line` for the table of ``table_digest`` (see ``TABLE_DIGEST``)."""
 
-    ``pred`` holds the field code of each pair in the last fast line: tried first (lines of a
-    log share one layout), a full look-up only when it differs.
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
+        """Read the line starting at ``p`` into row ``k``. Returns the offset of its end (its
+        newline, or ``n``) when it is a fast line, else -1 (nothing of row ``k`` is used then).
 
-    Every test is on a byte class, so no test reads past the line's newline as if it were
-    part of the line; the value grammars are exact and each value must end at a separator.
-    """
-    # ---- prefix: [MM/DD/YYYY-HH:MM:SS] [TRT-LLM] [RANK n] [S]
-    if p + 53 > n or at(buf, p) != 91:
-        return -1
-    ok, mo, dd, yy, hh, mi, ss, q = time_fields(buf, p + 1, n, prefix_widths, prefix_seps)
-    if not ok:
-        return -1
-    t = epoch_us(yy, mo, dd, hh, mi, ss)
-    if t < 0:
-        return -1
-    for j in range(len(prefix_mid)):
-        if at(buf, q + j) != prefix_mid[j]:
+        ``pred`` holds the field code of each pair in the last fast line: tried first (lines of a
+        log share one layout), a full look-up only when it differs.
+
+        Every test is on a byte class, so no test reads past the line's newline as if it were
+        part of the line; the value grammars are exact and each value must end at a separator.
+        """
+        table_digest  # noqa: B018 (a closure cell: keys numba's cache to the table)
+        # ---- prefix: [MM/DD/YYYY-HH:MM:SS] [TRT-LLM] [RANK n] [S]
+        if p + 53 > n or at(buf, p) != 91:
             return -1
-    q += len(prefix_mid)
-    r, q = digit_run(buf, q, n, 9)
-    if r < 0 or q + 6 + len(iter_head) > n or at(buf, q) != 93 or at(buf, q + 1) != 32 \
-            or at(buf, q + 2) != 91:
-        return -1
-    s = at(buf, q + 3)
-    sev = -1
-    for j in range(len(sev_codes)):
-        if sev_codes[j] == s:
-            sev = j
-    if sev < 0 or at(buf, q + 4) != 93 or at(buf, q + 5) != 32:
-        return -1
-    q += 6
-    # ---- iter = N
-    for j in range(len(iter_head)):
-        if at(buf, q + j) != iter_head[j]:
+        ok, mo, dd, yy, hh, mi, ss, q = time_fields(buf, p + 1, n, prefix_widths, prefix_seps)
+        if not ok:
             return -1
-    it, q = digit_run(buf, q + len(iter_head), n, 18)
-    if it < 0:
-        return -1
-    for c in range(N_INTS + N_FLOATS):
-        valid[c, k] = False
-    for c in range(N_FLOATS):
-        fneed[c, k] = False
-    ints[I_ITER, k] = it
-    valid[I_ITER, k] = True
-    ints[I_PRANK, k] = r
-    ints[I_LOGT, k] = t
-    sevs[k] = sev
-    seen = 0
-    in_states = False
-    nsr_eq = False
-    pair = 0
-    while True:
-        # ---- what follows a value: the end, "}" + end (states), or ", " and a name
-        if eol(buf, q, n):
-            if in_states:
-                return -1
-            break
-        if in_states and at(buf, q) == 125:
-            q += 1
-            if not eol(buf, q, n):
-                return -1
-            break
-        if not comma(buf, q, n):
+        t = epoch_us(yy, mo, dd, hh, mi, ss)
+        if t < 0:
             return -1
-        q += 2
-        if not in_states and q + 10 <= n and at(buf, q) == 115 and at(buf, q + 1) == 116 \
-                and at(buf, q + 2) == 97 and at(buf, q + 3) == 116 and at(buf, q + 4) == 101 \
-                and at(buf, q + 5) == 115 and at(buf, q + 6) == 32 and at(buf, q + 7) == 61 \
-                and at(buf, q + 8) == 32 and at(buf, q + 9) == 123:   # "states = {"
-            in_states = True
-            q += 10
-        if in_states:
-            if q >= n or at(buf, q) != 39:
+        for j in range(len(prefix_mid)):
+            if at(buf, q + j) != prefix_mid[j]:
                 return -1
-            q += 1
-        code = -1
-        if pair < len(pred) and pred[pair] >= 0:   # the last line's name here, compared
-            c = pred[pair]
-            o = name_off[c]
-            ln = name_off[c + 1] - o
-            if q + 24 <= n:   # (else the full look-up below)
-                code = c if same_name(buf, q, c) else -1
-                if code >= 0 and (97 <= at(buf, q + ln) <= 122 or at(buf, q + ln) == 95):
-                    code = -1
-                if code >= 0:
-                    q += ln
-        if code < 0:
-            a = q
-            while q < n and (97 <= at(buf, q) <= 122 or at(buf, q) == 95):
+        q += len(prefix_mid)
+        r, q = digit_run(buf, q, n, 9)
+        if r < 0 or q + 6 + len(iter_head) > n or at(buf, q) != 93 or at(buf, q + 1) != 32 \
+                or at(buf, q + 2) != 91:
+            return -1
+        s = at(buf, q + 3)
+        sev = -1
+        for j in range(len(sev_codes)):
+            if sev_codes[j] == s:
+                sev = j
+        if sev < 0 or at(buf, q + 4) != 93 or at(buf, q + 5) != 32:
+            return -1
+        q += 6
+        # ---- iter = N
+        for j in range(len(iter_head)):
+            if at(buf, q + j) != iter_head[j]:
+                return -1
+        it, q = digit_run(buf, q + len(iter_head), n, 18)
+        if it < 0:
+            return -1
+        for c in range(N_INTS + N_FLOATS):
+            valid[c, k] = False
+        for c in range(N_FLOATS):
+            fneed[c, k] = False
+        ints[I_ITER, k] = it
+        valid[I_ITER, k] = True
+        ints[I_PRANK, k] = r
+        ints[I_LOGT, k] = t
+        sevs[k] = sev
+        seen = 0
+        in_states = False
+        f = 0   # the format: the newest the fields so far imply
+        pair = 0
+        while True:
+            # ---- what follows a value: the end, "}" + end (states), or ", " and a name
+            if eol(buf, q, n):
+                if in_states:
+                    return -1
+                break
+            if in_states and at(buf, q) == 125:
                 q += 1
-            ln = q - a
-            for c in range(n_names):
-                o = name_off[c]
-                if name_off[c + 1] - o != ln:
-                    continue
-                same = True
-                for j in range(ln):
-                    if name_bytes[o + j] != at(buf, a + j):
-                        same = False
-                        break
-                if same:
-                    code = c
-                    break
-        if code < 0 or (code >= state_first) != in_states or (seen >> code) & 1:
-            return -1
-        seen |= 1 << code
-        if pair < len(pred):
-            pred[pair] = code
-        pair += 1
-        if in_states:
-            if q >= n or at(buf, q) != 39:
+                if not eol(buf, q, n):
+                    return -1
+                break
+            if not comma(buf, q, n):
                 return -1
-            q += 1
-        # separator " = " or ": " (a states key takes ": " only)
-        if not in_states and q + 3 <= n and at(buf, q) == 32 and at(buf, q + 1) == 61 \
-                and at(buf, q + 2) == 32:
-            if code == 2:
-                nsr_eq = True
-            q += 3
-        elif q + 2 <= n and at(buf, q) == 58 and at(buf, q + 1) == 32:
             q += 2
-        else:
-            return -1
-        # ---- the value, by the field's grammar
-        is_na = q + 3 <= n and at(buf, q) == na[0] and at(buf, q + 1) == na[1] and at(buf, q + 2) == na[2] \
-            and ends_value(buf, q + 3, n, in_states)
-        if code == 8:                  # timestamp = YYYY-MM-DD HH:MM:SS
-            ok, y2, m2, d2, h2, n2, s2, w = time_fields(buf, q, n, iso_widths, iso_seps)
-            if not ok:
+            if not in_states and q + 10 <= n and at(buf, q) == 115 and at(buf, q + 1) == 116 \
+                    and at(buf, q + 2) == 97 and at(buf, q + 3) == 116 and at(buf, q + 4) == 101 \
+                    and at(buf, q + 5) == 115 and at(buf, q + 6) == 32 and at(buf, q + 7) == 61 \
+                    and at(buf, q + 8) == 32 and at(buf, q + 9) == 123:   # "states = {"
+                in_states = True
+                q += 10
+            if in_states:
+                if q >= n or at(buf, q) != 39:
+                    return -1
+                q += 1
+            code = -1
+            if pair < len(pred) and pred[pair] >= 0:   # the last line's name here, compared
+                c = pred[pair]
+                o = name_off[c]
+                ln = name_off[c + 1] - o
+                if q + 24 <= n:   # (else the full look-up below)
+                    code = c if same_name(buf, q, c) else -1
+                    if code >= 0 and (97 <= at(buf, q + ln) <= 122 or at(buf, q + ln) == 95):
+                        code = -1
+                    if code >= 0:
+                        q += ln
+            if code < 0:
+                a = q
+                while q < n and (97 <= at(buf, q) <= 122 or at(buf, q) == 95):
+                    q += 1
+                ln = q - a
+                for c in range(n_names):
+                    o = name_off[c]
+                    if name_off[c + 1] - o != ln:
+                        continue
+                    same = True
+                    for j in range(ln):
+                        if name_bytes[o + j] != at(buf, a + j):
+                            same = False
+                            break
+                    if same:
+                        code = c
+                        break
+            if code < 0 or (code >= state_first) != in_states or (seen >> code) & 1:
                 return -1
-            t2 = epoch_us(y2, m2, d2, h2, n2, s2)
-            if t2 < 0:
+            seen |= 1 << code
+            if pair < len(pred):
+                pred[pair] = code
+            pair += 1
+            if in_states:
+                if q >= n or at(buf, q) != 39:
+                    return -1
+                q += 1
+            # separator " = " or ": " (a states key takes ": " only)
+            if not in_states and q + 3 <= n and at(buf, q) == 32 and at(buf, q + 1) == 61 \
+                    and at(buf, q + 2) == 32:
+                f = max(f, fmt_eq[code])
+                q += 3
+            elif q + 2 <= n and at(buf, q) == 58 and at(buf, q + 1) == 32:
+                f = max(f, fmt_colon[code])
+                q += 2
+            else:
                 return -1
-            ints[I_TS, k] = t2
-            valid[I_TS, k] = True
-            q = w
-        elif code == 3:                # currank_total_requests = a/b
-            av, w = digit_run(buf, q, n, 18)
-            if av < 0 or w >= n or at(buf, w) != 47:
-                return -1
-            bv, w = digit_run(buf, w + 1, n, 18)
-            if bv < 0:
-                return -1
-            ints[I_CUR, k] = av
-            ints[I_TOT, k] = bv
-            valid[I_CUR, k] = True
-            valid[I_TOT, k] = True
-            q = w
-        elif is_na:
-            q += 3
-        elif int_col[code] >= 0:
-            v, w = digit_run(buf, q, n, int_digits[code])
-            if v < 0:
-                return -1
-            ints[int_col[code], k] = v
-            valid[int_col[code], k] = True
-            q = w
-        else:                           # a decimal D+[.D+] with its unit
-            fc = flt_col[code]
-            m = 0
-            nd = 0
-            frac = 0
-            w = q
-            while w < n and 48 <= at(buf, w) <= 57:
-                if nd < 18:             # more digits: Arrow reads the text
-                    m = m * 10 + (at(buf, w) - 48)
-                nd += 1
-                w += 1
-            if nd == 0:
-                return -1
-            if w < n and at(buf, w) == 46:
-                w += 1
-                f0 = w
+            # ---- the value, by the field's grammar
+            is_na = q + 3 <= n and at(buf, q) == na[0] and at(buf, q + 1) == na[1] and at(buf, q + 2) == na[2] \
+                and ends_value(buf, q + 3, n, in_states)
+            kc = kind[code]
+            if kc == K_TIME:               # YYYY-MM-DD HH:MM:SS
+                ok, y2, m2, d2, h2, n2, s2, w = time_fields(buf, q, n, iso_widths, iso_seps)
+                if not ok:
+                    return -1
+                t2 = epoch_us(y2, m2, d2, h2, n2, s2)
+                if t2 < 0:
+                    return -1
+                ints[int_row[code], k] = t2
+                valid[int_row[code], k] = True
+                q = w
+            elif kc == K_RATIO:            # a/b
+                av, w = digit_run(buf, q, n, int_digits[code])
+                if av < 0 or w >= n or at(buf, w) != 47:
+                    return -1
+                bv, w = digit_run(buf, w + 1, n, int_digits[code])
+                if bv < 0:
+                    return -1
+                r = int_row[code]
+                ints[r, k] = av
+                ints[r + 1, k] = bv
+                valid[r, k] = True
+                valid[r + 1, k] = True
+                q = w
+            elif is_na:
+                q += 3
+            elif kc == K_INT:
+                v, w = digit_run(buf, q, n, int_digits[code])
+                if v < 0:
+                    return -1
+                ints[int_row[code], k] = v
+                valid[int_row[code], k] = True
+                q = w
+            else:                           # a decimal D+[.D+] with its unit
+                fc = flt_row[code]
+                m = 0
+                nd = 0
+                frac = 0
+                w = q
                 while w < n and 48 <= at(buf, w) <= 57:
-                    if nd < 18:
+                    if nd < 18:             # more digits: Arrow reads the text
                         m = m * 10 + (at(buf, w) - 48)
                     nd += 1
                     w += 1
-                frac = w - f0
-                if frac == 0:
+                if nd == 0:
                     return -1
-            u = w
-            if unit[code] == 1:
-                if w + 2 > n or at(buf, w) != 109 or at(buf, w + 1) != 115:
+                if w < n and at(buf, w) == 46:
+                    w += 1
+                    f0 = w
+                    while w < n and 48 <= at(buf, w) <= 57:
+                        if nd < 18:
+                            m = m * 10 + (at(buf, w) - 48)
+                        nd += 1
+                        w += 1
+                    frac = w - f0
+                    if frac == 0:
+                        return -1
+                u = w
+                uo = unit_off[code]
+                ul = unit_off[code + 1] - uo
+                if w + ul > n:
                     return -1
-                w += 2
-            elif unit[code] == 2:
-                if w >= n or at(buf, w) != 115:
-                    return -1
-                w += 1
-            if nd <= 18 and m < 9007199254740992 and frac <= 22:
-                floats[fc, k] = m / pow10[frac]
-            else:
-                fneed[fc, k] = True
-                fspan[2 * fc, k] = q
-                fspan[2 * fc + 1, k] = u
-            valid[fc + N_INTS, k] = True
-            q = w
-        if not ends_value(buf, q, n, in_states):
-            return -1
-    f = 0
-    if (seen >> 2) & 1:
-        f = 1
-    if (seen >> 4) & 1 or (seen >> 5) & 1:
-        f = 2
-    if (seen >> 7) & 1 or nsr_eq:
-        f = 3
-    if (seen >> 9) & 1 or (seen >> 10) & 1:
-        f = 4
-    fmt[k] = f
-    return q
+                for j in range(ul):
+                    if at(buf, w + j) != unit_bytes[uo + j]:
+                        return -1
+                w += ul
+                if nd <= 18 and m < 9007199254740992 and frac <= 22:
+                    floats[fc, k] = m / pow10[frac]
+                else:
+                    fneed[fc, k] = True
+                    fspan[2 * fc, k] = q
+                    fspan[2 * fc + 1, k] = u
+                valid[fc + N_INTS, k] = True
+                q = w
+            if not ends_value(buf, q, n, in_states):
+                return -1
+        fmt[k] = f
+        return q
+
+    return line
+
+
+line = _line_for(TABLE_DIGEST)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -425,38 +421,47 @@ def odd_bytes(buf, p, e):
     return (1 if ctl else 0) | (2 if hi >= 128 else 0)
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy")
-def scan(buf, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev, pred):
-    """Split ``buf`` into lines (starts/ends, newline excluded) and read the fast ones;
-    returns (lines, fast rows, odd). Row ``k`` of the outputs is line ``fast_line[k]``. A fast
-    line has only bytes its grammar names; the other lines' bytes set ``odd``: 1 for a ``\\r``
-    or NUL, 2 for a byte >= 0x80 (the caller checks the UTF-8). ``pred``
-    (int64, filled with -1) is scratch: no allocation here, so the compiled code needs no
-    runtime (see :mod:`forensics.readers.native_code`). Lines -1 when ``buf`` has more lines
-    than the outputs have rows (the caller then counts them and calls again)."""
-    n = len(buf)
-    cap = len(starts)
-    i = 0
-    p = 0
-    k = 0
-    odd = 0
-    while p < n:
-        if i == cap:
-            return -1, k, odd
-        e = line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sev, pred)
-        if e >= 0:
-            fast_line[k] = i
-            k += 1
-        else:
-            e = p
-            while e < n and at(buf, e) != 10:
-                e += 1
-            odd |= odd_bytes(buf, p, e)
-        starts[i] = p
-        ends[i] = e
-        i += 1
-        p = e + 1
-    return i, k, odd
+def _scan_for(table_digest):
+    """:func:`scan` for the table of ``table_digest`` (see ``TABLE_DIGEST``)."""
+
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def scan(buf, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev, pred):
+        """Split ``buf`` into lines (starts/ends, newline excluded) and read the fast ones;
+        returns (lines, fast rows, odd). Row ``k`` of the outputs is line ``fast_line[k]``. A fast
+        line has only bytes its grammar names; the other lines' bytes set ``odd``: 1 for a ``\\r``
+        or NUL, 2 for a byte >= 0x80 (the caller checks the UTF-8). ``pred``
+        (int64, filled with -1) is scratch: no allocation here, so the compiled code needs no
+        runtime (see :mod:`forensics.readers.native_code`). Lines -1 when ``buf`` has more lines
+        than the outputs have rows (the caller then counts them and calls again)."""
+        table_digest  # noqa: B018 (a closure cell: keys numba's cache to the table)
+        n = len(buf)
+        cap = len(starts)
+        i = 0
+        p = 0
+        k = 0
+        odd = 0
+        while p < n:
+            if i == cap:
+                return -1, k, odd
+            e = line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sev, pred)
+            if e >= 0:
+                fast_line[k] = i
+                k += 1
+            else:
+                e = p
+                while e < n and at(buf, e) != 10:
+                    e += 1
+                odd |= odd_bytes(buf, p, e)
+            starts[i] = p
+            ends[i] = e
+            i += 1
+            p = e + 1
+        return i, k, odd
+
+    return scan
+
+
+scan = _scan_for(TABLE_DIGEST)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -476,20 +481,29 @@ SCAN_SIG = types.int64(_P8, types.int64, types.int64, _P64, _P64, _P64, _P64, _P
 COUNT_SIG = types.int64(_P8, types.int64)
 
 
-@numba.cfunc(SCAN_SIG, cache=True, nogil=True, error_model="numpy")
-def scan_c(buf, n, cap, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev,
-           pred, out):
-    """:func:`scan` over raw pointers (arrays of ``cap`` rows); fast rows and odd to out."""
-    i, k, odd = scan(numba.carray(buf, (n,)), numba.carray(starts, (cap,)),
-                numba.carray(ends, (cap,)), numba.carray(fast_line, (cap,)),
-                numba.carray(ints, (N_INTS, cap)), numba.carray(floats, (N_FLOATS, cap)),
-                numba.carray(valid, (N_INTS + N_FLOATS, cap)),
-                numba.carray(fspan, (2 * N_FLOATS, cap)), numba.carray(fneed, (N_FLOATS, cap)),
-                numba.carray(fmt, (cap,)), numba.carray(sev, (cap,)), numba.carray(pred, (32,)))
-    o = numba.carray(out, (2,))
-    o[0] = k
-    o[1] = odd
-    return i
+def _scan_c_for(table_digest):
+    """:func:`scan_c` for the table of ``table_digest`` (see ``TABLE_DIGEST``)."""
+
+    @numba.cfunc(SCAN_SIG, cache=True, nogil=True, error_model="numpy")
+    def scan_c(buf, n, cap, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev,
+               pred, out):
+        """:func:`scan` over raw pointers (arrays of ``cap`` rows); fast rows and odd to out."""
+        table_digest  # noqa: B018 (a closure cell: keys numba's cache to the table)
+        i, k, odd = scan(numba.carray(buf, (n,)), numba.carray(starts, (cap,)),
+                    numba.carray(ends, (cap,)), numba.carray(fast_line, (cap,)),
+                    numba.carray(ints, (N_INTS, cap)), numba.carray(floats, (N_FLOATS, cap)),
+                    numba.carray(valid, (N_INTS + N_FLOATS, cap)),
+                    numba.carray(fspan, (2 * N_FLOATS, cap)), numba.carray(fneed, (N_FLOATS, cap)),
+                    numba.carray(fmt, (cap,)), numba.carray(sev, (cap,)), numba.carray(pred, (32,)))
+        o = numba.carray(out, (2,))
+        o[0] = k
+        o[1] = odd
+        return i
+
+    return scan_c
+
+
+scan_c = _scan_c_for(TABLE_DIGEST)
 
 
 @numba.cfunc(COUNT_SIG, cache=True, nogil=True, error_model="numpy")

@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from forensics.dataset.schema import ITERATIONS, WRAPPER_FIELDS
+from forensics.dataset import log_fields
 from forensics.readers import timestamps
 from forensics.readers.line_prefix import spans, string_offsets
 
@@ -89,44 +90,35 @@ def starts_iteration(lines: pa.Array, offset: np.ndarray) -> np.ndarray:
 
 
 _NUMBER = r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$"
-#: Digits that always fit the column type; a longer value is kept verbatim in ``extra``
-#: instead of overflowing the cast (bad input is never fatal).
-MAX_INT32_DIGITS = 9
-MAX_INT64_DIGITS = 18
+MAX_INT64_DIGITS = log_fields.MAX_DIGITS[64]
 
-
-def _int_digits(typ: pa.DataType) -> int:
-    return MAX_INT32_DIGITS if typ.bit_width <= 32 else MAX_INT64_DIGITS
-
-
-def _integer_pattern(typ: pa.DataType) -> str:
-    return rf"^\d{{1,{_int_digits(typ)}}}$"
-
-#: name in the line -> (column, type, unit characters to strip from the value's end)
+#: name in the line -> (column, type, unit characters to strip from the value's end), for the
+#: integer and decimal fields of :data:`~forensics.dataset.log_fields.ITERATION_FIELDS`
 KNOWN_FIELDS: dict[str, tuple[str, pa.DataType, str]] = {
-    "global_rank": ("rank", pa.int32(), ""),
-    "rank": ("local_rank", pa.int32(), ""),
-    "num_scheduled_requests": ("num_scheduled_requests", pa.int32(), ""),  # PR #3914
-    "host_step_time": ("host_step_time_ms", pa.float64(), "ms"),
-    "prev_device_step_time": ("prev_device_step_time_ms", pa.float64(), "ms"),
-    "elapsed_time": ("elapsed_time_s", pa.float64(), "s"),
-    "kv_cache_util": ("kv_cache_util", pa.float64(), ""),               # PR #14206
-    "num_ctx_requests": ("num_ctx_requests", pa.int64(), ""),          # states dict keys
-    "num_ctx_tokens": ("num_ctx_tokens", pa.int64(), ""),
-    "num_generation_tokens": ("num_generation_tokens", pa.int64(), ""),
-    "adp_dummy_ctx_tokens": ("adp_dummy_ctx_tokens", pa.int64(), ""),  # PR #18308
-    "adp_dummy_gen_tokens": ("adp_dummy_gen_tokens", pa.int64(), ""),
-}
-_STATE_KEYS = ("num_ctx_requests", "num_ctx_tokens", "num_generation_tokens")
-_NAMES = list(KNOWN_FIELDS) + ["timestamp", "currank_total_requests"]
+    f.name: (f.column, f.type, f.unit) for f in log_fields.unique()
+    if f.kind in (log_fields.INT, log_fields.DECIMAL)}
+#: most digits of each integer field
+_DIGITS = {f.name: f.digits for f in log_fields.unique() if f.kind == log_fields.INT}
+_STATE_KEYS = tuple(f.name for f in log_fields.unique() if f.in_states)
+(_TIME,) = [f for f in log_fields.unique() if f.kind == log_fields.TIME]
+(_RATIO,) = [f for f in log_fields.unique() if f.kind == log_fields.RATIO]
+_NAMES = list(KNOWN_FIELDS) + [_TIME.name, _RATIO.name]
 _ALL_KNOWN = pa.array(_NAMES)
 _TS, _CURRANK = len(KNOWN_FIELDS), len(KNOWN_FIELDS) + 1
+#: per name, the format index its presence implies printed with ": " and with " = "
+_IMPLIED = log_fields.implied_formats()
+
+
+def _integer_pattern(name: str) -> str:
+    return rf"^\d{{1,{_DIGITS[name]}}}$"
+
+
 _NULL = pa.scalar(None, pa.string())
 
 
 def _typed_times(arrays: dict[str, pa.Array], log_time: pa.Array) -> None:
     """``timestamp`` and ``log_time`` as timestamps, their text kept where they do not parse."""
-    arrays["timestamp"], arrays["timestamp_text"] = timestamps.parse(arrays["timestamp"])
+    arrays[_TIME.column], arrays[_TIME.column + "_text"] = timestamps.parse(arrays[_TIME.column])
     arrays["log_time"], arrays["log_time_text"] = timestamps.parse(log_time)
 
 
@@ -244,7 +236,7 @@ def parse(lines: pa.Array, *, source: str, line: pa.Array, rank: pa.Array,
         if unit:
             v = pc.utf8_rtrim(v, characters=unit)
         na = pc.fill_null(pc.equal(v, "N/A"), False).to_numpy(zero_copy_only=False)
-        ok = _ok(v, _integer_pattern(typ) if pa.types.is_integer(typ) else _NUMBER)
+        ok = _ok(v, _integer_pattern(name) if name in _DIGITS else _NUMBER)
         good_row = ok | na
         has = np.zeros(n, dtype=bool)
         has[parent[sel]] = True
@@ -253,27 +245,33 @@ def parse(lines: pa.Array, *, source: str, line: pa.Array, rank: pa.Array,
         cols[col] = pc.cast(pc.if_else(pa.array(ok), v, _NULL), typ)
     sel = _first_only(parent, code == _TS)
     claimed |= sel
-    cols["timestamp"] = pc.take(vals, _index(n, parent, sel))
+    cols[_TIME.column] = pc.take(vals, _index(n, parent, sel))
+    present[_TIME.name] = np.zeros(n, dtype=bool)
+    present[_TIME.name][parent[sel]] = True
     sel = _first_only(parent, code == _CURRANK)
-    ab = pc.extract_regex(pc.take(vals, _index(n, parent, sel)), r"^(?P<a>\d{1,18})/(?P<b>\d{1,18})$")
+    d = _RATIO.digits
+    ab = pc.extract_regex(pc.take(vals, _index(n, parent, sel)),
+                          rf"^(?P<a>\d{{1,{d}}})/(?P<b>\d{{1,{d}}})$")
     ab_ok = pc.is_valid(ab).to_numpy(zero_copy_only=False)
-    a, b = ab.flatten()
-    cols["currank_requests"] = pc.cast(a, pa.int64())
-    cols["total_requests"] = pc.cast(b, pa.int64())
+    for col, part in zip(_RATIO.columns, ab.flatten()):
+        cols[col] = pc.cast(part, _RATIO.type)
     claimed |= sel & ab_ok[parent]
+    present[_RATIO.name] = ab_ok
     cols["rank"] = pc.coalesce(cols["rank"], pc.cast(rank, pa.int32()))
 
-    # format by the fields present; the separator of num_scheduled_requests tells V4 from V2
-    fmt = np.full(n, "V1", dtype=object)
-    fmt[present["num_scheduled_requests"]] = "V2"
-    fmt[present["host_step_time"] | present["prev_device_step_time"]] = "V3"
-    v4 = present["kv_cache_util"]
-    if present["num_scheduled_requests"].any():
-        # only where the field was read: a line whose value does not parse ("= 0,") is V1 as
-        # when alone, not V4 because another line of its block has the field
-        v4 = v4 | (present["num_scheduled_requests"] & _ok(lines, r", num_scheduled_requests = "))
-    fmt[v4] = "V4"
-    fmt[present["adp_dummy_ctx_tokens"] | present["adp_dummy_gen_tokens"]] = "V5"
+    # format: the newest a present field implies; a field printed with either separator in
+    # different formats (num_scheduled_requests: V2, " = ": V4) implies by its separator, and
+    # only where the field was read (a line whose value does not parse, "= 0,", is V1 as when
+    # alone, not V4 because another line of its block has the field)
+    fmt_i = np.zeros(n, dtype=np.int8)
+    for name, (colon, eq) in _IMPLIED.items():
+        has = present[name]
+        if colon == eq or not has.any():
+            fmt_i = np.maximum(fmt_i, np.where(has, colon, 0))
+            continue
+        with_eq = has & _ok(lines, ", " + re.escape(name) + " = ")
+        fmt_i = np.maximum(fmt_i, np.where(with_eq, eq, np.where(has, colon, 0)))
+    fmt = np.array(log_fields.FORMATS, dtype=object)[fmt_i]
 
     rest = np.flatnonzero(~claimed)
     offsets = np.zeros(n + 1, dtype=np.int32)
@@ -321,10 +319,8 @@ def parse(lines: pa.Array, *, source: str, line: pa.Array, rank: pa.Array,
 # name there, so it is no layout either)
 _LAYOUT_PAIR = re.compile(r"^(?P<key>(?:states(?: = | ?: )\{)?'?(?P<name>[A-Za-z_][\w.]*)'?"
                           r"(?: = |: ))(?P<value>.*)$", re.ASCII)
-_V_INT32 = r"^(?:\d{1,9}|N/A)$"
-_V_INT64 = r"^(?:\d{1,18}|N/A)$"
 _V_NUM = r"^(?:[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|N/A)$"
-_V_CURRANK = r"^\d{1,18}/\d{1,18}$"
+_V_RATIO = rf"^\d{{1,{_RATIO.digits}}}/\d{{1,{_RATIO.digits}}}$"
 _BRACE = ord("}")
 #: Layouts remembered across blocks (most recently learnt first).
 MAX_LAYOUTS = 16
@@ -408,13 +404,14 @@ class _Pairs:
         return ok & (self.bytes[at] == _BRACE) if len(self.bytes) else ok
 
 
-def _strict_cast(v: pa.Array, typ: pa.DataType) -> pa.Array:
+def _strict_cast(v: pa.Array, typ: pa.DataType, digits: int) -> pa.Array:
     """``v`` (no unit, ``N/A`` already null) cast to ``typ``; ArrowInvalid also where the cast
-    accepts what the field pattern does not (a sign or hex for integers, nan/inf)."""
+    accepts what the field pattern does not (a sign, hex or more than ``digits`` digits for
+    integers, nan/inf)."""
     c = pc.cast(v, typ)
     if pa.types.is_integer(typ):
         strict = (pc.all(pc.ascii_is_decimal(v)).as_py() is not False
-                  and (pc.max(pc.utf8_length(v)).as_py() or 0) <= _int_digits(typ))
+                  and (pc.max(pc.utf8_length(v)).as_py() or 0) <= digits)
     else:
         strict = pc.all(pc.is_finite(c)).as_py() is not False
     if not strict:
@@ -454,23 +451,21 @@ class Layout:
             names.add((name, in_states))
             known = KNOWN_FIELDS.get(name)
             col, unit, check = None, "", None
-            if name == "timestamp":
-                col = "timestamp"
-            elif name == "currank_total_requests":
-                col, check = "currank", _V_CURRANK
+            if name == _TIME.name:
+                col = _TIME.column
+            elif name == _RATIO.name:
+                col, check = _RATIO.column, _V_RATIO
             elif known is not None:
                 col, unit = known[0], known[2]
-                check = ((_V_INT32 if known[1].bit_width <= 32 else _V_INT64)
-                         if pa.types.is_integer(known[1]) else _V_NUM)
+                check = (rf"^(?:\d{{1,{_DIGITS[name]}}}|N/A)$" if name in _DIGITS else _V_NUM)
             self.fields.append((key, col, unit, check, in_states, last, name))
             if last:
                 in_states = False
-        cols = {f[1] for f in self.fields}
         keys = [f[0] for f in self.fields]
-        self.format = ("V5" if cols & {"adp_dummy_ctx_tokens", "adp_dummy_gen_tokens"} else
-                       "V4" if "kv_cache_util" in cols or "num_scheduled_requests = " in keys
-                       else "V3" if cols & {"host_step_time_ms", "prev_device_step_time_ms"}
-                       else "V2" if "num_scheduled_requests" in cols else "V1")
+        # the newest format a field implies, by its separator (as :func:`parse`)
+        self.format = log_fields.FORMATS[max(
+            [_IMPLIED[f[6]][f[0].endswith(" = ")] for f in self.fields if f[1] is not None],
+            default=0)]
         self.n_pairs = len(pairs)
         self.signature = tuple(keys) + tuple(f[5] for f in self.fields)
 
@@ -505,7 +500,7 @@ class Layout:
             vs = np.where(fits, s + len(key), s)
             ve = np.where(fits, e - 1 if last else e, s)
             v = pairs.spans(vs, ve).take(evens)
-            if col is None or col == "timestamp":
+            if col is None or col == _TIME.column:
                 # another separator in the value: parse() would split the pair there
                 good &= ~(pc.match_substring(v, ": ").to_numpy(zero_copy_only=False)
                           | pc.match_substring(v, " = ").to_numpy(zero_copy_only=False))
@@ -517,16 +512,16 @@ class Layout:
                 continue
             if unit:
                 v = pc.utf8_rtrim(v, characters=unit)
-            if col != "currank":
+            if col != _RATIO.column:
                 typ = ITERATIONS.field(col).type
                 v = pc.if_else(pc.equal(v, "N/A"), _NULL, v)
                 try:   # a failed cast is rare: only then pay for the value pattern
-                    cols[col] = _strict_cast(v, typ)
+                    cols[col] = _strict_cast(v, typ, _DIGITS.get(name, 0))
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                     check(pc.fill_null(v, "N/A"), pattern)
                     cols[col] = pc.cast(pc.if_else(pa.array(good), v, _NULL), typ)
                 continue
-            # currank_total_requests = a/b
+            # the ratio a/b
             check(v, pattern)
             slash = pc.find_substring(v, "/").to_numpy(zero_copy_only=False)
             ok = good & (slash >= 0)
@@ -534,13 +529,13 @@ class Layout:
             at = _evens(k_rows, ok)
             a = pairs.spans(vs, mid).take(at)
             b = pairs.spans(np.where(ok, mid + 1, vs), np.where(ok, ve, vs)).take(at)
-            cols["currank_requests"] = pc.cast(a, pa.int64())
-            cols["total_requests"] = pc.cast(b, pa.int64())
+            for c, part in zip(_RATIO.columns, (a, b)):
+                cols[c] = pc.cast(part, _RATIO.type)
         for col, typ, _u in KNOWN_FIELDS.values():
             cols.setdefault(col, pa.nulls(k_rows, typ))
-        cols.setdefault("timestamp", pa.nulls(k_rows, pa.string()))
-        for col in ("currank_requests", "total_requests"):
-            cols.setdefault(col, pa.nulls(k_rows, pa.int64()))
+        cols.setdefault(_TIME.column, pa.nulls(k_rows, pa.string()))
+        for col in _RATIO.columns:
+            cols.setdefault(col, pa.nulls(k_rows, _RATIO.type))
         cols["rank"] = pc.coalesce(cols["rank"], pc.cast(rank, pa.int32()))
         k = len(extra_keys)
         offsets = pa.array(np.arange(k_rows + 1, dtype=np.int32) * k)

@@ -67,7 +67,7 @@ PORTABLE_CPU = "generic"
 _HERE = Path(__file__).resolve().parent
 #: Objects built ahead of use (:mod:`forensics.readers.prebuild`), inside the installed package.
 PREBUILT_DIR = _HERE / "_prebuilt"
-_SOURCES = ("_scan_kernel.py", "native_scan.py")
+_SOURCES = ("_scan_kernel.py", "native_scan.py", "../dataset/log_fields.py")
 
 # Definitions of the symbols numba's cfunc wrappers take from numba's own libraries. The
 # wrapper calls them only when the kernel returned an error status (its code has none to
@@ -125,7 +125,7 @@ class Library:
 
     stem: str                       # the saved files are ``{stem}-{key}.*``
     module: str                     # imports numba; defines ENTRY_POINTS
-    sources: tuple[str, ...]        # files beside this one whose text keys the object
+    sources: tuple[str, ...]        # files (from this one's folder) whose text keys the object
     prototypes: dict[str, Any]      # ctypes prototype of each entry point
     title: str = "compiled scanner"  # what the notes call it
 

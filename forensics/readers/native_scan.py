@@ -14,10 +14,11 @@ line is::
     [MM/DD/YYYY-HH:MM:SS] [TRT-LLM] [RANK n] [S] iter = N, name = value, ..., states = {...}
 
 with ``n`` of 1-9 digits, ``S`` one of ``FEWIVD``, a valid calendar time (seconds < 60), every
-``name`` a known field (``KNOWN_FIELDS`` outside ``states``, the three state keys inside) at
-most once, separated by ``" = "`` or ``": "``, values of the field's strict shape (integers
-of at most 9 / 18 digits, decimals ``D+[.D+]`` with the unit the field carries, ``N/A``,
-``a/b``, ``YYYY-MM-DD HH:MM:SS``) and, when present, a ``states`` dict as the last pair with
+``name`` a known field (of the field table, :mod:`forensics.dataset.log_fields`: the ``states``
+keys inside the dict, the others outside) at most once, separated by ``" = "`` or ``": "``,
+values of the field's strict shape (integers of at most the field's digit bound, decimals
+``D+[.D+]`` with the unit the field carries, ``N/A``, ``a/b``, ``YYYY-MM-DD HH:MM:SS``) and,
+when present, a ``states`` dict as the last pair with
 exactly one closing brace at the end of the line. Anything else (unknown or repeated fields,
 signs, exponents, other prefixes, wrappers, events) is not fast. A block holding ``\\r`` or
 NUL bytes, invalid UTF-8 or Docker records is not scanned at all.
@@ -40,6 +41,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from forensics.dataset import log_fields
+from forensics.readers.line_prefix import spans
+
 #: Environment switch: ``reference`` forces the reference (Arrow/RE2) path for every input,
 #: ``native`` this one for every input whatever its size (when numba is importable).
 PATH_ENV = "FORENSICS_INGEST_PATH"
@@ -55,21 +59,81 @@ MIN_BYTES = 16 << 20
 #: (page faults) at 449-477 MiB; the simulate log (no such lines) the same at 8 and 16 MB.
 BLOCK_BYTES = 16 << 20
 
-# integer columns (rows of ``ints``)
-I_ITER, I_GRANK, I_LRANK, I_NSR, I_CUR, I_TOT, I_NCR, I_NCT, I_NGT, I_ADC, I_ADG, I_PRANK, \
-    I_LOGT, I_TS = range(14)
-N_INTS = 14
-# float columns (rows of ``floats``)
-F_HOST, F_PREV, F_ELAPSED, F_KV = range(4)
-N_FLOATS = 4
+# integer rows of ``ints`` not from the field table: ``iter``, the prefix's rank and time
+I_ITER, I_PRANK, I_LOGT = range(3)
+#: Kind codes of :attr:`Lookup.kind` (index in :data:`~forensics.dataset.log_fields.KINDS`).
+K_INT, K_DECIMAL, K_TIME, K_RATIO = (log_fields.KINDS.index(k) for k in (
+    log_fields.INT, log_fields.DECIMAL, log_fields.TIME, log_fields.RATIO))
+
+
+@dataclasses.dataclass(frozen=True)
+class Lookup:
+    """The field table (:mod:`~forensics.dataset.log_fields`) as the compiled scanner reads it:
+    arrays indexed by a name's code (its place in ``names``; the ``states`` keys last, from
+    ``state_first``).
+
+    Fields: ``names``, ``state_first``, ``fields`` (the row of each code), ``kind``
+    (``K_*``), ``int_row`` (row of ``ints``; a ratio's ``b`` in the next row; -1 none),
+    ``flt_row`` (row of ``floats``, -1 none), ``digits`` (most digits of an integer),
+    ``unit_bytes``/``unit_off`` (each decimal's unit, concatenated), ``fmt_colon``/``fmt_eq``
+    (the index in ``FORMATS`` the name implies printed with ``": "`` / ``" = "``),
+    ``n_ints``/``n_floats`` (rows of ``ints``/``floats``), ``digest`` (of the table).
+    """
+
+    names: tuple[str, ...]
+    state_first: int
+    fields: tuple[log_fields.Field, ...]
+    kind: np.ndarray
+    int_row: np.ndarray
+    flt_row: np.ndarray
+    digits: np.ndarray
+    unit_bytes: np.ndarray
+    unit_off: np.ndarray
+    fmt_colon: np.ndarray
+    fmt_eq: np.ndarray
+    n_ints: int
+    n_floats: int
+    digest: int
+
+
+def lookup(table: tuple[log_fields.Field, ...] = log_fields.ITERATION_FIELDS) -> Lookup:
+    """:class:`Lookup` of ``table``."""
+    fields = log_fields.unique(table)
+    implied = log_fields.implied_formats(table)
+    int_row, flt_row, n_ints, n_floats = [], [], 3, 0
+    for f in fields:
+        width = 2 if f.kind == log_fields.RATIO else 1
+        if f.kind == log_fields.DECIMAL:
+            int_row.append(-1)
+            flt_row.append(n_floats)
+            n_floats += 1
+        else:
+            int_row.append(n_ints)
+            flt_row.append(-1)
+            n_ints += width
+    units = [f.unit.encode() for f in fields]
+    return Lookup(
+        names=tuple(f.name for f in fields), fields=fields,
+        state_first=sum(not f.in_states for f in fields),
+        kind=np.array([log_fields.KINDS.index(f.kind) for f in fields], np.int64),
+        int_row=np.array(int_row, np.int64), flt_row=np.array(flt_row, np.int64),
+        digits=np.array([f.digits for f in fields], np.int64),
+        unit_bytes=np.frombuffer(b"".join(units) or b"\0", np.uint8).copy(),
+        unit_off=np.cumsum([0] + [len(u) for u in units]).astype(np.int64),
+        fmt_colon=np.array([implied[f.name][0] for f in fields], np.int64),
+        fmt_eq=np.array([implied[f.name][1] for f in fields], np.int64),
+        n_ints=n_ints, n_floats=n_floats, digest=log_fields.digest(table))
+
+
+#: The lookup of :data:`~forensics.dataset.log_fields.ITERATION_FIELDS`.
+LOOKUP = lookup()
 #: Field names as they appear in the line, in the order of their codes (states keys last).
-NAMES = ("global_rank", "rank", "num_scheduled_requests", "currank_total_requests",
-         "host_step_time", "prev_device_step_time", "elapsed_time", "kv_cache_util",
-         "timestamp", "adp_dummy_ctx_tokens", "adp_dummy_gen_tokens",
-         "num_ctx_requests", "num_ctx_tokens", "num_generation_tokens")
-N_STATE_FIRST = 11
+NAMES = LOOKUP.names
+N_STATE_FIRST = LOOKUP.state_first
+N_INTS = LOOKUP.n_ints
+N_FLOATS = LOOKUP.n_floats
 SEVERITIES = "FEWIVD"
-FORMATS = ("V1", "V2", "V3", "V4", "V5")
+FORMATS = log_fields.FORMATS
 
 _kernel = None
 
@@ -248,37 +312,29 @@ def iterations(scan: Scan, block: bytes | bytearray, source: str) -> pa.Table:
 
     k = len(scan.fast_line)
     v, i = scan.valid, scan.ints
-    cols: dict[str, pa.Array] = {}
-    for name, c, typ in (("iter", I_ITER, pa.int64()), ("local_rank", I_LRANK, pa.int32()),
-                         ("num_scheduled_requests", I_NSR, pa.int32()),
-                         ("currank_requests", I_CUR, pa.int64()),
-                         ("total_requests", I_TOT, pa.int64()),
-                         ("num_ctx_requests", I_NCR, pa.int64()),
-                         ("num_ctx_tokens", I_NCT, pa.int64()),
-                         ("num_generation_tokens", I_NGT, pa.int64()),
-                         ("adp_dummy_ctx_tokens", I_ADC, pa.int64()),
-                         ("adp_dummy_gen_tokens", I_ADG, pa.int64())):
-        cols[name] = _column(i[c], v[c], typ)
-    # rank: the line's global_rank, else the prefix's
-    cols["rank"] = pa.array(np.where(v[I_GRANK], i[I_GRANK], i[I_PRANK]).astype(np.int32))
+    cols: dict[str, pa.Array] = {"iter": _column(i[I_ITER], v[I_ITER], pa.int64())}
     data = None
-    for name, c in (("host_step_time_ms", F_HOST), ("prev_device_step_time_ms", F_PREV),
-                    ("elapsed_time_s", F_ELAPSED), ("kv_cache_util", F_KV)):
-        ok = v[N_INTS + c]
-        vals = scan.floats[c]
-        need = scan.fneed[c]
-        if need.any():   # decimals past the exact fast path: Arrow reads their text
-            from forensics.readers.line_prefix import spans
-
-            if data is None:
-                data = pa.py_buffer(block)
-            at = np.flatnonzero(need)
-            text = spans(data, scan.fspan[2 * c, at], scan.fspan[2 * c + 1, at])
-            vals = vals.copy()
-            vals[at] = pc.cast(text.take(pa.array(np.arange(0, 2 * len(at), 2))),
-                               pa.float64()).to_numpy()
-        cols[name] = _column(vals, ok, pa.float64())
-    cols["timestamp"] = _times(i[I_TS], v[I_TS])
+    for f, r, fr in zip(LOOKUP.fields, LOOKUP.int_row.tolist(), LOOKUP.flt_row.tolist()):
+        if f.kind == log_fields.TIME:
+            cols[f.column] = _times(i[r], v[r])
+        elif f.kind == log_fields.DECIMAL:
+            ok = v[N_INTS + fr]
+            vals = scan.floats[fr]
+            need = scan.fneed[fr]
+            if need.any():   # decimals past the exact fast path: Arrow reads their text
+                if data is None:
+                    data = pa.py_buffer(block)
+                at = np.flatnonzero(need)
+                text = spans(data, scan.fspan[2 * fr, at], scan.fspan[2 * fr + 1, at])
+                vals = vals.copy()
+                vals[at] = pc.cast(text.take(pa.array(np.arange(0, 2 * len(at), 2))),
+                                   pa.float64()).to_numpy()
+            cols[f.column] = _column(vals, ok, f.type)
+        else:   # an integer, or a ratio's two
+            for j, col in enumerate(f.columns):
+                cols[col] = _column(i[r + j], v[r + j], f.type)
+            if f.column == "rank":   # the line's global_rank, else the prefix's
+                cols["rank"] = pa.array(np.where(v[r], i[r], i[I_PRANK]).astype(np.int32))
     cols["log_time"] = _times(i[I_LOGT], np.ones(k, np.bool_))
     none = pa.nulls(k, pa.string())
     arrays = {

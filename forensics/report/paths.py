@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from pathlib import Path
 from typing import Optional, Sequence
 
+import replay
 from forensics.trace_records import dumps_records
+from forensics.user_cache import entry_key, read_entry, source_digest, write_entry
 from replay.config import RunConfig
 from replay.explore import KV_OUTCOMES, Bound, ConfigSpace, explore
 from replay.explore.result import plural
@@ -135,11 +138,46 @@ _KIND_OF_OUTCOME = {"can crash at the cap (entry assert)": "crash",
 _SEARCHES: dict = {}
 
 
+#: The per-user cache area of explored paths (``forensics.user_cache``).
+_CACHE_AREA = "explore-paths"
+
+
+@functools.cache
+def _code_digest() -> str:
+    """Digest of the code a path's exploration runs (the replay library, catalogue included, and
+    this module): a cached result computed by other code is never read back."""
+    files = sorted(Path(replay.__file__).parent.rglob("*.py")) + [Path(__file__)]
+    return source_digest(files)
+
+
 @functools.lru_cache(maxsize=256)
 def explore_path(policy: Policy, config: RunConfig, outcome: str = "") -> tuple[Optional[PathWitness], int]:
     """Explore one path's configuration under ``policy`` up to :data:`PATH_BOUND`: the minimal
     witness of a dummy leaking (of ``outcome``'s kind where one is found, else the smallest
-    failure) and the number of schedules explored."""
+    failure) and the number of schedules explored.
+
+    The result is kept in the per-user cache (``forensics.user_cache``), keyed by the policy,
+    the configuration, the bound, ``outcome`` and the code's digest: a post-mortem run again
+    reads it back instead of exploring (measured on the bundled sample: the exploration is most
+    of the post-mortem's CPU time)."""
+    key = entry_key(_code_digest(), policy, config, PATH_BOUND, outcome)
+    cached = read_entry(_CACHE_AREA, key)
+    if isinstance(cached, dict):
+        try:
+            w = cached["witness"]
+            witness = None if w is None else PathWitness(
+                kind=w["kind"], cause=w["cause"], ranks=w["ranks"], iterations=w["iterations"],
+                requests=w["requests"], records=tuple(w["records"]))
+            return witness, int(cached["schedules"])
+        except (KeyError, TypeError, ValueError):
+            pass  # a damaged entry is a miss
+    witness, schedules = _explore_path(policy, config, outcome)
+    write_entry(_CACHE_AREA, key, {"schedules": schedules, "witness": None if witness is None else
+                                   dataclasses.asdict(witness)})
+    return witness, schedules
+
+
+def _explore_path(policy: Policy, config: RunConfig, outcome: str) -> tuple[Optional[PathWitness], int]:
     space = ConfigSpace(disaggregated=(config.disaggregated,), pp_sizes=(config.pp_size,),
                         overlap=(config.overlap_scheduler,), models=(config.model_arch,),
                         max_batch_sizes=(config.max_batch_size,), caps=(config.cap,),

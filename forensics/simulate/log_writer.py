@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import io
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from forensics.errors import ConfigError
+from forensics.dataset import log_fields
 from forensics.simulate.run_loop import Body
 from replay.step import CRASH_ASSERT
 
 #: Iteration-line variants (domain doc §8).
-LOG_FORMATS = ("V1", "V2", "V3", "V4", "V5")
+LOG_FORMATS = log_fields.FORMATS
 #: Launcher wrappers: none, ``srun --label`` (``3: ``) or ``mpirun --tag-output`` (``[1,3]<stdout>:``).
 LAUNCHERS = (None, "srun", "mpirun")
 #: Logger prefix styles: ``[RANK n]`` (default), none (single-process builds), ``[MPI_Rank n]``
@@ -58,6 +59,40 @@ def parse_log_ranks(spec: str | Iterable[int]) -> str | tuple[int, ...]:
         except ValueError:
             raise ConfigError(f"log ranks must be 'all' or comma-separated ranks, got {spec!r}") from None
     return tuple(sorted({int(x) for x in spec}))
+
+
+def iteration_line(fmt: str, iteration: int, values: Mapping[str, object],
+                   fields: tuple[log_fields.Field, ...] = log_fields.ITERATION_FIELDS) -> str:
+    """An iteration line's text (no logger prefix) as format ``fmt`` prints it: ``iter`` then
+    the fields the format prints (:func:`~forensics.dataset.log_fields.printed`), each
+    ``name<sep><value><unit>``, the ``states`` keys as a dict repr, last.
+
+    Args:
+        fmt: ``V1`` .. ``V5``.
+        iteration: the ``iter`` value.
+        values: each field's value by name, as printed without its unit (``str()`` of it);
+            ``"N/A"`` (no unit) for none; a field without a value is printed ``N/A``.
+        fields: the field table.
+
+    Example: ``iteration_line("V2", 7, {"global_rank": 1, "rank": 1, "elapsed_time": 0.5,
+    "currank_total_requests": "3/4", "timestamp": "2025-03-01 10:00:00",
+    "num_scheduled_requests": 2, "num_ctx_requests": 0, "num_ctx_tokens": 0,
+    "num_generation_tokens": 2})`` is ``iter = 7, global_rank = 1, rank = 1,
+    currank_total_requests = 3/4, elapsed_time = 0.5s, timestamp = 2025-03-01 10:00:00,
+    num_scheduled_requests: 2, states = {'num_ctx_requests': 0, 'num_ctx_tokens': 0,
+    'num_generation_tokens': 2}``.
+    """
+    pairs, states = [f"iter = {iteration}"], []
+    for f in log_fields.printed(fmt, fields):
+        v = str(values.get(f.name, "N/A"))
+        text = v if v == "N/A" else v + f.unit
+        if f.in_states:
+            states.append(f"'{f.name}'{f.sep}{text}")
+        else:
+            pairs.append(f"{f.name}{f.sep}{text}")
+    if states:
+        pairs.append("states = {" + ", ".join(states) + "}")
+    return ", ".join(pairs)
 
 
 class LogWriter:
@@ -137,30 +172,21 @@ class LogWriter:
             gen_tok = int(b.sched_gen[r]) + (dummy and not ctx_dummy)
         else:
             n_ctx = ctx_tok = gen_tok = 0
-        states = f"{{'num_ctx_requests': {n_ctx}, 'num_ctx_tokens': {ctx_tok}, 'num_generation_tokens': {gen_tok}}}"
-        ts = self._stamps(t_print)[1]
-        cur = f"currank_total_requests = {int(b.fetched_rank_total[r])}/{b.fetched_total}"
-        head = f"iter = {b.iter + 1}, global_rank = {r}, rank = {r}"
-        batch = int(out.batch[r])
-        host = f"{round(b.host_step_ms, 6)}ms"
-        prev = "N/A" if b.prev_device_step_ms is None else f"{round(b.prev_device_step_ms, 6)}ms"
-        fmt = self.fmt
-        if fmt in ("V1", "V2"):
-            line = f"{head}, {cur}, elapsed_time = {b.host_step_ms / 1000.0!r}s, timestamp = {ts}"
-            if fmt == "V2":
-                line += f", num_scheduled_requests: {batch}"
-            return f"{line}, states = {states}"
-        if fmt == "V3":
-            return (f"{head}, {cur}, host_step_time = {host}, prev_device_step_time = {prev}, "
-                    f"timestamp = {ts}, num_scheduled_requests: {batch}, states = {states}")
         kv = f"{int(b.kv_used_blocks[r]) / b.kv_max_blocks:.3f}" if b.kv_max_blocks else "N/A"
-        mid = f"num_scheduled_requests = {batch}"
-        if fmt == "V5":
-            fwd_ctx = 1 if (cq and ctx_dummy) else 0
-            fwd_gen = 1 if (cq and dummy and not ctx_dummy) else 0
-            mid += f", adp_dummy_ctx_tokens = {fwd_ctx}, adp_dummy_gen_tokens = {fwd_gen}"
-        return (f"{head}, {mid}, kv_cache_util = {kv}, {cur}, host_step_time = {host}, "
-                f"prev_device_step_time = {prev}, timestamp = {ts}, states = {states}")
+        values = {
+            "global_rank": r, "rank": r, "num_scheduled_requests": int(out.batch[r]),
+            "adp_dummy_ctx_tokens": 1 if (cq and ctx_dummy) else 0,
+            "adp_dummy_gen_tokens": 1 if (cq and dummy and not ctx_dummy) else 0,
+            "kv_cache_util": kv,
+            "currank_total_requests": f"{int(b.fetched_rank_total[r])}/{b.fetched_total}",
+            "elapsed_time": repr(b.host_step_ms / 1000.0),
+            "host_step_time": round(b.host_step_ms, 6),
+            "prev_device_step_time": ("N/A" if b.prev_device_step_ms is None
+                                      else round(b.prev_device_step_ms, 6)),
+            "timestamp": self._stamps(t_print)[1],
+            "num_ctx_requests": n_ctx, "num_ctx_tokens": ctx_tok, "num_generation_tokens": gen_tok,
+        }
+        return iteration_line(self.fmt, b.iter + 1, values)
 
     def _traceback(self, frames, exc: str) -> list[str]:
         lines = ["Traceback (most recent call last):"]

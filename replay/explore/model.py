@@ -111,6 +111,16 @@ class Tables:
         self.c_gen_only = np.array([arrival_state(c, dis) in GENERATION_ONLY_STATES and dis
                                     for c in self.classes])
         self.arrival_classes = [c.index for c in self.classes if c.arrival]
+        # The same per-class facts as Python lists: a move's few classes are summed in Python
+        # (numpy's per-call cost dominates on a handful of elements).
+        self._l_sched = [m.tolist() for m in self.c_sched]
+        self._l_masks = [m.tolist() for m in self.c_sched + self.c_counts]
+        self._l_window = self.c_window.tolist()
+        self._l_intent_ctx = self.c_intent_ctx.tolist()
+        self._l_intent_sched = self.c_intent_sched.tolist()
+        self._l_before = self.c_before.tolist()
+        self._l_ctx_only = self.c_ctx_only.tolist()
+        self._l_gen_only = self.c_gen_only.tolist()
         self.states: list[RankState] = []
         self._state_ids: dict[RankState, int] = {}
         self._moves_of: dict[tuple[int, bool], tuple[int, int]] = {}
@@ -174,9 +184,10 @@ class Tables:
         (every ``Predicate``, and each explored policy's) is 0 there (pad step), or nothing of it
         is in the window (post-schedule pad). Elsewhere no version allocates a dummy, a KV
         outcome is never observed, and only "fits" is enumerated."""
-        if not any(self.c_window[c] for c in classes):
+        window = self._l_window
+        if not any(window[c] for c in classes):
             return True
-        return any(not any(mask[c] for c in classes) for mask in self.c_sched + self.c_counts)
+        return any(not any(mask[c] for c in classes) for mask in self._l_masks)
 
     def _add(self, sid: int, move: Move) -> None:
         tokens, dummy, processed = self.states[sid]
@@ -188,20 +199,21 @@ class Tables:
         news = [c for c, _, n in frame if n]
         cols = self._cols
         cols["n_real"].append(len(frame))
-        for k, mask in enumerate(self.c_sched):
-            cols[f"sched_real{k}"].append(int(mask[classes].sum()) if classes else 0)
-        cols["window_real"].append(int(self.c_window[classes].sum()) if classes else 0)
+        for k, mask in enumerate(self._l_sched):
+            cols[f"sched_real{k}"].append(sum(mask[c] for c in classes))
+        window = self._l_window
+        cols["window_real"].append(sum(window[c] for c in classes))
         cols["new_real"].append(len(news))
-        intent = (INTENT_CONTEXT if any(self.c_intent_ctx[c] for c in classes) else
-                  INTENT_GENERATION if any(self.c_intent_sched[c] for c in classes) else INTENT_NONE)
+        intent = (INTENT_CONTEXT if any(self._l_intent_ctx[c] for c in classes) else
+                  INTENT_GENERATION if any(self._l_intent_sched[c] for c in classes) else INTENT_NONE)
         cols["intent"].append(intent)
         cols["arrived"].append(len(move.arrivals))
         cols["reason"].append(self.reasons.id(self._reason(classes)))
         cols["state"].append(sid)
         cols["dummy"].append(dummy)
-        cols["all_before_ctx"].append(bool(classes) and all(self.c_before[c] for c in classes))
-        cols["ctx_new"].append(any(self.c_ctx_only[c] for c in news))
-        cols["gen_new"].append(any(self.c_gen_only[c] for c in news))
+        cols["all_before_ctx"].append(bool(classes) and all(self._l_before[c] for c in classes))
+        cols["ctx_new"].append(any(self._l_ctx_only[c] for c in news))
+        cols["gen_new"].append(any(self._l_gen_only[c] for c in news))
         cols["carried"].append(carried)
         cols["carried_last"].append(carried and not any(a for _, a, _ in frame))
         cols["kv"].append(move.kv)
@@ -211,7 +223,7 @@ class Tables:
     def _reason(self, classes: list[int]) -> str:
         """Why a rank holding ``classes`` might schedule 0 without a dummy: the classes the
         (first) policy's pad count takes that the scheduler window refuses; else what it held."""
-        counted = sorted({c for c in classes if self.c_sched[0][c] and not self.c_window[c]})
+        counted = sorted({c for c in classes if self._l_sched[0][c] and not self._l_window[c]})
         if counted:
             return ",".join(self.classes[c].label for c in counted)
         held = sorted(set(classes))

@@ -149,6 +149,9 @@ class Search:
         f_req = np.zeros(1, np.int64)
         parents: list[tuple[np.ndarray, np.ndarray]] = []   # per level: (parent index, choices)
         visited: set = set()
+        # Rank-state ids stay below 1 << _ID_BITS (_next_states); the extra column holds the
+        # roles (refs + 1 bits), the agreeing references (refs bits) and can_queue.
+        packed = _packs(ranks + 1, 2 * refs + 2)
         for depth in range(iterations):
             if not len(f_sids) or stop():
                 break
@@ -179,14 +182,17 @@ class Search:
             extra = (((role << refs) | agree) << 1) | cq.astype(np.int64)
             rows = np.concatenate([nxt, extra[:, None]], axis=1)
             if self.memo:
-                keys = _level_keys(rows)
+                keys = _level_keys(rows, packed)
                 order = np.lexsort((req, keys))
                 keys_s = keys[order]
                 first = np.ones(len(order), bool)
                 first[1:] = keys_s[1:] != keys_s[:-1]
                 pick = order[first]
-                seen = [tuple(r) for r in rows[pick].tolist()]
-                fresh = np.array([r not in visited for r in seen], bool)
+                if packed:  # the level keys are the rows themselves, packed: one int per state
+                    seen = keys[pick].tolist()
+                else:
+                    seen = [tuple(r) for r in rows[pick].tolist()]
+                fresh = np.fromiter((r not in visited for r in seen), bool, len(seen))
                 visited.update(r for r, f in zip(seen, fresh.tolist()) if f)
                 pick = pick[fresh]
             else:
@@ -229,14 +235,14 @@ class Search:
 
     # ------------------------------------------------------------------ transitions
     def _transitions(self, tables: Tables, f_sids: np.ndarray, f_cq: np.ndarray):
-        blocks, owners = [], []
-        for j, (row, cq) in enumerate(zip(f_sids.tolist(), f_cq.tolist())):
-            ranges = [tables.moves_of(s, cq) for s in row]
-            joint = _joint(ranges, tuple(row), self.canonical)
-            blocks.append(joint)
-            owners.append(np.full(len(joint), j, np.int64))
+        blocks = []
+        moves_of = tables.moves_of
+        canonical = self.canonical
+        for row, cq in zip(f_sids.tolist(), f_cq.tolist()):
+            blocks.append(_joint([moves_of(s, cq) for s in row], tuple(row), canonical))
+        owners = np.repeat(np.arange(len(blocks), dtype=np.int64), [len(b) for b in blocks])
         # Column-major: the fleet reductions over the rank axis (all-gathers) run per column.
-        return np.asfortranarray(np.concatenate(blocks)), np.concatenate(owners)
+        return np.asfortranarray(np.concatenate(blocks)), owners
 
     # ------------------------------------------------------------------ hooks
     def _hook_pads(self, pol: Policy, cfg: RunConfig, tables: Tables, G: np.ndarray,
@@ -458,9 +464,17 @@ def _next_states(tables: Tables, G: np.ndarray, dummy_after: np.ndarray,
     return ids
 
 
-def _level_keys(rows: np.ndarray) -> np.ndarray:
-    """One int per distinct row of ``rows`` (equal rows, equal ints), within one level."""
-    if rows.shape[1] * _ID_BITS <= 62 and rows[:, -1].max(initial=0) < (1 << _ID_BITS):
+def _packs(width: int, extra_bits: int) -> bool:
+    """Whether fleet rows of ``width`` ids (the last one ``extra_bits`` wide) pack into one int64
+    (:func:`_level_keys`): then a row's key is the same at every level, and the visited states
+    are kept as those ints."""
+    return width * _ID_BITS <= 62 and extra_bits <= _ID_BITS
+
+
+def _level_keys(rows: np.ndarray, packed: bool) -> np.ndarray:
+    """One int per distinct row of ``rows`` (equal rows, equal ints): the rows packed (the same
+    at every level) when ``packed`` (:func:`_packs`), else within one level."""
+    if packed:
         key = np.zeros(len(rows), np.int64)
         for r in range(rows.shape[1]):
             key = (key << _ID_BITS) | rows[:, r]
