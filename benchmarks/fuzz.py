@@ -9,9 +9,12 @@ trace JSON Lines instead (``tests/ingest/fuzz_json.py``: lone surrogate escapes,
 plain or gzip), ingested on a random reader path; checked: no exception but a trace cut before
 its run record, one ``input_truncated`` event exactly when cut mid-line. Failing inputs are
 saved under ``--out``.
+Then the suite's property tests (``pytest -m hypothesis``) run under the ``long`` hypothesis
+profile of ``tests/conftest.py`` (1,000 examples each, where the suite's default runs 15);
+``--no-properties`` skips them.
 
 Usage: ``nice python benchmarks/fuzz.py --minutes 10``; prints the inputs and lines tried and
-the failures found (exit status 1 if any).
+the failures found (exit status 1 if any, or if a property fails).
 """
 from __future__ import annotations
 
@@ -23,6 +26,8 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+
+import pytest
 
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
@@ -36,6 +41,8 @@ def main() -> int:
     ap.add_argument("--load-every", type=int, default=10)
     ap.add_argument("--json-share", type=float, default=0.25)
     ap.add_argument("--out", type=Path, default=Path("fuzz-failures"))
+    ap.add_argument("--no-properties", dest="properties", action="store_false",
+                    help="skip the property tests under the long hypothesis profile")
     args = ap.parse_args()
 
     import forensics
@@ -107,7 +114,17 @@ def main() -> int:
           f"{len(failures)} failure(s)" + (f", saved under {args.out}" if failures else ""))
     for f in failures[:20]:
         print(" ", f)
-    return 1 if failures else 0
+    status = 1 if failures else 0
+    if args.properties:
+        status = max(status, properties())
+    return status
+
+
+def properties() -> int:
+    """The suite's property tests at depth: pytest's exit status, 0 when all pass."""
+    repo = _HERE.parent
+    return int(pytest.main([str(repo / "tests"), "-q", "-p", "no:cacheprovider", "-m", "hypothesis",
+                            "--hypothesis-profile", "long", "--rootdir", str(repo)]))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from forensics import __version__
 from forensics.cli import cli
+from forensics.readers import ingest
 
 SAMPLE = Path(__file__).resolve().parents[1] / "traces" / "samples" / "nvbug-6438685"
 TRACE = SAMPLE / "trace.jsonl"
@@ -35,6 +36,14 @@ def runner():
     return CliRunner()
 
 
+@pytest.fixture(scope="module")
+def trace_dataset(tmp_path_factory) -> Path:
+    """The NVBug sample's trace ingested once (``summary`` reads it)."""
+    ds = tmp_path_factory.mktemp("consistency") / "ds"
+    ingest([TRACE], ds)
+    return ds
+
+
 def test_every_command_has_json_and_quiet():
     for name, cmd in _commands():
         opts = _opts(cmd)
@@ -52,6 +61,15 @@ def test_version_short_and_long(runner):
     for flag in ("-V", "--version"):
         res = runner.invoke(cli, [flag])
         assert res.exit_code == 0 and res.output.strip() == f"forensics, version {__version__}"
+
+
+@pytest.fixture(scope="module")
+def postmortem_json(tmp_path_factory) -> dict:
+    """``forensics postmortem SAMPLE --json``'s object, run once for the tests that read it."""
+    res = CliRunner().invoke(cli, ["postmortem", str(SAMPLE), "-o",
+                                   str(tmp_path_factory.mktemp("pm") / "r"), "--json"])
+    assert res.exit_code == 1, res.output
+    return json.loads(res.stdout)
 
 
 def test_log_format_choices_default_and_example_agree(runner):
@@ -80,11 +98,8 @@ def test_log_format_accepts_any_case(runner, tmp_path):
     (["simulate", "--scenario", "nvbug-6438685", "--iters", "5", "-o", "{tmp}/sim", "--force"], 0),
     (["record", "status"], 0),
 ])
-def test_quiet_silences_stdout_and_json_is_one_object(runner, tmp_path, args, code):
-    from forensics.readers import ingest
-    ds = tmp_path / "ds"
-    ingest([TRACE], ds)
-    args = [a.format(tmp=tmp_path, ds=ds) for a in args]
+def test_quiet_silences_stdout_and_json_is_one_object(runner, tmp_path, trace_dataset, args, code):
+    args = [a.format(tmp=tmp_path, ds=trace_dataset) for a in args]
     loud = runner.invoke(cli, args)
     assert loud.exit_code == code, loud.output
     assert loud.stdout.strip()
@@ -96,7 +111,7 @@ def test_quiet_silences_stdout_and_json_is_one_object(runner, tmp_path, args, co
     assert isinstance(json.loads(as_json.stdout), dict)
 
 
-def test_the_same_verdict_words_everywhere(runner, tmp_path):
+def test_the_same_verdict_words_everywhere(runner, tmp_path, postmortem_json):
     words = {"clean", "leak", "crash"}
     res = runner.invoke(cli, ["replay", str(TRACE), "--policy", "fix-16161", "--policy",
                               "prefix-2026", "--policy", "legacy-2025"])
@@ -106,8 +121,7 @@ def test_the_same_verdict_words_everywhere(runner, tmp_path):
     res = runner.invoke(cli, ["export-test", str(TRACE), "-o", str(tmp_path / "test_t.py"),
                               "--no-minimize", "--json"])
     assert {e["verdict"] for e in json.loads(res.stdout)["expectations"]} == words
-    res = runner.invoke(cli, ["postmortem", str(SAMPLE), "-o", str(tmp_path / "r"), "--json"])
-    assert {v["verdict"] for v in json.loads(res.stdout)["verdicts"].values()} == words
+    assert {v["verdict"] for v in postmortem_json["verdicts"].values()} == words
     res = runner.invoke(cli, ["simulate", "--scenario", "nvbug-6438685", "-o",
                               str(tmp_path / "s"), "--json"])
     assert json.loads(res.stdout)["verdict"] == "crash"
@@ -193,11 +207,10 @@ def test_progress_totals_are_real(tmp_path):
 
 
 
-def test_postmortem_json_tells_the_fatal_leak_first(runner, tmp_path):
+def test_postmortem_json_tells_the_fatal_leak_first(postmortem_json):
     """`replay --json` keeps the issue-#3 shape (leaks in ledger order); the chain in the
     report's order is in `postmortem --json`: the fatal leak (rank 2, padded at 75) first."""
-    res = runner.invoke(cli, ["postmortem", str(SAMPLE), "-o", str(tmp_path / "r"), "--json"])
-    f = json.loads(res.stdout)
+    f = postmortem_json
     assert f["chain"]["lines"][0].startswith("iter 75: rank 0 held")
     assert "AssertionError" in f["chain"]["lines"][0]
     assert f["chain"]["mechanisms"][0]["leaks"][0] == {"rank": 2, "iter_created": 75,

@@ -40,7 +40,7 @@ def mutate(rec: dict, rng: random.Random) -> dict:
     return rec
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 6))
 def test_mutated_traces_are_read_or_refused_with_file_and_line(seed, n):
     rng = random.Random(seed)

@@ -34,6 +34,13 @@ def two_runs(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def want(two_runs) -> dict[str, list[tuple]]:
+    """``forensics.load``'s rows of every table (``_canonical``), read once for all the engines."""
+    ds = forensics.load(two_runs)
+    return {table: _canonical(ds.table(table), table) for table in TABLES}
+
+
 def _scalar_columns(table: str) -> list[str]:
     return [f.name for f in SCHEMAS[table] if not pa.types.is_map(f.type)]
 
@@ -111,40 +118,36 @@ def test_states_table_names_request_states(two_runs):
 
 
 @pytest.mark.parametrize("table", TABLES)
-def test_pandas_and_pyarrow_by_path(two_runs, table):
-    want = forensics.load(two_runs).table(table)
-    assert len(want) > 0
+def test_pandas_and_pyarrow_by_path(two_runs, want, table):
+    assert len(want[table]) > 0
     by_pandas = pd.read_parquet(two_runs / table)
     by_arrow = pads.dataset(two_runs / table, format="parquet").to_table()
-    assert len(by_pandas) == by_arrow.num_rows == len(want)
+    assert len(by_pandas) == by_arrow.num_rows == len(want[table])
     assert list(by_pandas.columns) == SCHEMAS[table].names
-    assert _canonical(by_pandas, table) == _canonical(want, table)
-    assert _canonical(by_arrow.to_pandas(), table) == _canonical(want, table)
+    assert _canonical(by_pandas, table) == want[table]
+    assert _canonical(by_arrow.to_pandas(), table) == want[table]
 
 
 @pytest.mark.parametrize("table", TABLES)
-def test_duckdb_by_path(two_runs, table):
+def test_duckdb_by_path(two_runs, want, table):
     duckdb = pytest.importorskip("duckdb")
-    want = forensics.load(two_runs).table(table)
     cols = ", ".join(f'"{c}"' for c in _scalar_columns(table))
     got = duckdb.sql(f"SELECT {cols} FROM '{two_runs / table}/*.parquet'").df()
-    assert _canonical(got, table) == _canonical(want, table)
+    assert _canonical(got, table) == want[table]
 
 
 @pytest.mark.parametrize("table", TABLES)
-def test_polars_by_path(two_runs, table):
+def test_polars_by_path(two_runs, want, table):
     pl = pytest.importorskip("polars")
-    want = forensics.load(two_runs).table(table)
     got = pl.scan_parquet(str(two_runs / table / "*.parquet")).select(_scalar_columns(table)).collect()
-    assert _canonical(got.to_pandas(), table) == _canonical(want, table)
+    assert _canonical(got.to_pandas(), table) == want[table]
 
 
 @pytest.mark.parametrize("table", TABLES)
-def test_dask_by_path(two_runs, table):
+def test_dask_by_path(two_runs, want, table):
     dd = pytest.importorskip("dask.dataframe")
-    want = forensics.load(two_runs).table(table)
     got = dd.read_parquet(str(two_runs / table), columns=_scalar_columns(table)).compute()
-    assert _canonical(got, table) == _canonical(want, table)
+    assert _canonical(got, table) == want[table]
 
 
 #: (state, state_value) pairs of the samples' requests, from LlmRequestState (replay/states.py).

@@ -23,8 +23,7 @@ from forensics.readers.executor_log import parse_executor_log  # noqa: E402
 from forensics.readers.stats_json import read_stats  # noqa: E402
 from forensics.readers.trace_v1 import iter_trace  # noqa: E402
 
-SETTINGS = settings(max_examples=20, deadline=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def _make(comp):

@@ -25,7 +25,7 @@ from .test_line_accounting import SHARED, assert_accounted
 SAMPLES = fuzz_lines.sample_lines(SHARED)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(suppress_health_check=list(HealthCheck))
 @given(seed=st.integers(0, 2**32 - 1), block=st.sampled_from([61, 997, 1 << 20]),
        threads=st.sampled_from([1, 2]), real=st.booleans())
 def test_mutated_logs_parse_stay_accounted_and_load(seed, block, threads, real):
@@ -42,7 +42,7 @@ def test_mutated_logs_parse_stay_accounted_and_load(seed, block, threads, real):
             getattr(ds, t)   # every table converts to pandas (no duplicate map keys, ...)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(suppress_health_check=list(HealthCheck))
 @given(seed=st.integers(0, 2**32 - 1), kind=st.sampled_from(["stats", "trace"]),
        path=st.sampled_from(["default", "native", "reference"]))
 def test_mutated_json_lines_never_raise_but_a_format_error(seed, kind, path):

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from forensics.simulate import simulate
+
 REPO = Path(__file__).resolve().parents[2]
 
 #: Runs the CLI as ``python -m forensics`` does and reports, at exit, whether pandas was imported.
@@ -31,9 +33,7 @@ def _env(**extra: str) -> dict[str, str]:
 def inputs(tmp_path_factory) -> Path:
     """A simulated run: executor log, stats JSON Lines and trace."""
     out = tmp_path_factory.mktemp("sim") / "run"
-    subprocess.run([sys.executable, "-m", "forensics", "simulate", "--scenario", "nvbug-6438685",
-                    "--iters", "40", "--log-format", "V4", "-o", str(out)], check=True,
-                   capture_output=True, env=_env())
+    simulate("nvbug-6438685", out_dir=out, iters=40, log_format="V4")
     return out
 
 

@@ -382,7 +382,7 @@ def test_simulated_inputs_same_tables(simulated, native, monkeypatch, tmp_path):
 _MUTATION_CHARS = list('{}[]":,. -+eE0123456789\\\tnultrfa\u00e9') + ["", "\n"]
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(at=st.integers(0, 10_000), ch=st.sampled_from(_MUTATION_CHARS), how=st.sampled_from("rid"),
        seed=st.integers(0, 3))
 def test_mutated_stats_line_same_rows(at, ch, how, seed, tmp_path_factory):
@@ -404,7 +404,6 @@ def test_mutated_stats_line_same_rows(at, ch, how, seed, tmp_path_factory):
             os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
 
 
-@settings(max_examples=120, deadline=None)
 @given(at=st.integers(0, 10_000), ch=st.sampled_from(_MUTATION_CHARS), how=st.sampled_from("rid"))
 def test_mutated_frame_line_same_outcome(at, ch, how):
     """A frame line mutated anywhere: the scanner takes the block only if the per-frame

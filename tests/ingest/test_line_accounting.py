@@ -98,8 +98,7 @@ def write(tmp_path: Path, text: str, compression: str, crlf: bool = False) -> Pa
     return p
 
 
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10_000), launcher=st.sampled_from(log_lines.LAUNCHERS),
        ranks=st.integers(1, 3), quote=st.booleans(), collector_tab=st.booleans(),
        block_bytes=st.sampled_from([97, 1000, 1 << 20]),

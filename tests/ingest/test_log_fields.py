@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from forensics.dataset import log_fields
@@ -82,7 +82,6 @@ def _reference(text: str, layouts: bool) -> pa.Table:
     return iteration_line.parse(pa.array([text]), **kw)
 
 
-@settings(max_examples=100, deadline=None)
 @given(lines())
 def test_every_field_reaches_the_reference_reader_unchanged(case):
     fmt, _it, text, expected = case
@@ -91,7 +90,6 @@ def test_every_field_reaches_the_reference_reader_unchanged(case):
 
 
 @pytest.mark.skipif(native_scan.kernel() is None, reason="numba not importable")
-@settings(max_examples=100, deadline=None)
 @given(lines())
 def test_every_field_reaches_the_compiled_scanner_unchanged(case):
     fmt, _it, text, expected = case

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from forensics.readers import json_scan, native_scan
 from forensics.readers.executor_log import parse_executor_log
+from forensics.simulate import simulate
 
 from . import fuzz_lines
 from .test_line_accounting import SHARED
@@ -65,9 +66,7 @@ def _fast_lines(path: Path) -> int:
 
 def _simulated(tmp: Path, variant: str, scenario: str = "nvbug-6438685") -> Path:
     out = tmp / f"sim-{scenario}-{variant}"
-    subprocess.run([sys.executable, "-m", "forensics", "simulate", "--scenario", scenario,
-                    "--iters", "60", "--log-format", variant, "-o", str(out)], check=True,
-                   capture_output=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    simulate(scenario, out_dir=out, iters=60, log_format=variant)   # in process: no interpreter start
     return out / "executor.log"
 
 
@@ -106,7 +105,7 @@ def test_shared_samples():
             assert_same(p, block_bytes=997)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(suppress_health_check=list(HealthCheck))
 @given(seed=st.integers(0, 2**32 - 1), block=st.sampled_from([61, 997, 1 << 20]),
        real=st.booleans())
 def test_fuzz_corpus(seed, block, real):
@@ -171,7 +170,7 @@ def _mutate(line: str, rng: random.Random) -> str:
     return ", ".join(parts)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(suppress_health_check=list(HealthCheck))
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 40), block=st.sampled_from([256, 1 << 20]))
 def test_mutated_iteration_lines(seed, n, block):
     rng = random.Random(seed)

@@ -10,8 +10,6 @@ import dataclasses
 import gzip
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +18,7 @@ import pytest
 
 from forensics.errors import TraceFormatError
 from forensics.readers import json_scan, trace_fast, trace_v1
+from forensics.simulate import simulate
 from replay.states import RequestState
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,9 +80,7 @@ def test_samples_take_the_vectorised_path(monkeypatch):
 @pytest.fixture(scope="module")
 def fleet_trace(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("fleet")
-    subprocess.run([sys.executable, "-m", "forensics", "simulate", "--scenario", "fleet-1h",
-                    "--iters", "2000", "--log-ranks", "0", "-o", str(out)],
-                   check=True, capture_output=True)
+    simulate("fleet-1h", out_dir=out, iters=2000, log_ranks="0")
     return out / "trace.jsonl"
 
 

@@ -114,7 +114,7 @@ def _verdicts(policy, config, bound, reduced):
             for k, f in found.items()}
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(policy=st.sampled_from(sorted(CATALOGUE)), disagg=st.booleans(), overlap=st.booleans(),
        pp=st.sampled_from([1, 2]), model=st.sampled_from(["deepseek_v4", "llama"]),
        iterations=st.sampled_from([1, 2, 3]))

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from replay_traces import DGI, GIP, GTC, frame, run_record
 from test_properties import traces
 
@@ -112,7 +112,6 @@ def test_recorded_expected_rule_follows_the_recording_build():
         assert rf.recorded_expected_applies(replay.get_policy("fix-16279")) is capped_reuses
 
 
-@settings(max_examples=40, deadline=None)
 @given(traces())
 def test_no_replay_of_an_era_without_a_cap_reports_an_assert(records):
     """Without a cap, expected >= max(counts before this iteration's requests) on every rank, so

@@ -104,14 +104,13 @@ def assert_same(a, b):
     assert a.dropped_iters == b.dropped_iters
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(traces(), st.sampled_from(POLICIES))
 def test_engine_equals_reference_loop(records, name):
     frames = replay.RunFrames.from_records(records)
     assert_same(replay.run(frames, policy=name), run_reference(frames, policy=name))
 
 
-@settings(max_examples=30, deadline=None)
 @given(traces(), st.sampled_from(POLICIES))
 def test_replay_is_deterministic(records, name):
     a = replay.run(replay.RunFrames.from_records(records), policy=name)
@@ -152,7 +151,6 @@ def hooked(policy: Policy) -> Policy:
     return dataclasses.replace(policy, name=policy.name + "+hook", pad_hook=hook)
 
 
-@settings(max_examples=40, deadline=None)
 @given(traces(), st.sampled_from(POLICIES))
 def test_hooked_policy_decides_like_the_vectorised_one(records, name):
     frames = replay.RunFrames.from_records(records)
@@ -173,7 +171,6 @@ def test_hooked_policy_decides_like_the_vectorised_one(records, name):
     assert _norm_leaks(a.leak_records, role=False) == _norm_leaks(b.leak_records, role=False)
 
 
-@settings(max_examples=60, deadline=None)
 @given(traces(window_only=True, disaggregated=True))
 def test_fix_never_leaks_when_only_the_window_refuses(records):
     """No recorded batches, allocations always succeed, nothing outside the known states: a

@@ -42,9 +42,9 @@ def _browser():
     pytest.skip("no Chromium installed (apt-get install -y chromium)")
 
 
-def test_report_html_renders_with_every_image(tmp_path):
+def test_report_html_renders_with_every_image(nvbug_report, tmp_path):
     browser = _browser()
-    r = postmortem([SAMPLES / "nvbug-6438685"], tmp_path / "report")
+    r = nvbug_report
     page = tmp_path / "probe.html"
     page.write_text(r.report_html.read_text().replace("</body>", PROBE + "</body>"))
     profile = tmp_path / "profile"

@@ -21,12 +21,12 @@ from forensics.report.narrative import comparison_policy
 SVG_ROOT = "{http://www.w3.org/2000/svg}svg"
 
 
-def test_findings_match_the_hand_worked_crash(crash_inputs, tmp_path):
+def test_findings_match_the_hand_worked_crash(crash_report):
     """The conftest docstring works the arithmetic: prefix-2026 leaks a dummy on rank 0 at
     iteration 1 (skip caused by rank 1) and asserts there at iteration 2 (3 active > expected 2);
     legacy-2025 leaks without crashing; every later policy is clean. The log shows the assert on
     rank 0 at iteration 2 (last iteration line ``iter = 2``), at rank0.log line 4."""
-    r = postmortem(crash_inputs, tmp_path / "report")
+    r = crash_report
     f = json.loads(r.findings_json.read_text())
     pol = f["policies"]
     assert pol["prefix-2026"]["crash"] == {"iter": 2, "rank": 0, "expected": 2, "active": 3}
@@ -58,8 +58,8 @@ def test_findings_match_the_hand_worked_crash(crash_inputs, tmp_path):
     assert f["crash_events"][0]["follows"] == 1
 
 
-def test_report_files_and_figures(crash_inputs, tmp_path):
-    r = postmortem(crash_inputs, tmp_path / "report")
+def test_report_files_and_figures(crash_report):
+    r = crash_report
     names = sorted(p.name for p in r.figures)
     assert names == ["active_requests.svg", "decision_strip.svg", "request_states.svg"]
     for p in r.figures:
@@ -117,8 +117,8 @@ class _Refs(HTMLParser):
             self.refs.append(f"<{tag}>")
 
 
-def test_html_is_self_contained(crash_inputs, tmp_path):
-    r = postmortem(crash_inputs, tmp_path / "report")
+def test_html_is_self_contained(crash_report, tmp_path):
+    r = crash_report
     text = r.report_html.read_text()
     p = _Refs()
     p.feed(text)
@@ -287,14 +287,13 @@ def test_bundled_surplus_sample_warnings_matched(tmp_path):
                               "kv-connector-19164", "dkv") for s in r.signatures)
 
 
-def test_logs_alone_agree_with_the_replay(tmp_path):
+def test_logs_alone_agree_with_the_replay(nvbug_report, tmp_path):
     """On the bundled NVBug run every rank logs its batch size, so the fleet-wide skips read from
     the logs alone must be exactly the replayed skips (can_queue False with work pending) of the
     build that recorded it. The logs alone show the chain (the skip at 75 with rank 2 busy,
     the assert on rank 2 at 76), so the crash is explained (1) without the trace."""
     sample = _sample("nvbug-6438685")
-    full = postmortem([sample], tmp_path / "full")
-    prefix = full.findings["policies"]["prefix-2026"]
+    prefix = nvbug_report.findings["policies"]["prefix-2026"]
     logs = postmortem([sample / "executor.log"], tmp_path / "logs")
     assert logs.exit_status == 1 and "NVBug 6438685 chain" in logs.status_reason
     skips = [s.iter for s in logs.logs_only.fleet_skips]
@@ -362,18 +361,18 @@ def test_story_policy_prefers_the_policy_that_reproduces_the_logged_crash():
                            is_recording_build=True)]) is None
 
 
-def test_streamed_and_in_memory_replays_write_the_same_report(tmp_path):
+def test_streamed_and_in_memory_replays_write_the_same_report(nvbug_report, tmp_path):
     """A run of one window is replayed in memory, a longer one in windows through Parquet
     files (OUT/.replay); on the bundled NVBug run (77 iterations) windows of 16 iterations
     give the same findings, report and figures as the in-memory replay."""
     sample = _sample("nvbug-6438685")
-    mem = postmortem([sample], tmp_path / "mem")
+    mem = nvbug_report
     win = postmortem([sample], tmp_path / "win", window=16)
-    assert not (tmp_path / "mem" / ".replay").exists()
+    assert not (mem.out_dir / ".replay").exists()
     assert any((tmp_path / "win" / ".replay").rglob("decisions.parquet"))
     assert mem.exit_status == win.exit_status == 1
     strip = lambda d, root: json.dumps(d, sort_keys=True).replace(str(root), "OUT")
-    assert strip(mem.findings, tmp_path / "mem") == strip(win.findings, tmp_path / "win")
+    assert strip(mem.findings, mem.out_dir) == strip(win.findings, tmp_path / "win")
     assert mem.report_md.read_text() == win.report_md.read_text()
     assert [p.read_bytes() for p in mem.figures] == [p.read_bytes() for p in win.figures]
 

@@ -38,11 +38,11 @@ def _records(frames, **run):
     return [{**RUN_RECORD, "max_batch_size": 4, "max_num_active_requests": 4, **run}, *frames]
 
 
-def test_opening_sentence_names_the_three_behaviours(crash_inputs, tmp_path):
+def test_opening_sentence_names_the_three_behaviours(crash_report):
     """Hand-worked (report_scenarios): rank 1 holds GENERATION_TO_COMPLETE request 20 at iter 1,
     the fleet skips iter 1, rank 0's dummy padded at iter 1 survives, and at iter 2 rank 0 holds
     2 real + the dummy = 3 > expected 2 (the cap). The long sentence opens the causal chain."""
-    r = postmortem(crash_inputs, tmp_path / "report")
+    r = crash_report
     s = r.opening
     assert s.startswith("Under prefix-2026 (the build that recorded the run) rank 0 crashed at "
                         "iteration 2 (AssertionError")
@@ -134,13 +134,13 @@ def test_the_answer_fits_ten_seconds(inputs, tmp_path):
     assert words(r.opening) > 60              # the long sentence is still there, in the chain
 
 
-def test_recommendation_names_open_paths(crash_inputs, tmp_path):
+def test_recommendation_names_open_paths(crash_report):
     """The run names no model and runs the non-overlap loop. fix-16161 replays it clean but never
     shipped (closed as a duplicate of #16279), so it is no build to move to; fix-16279 and
     tolerant-17278 apply their window only to DeepSeek-V4, so replayed both ways they are not
     clean. sched-aware-16921's count is on without overlap for any model, but only at pp_size 1
     (PR #16921) and never on the aggregated path, which keeps counting GENERATION_TO_COMPLETE."""
-    r = postmortem(crash_inputs, tmp_path / "report")
+    r = crash_report
     rec = {a.policy: a for a in r.recommended}
     assert set(rec) == {"sched-aware-16921", "postpad-17379", "newest", "dkv"}
     assert [p.label for p in rec["sched-aware-16921"].open_paths] == \
@@ -170,11 +170,11 @@ def test_chain_grouped_by_mechanism_fatal_first():
     assert s.startswith("Under prefix-2026 2 dummies leaked without a crash (no rank reached the cap)")
 
 
-def test_nvbug_sample_one_mechanism_fatal_leak_first(tmp_path):
+def test_nvbug_sample_one_mechanism_fatal_leak_first(nvbug_report):
     """The bundled NVBug sample: 22 leaks under prefix-2026, all through the same gap
     (GENERATION_TO_COMPLETE counted, refused by the scheduler); the fatal one (rank 2, padded at
     75) first in the report, the API, findings.json and the plugin's chain."""
-    r = postmortem([SAMPLES / "nvbug-6438685"], tmp_path / "report")
+    r = nvbug_report
     assert len(r.mechanisms) == 1
     m = r.mechanisms[0]
     assert (m.count, m.fatal, m.states) == (22, True, ("GENERATION_TO_COMPLETE",))
@@ -190,7 +190,7 @@ def test_nvbug_sample_one_mechanism_fatal_leak_first(tmp_path):
     assert f["chain"]["lines"][0].startswith("iter 75: ")
     assert f["chain"]["mechanisms"][0]["count"] == 22
     res = replay.run(replay.RunFrames.from_dataset(__import__("forensics").load(
-        tmp_path / "report" / ".dataset")), policy="prefix-2026")
+        r.out_dir / ".dataset")), policy="prefix-2026")
     assert res.explain()[0] == f["chain"]["lines"][0]
     assert "AssertionError" in res.explain()[0]
 
