@@ -174,7 +174,7 @@ def test_cluster_options_are_checked(near_run):
 
 
 def test_import_forensics_does_not_import_dask():
-    code = ("import sys, forensics, forensics.fleet, forensics.sweep, forensics.cluster, forensics.cli; "
+    code = ("import sys, forensics, forensics.fleet_table, forensics.what_if, forensics.cluster, forensics.cli; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=REPO)
