@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import ctypes
 import json
-import os
 import threading
 
 import numpy as np
@@ -46,7 +45,7 @@ import pyarrow as pa
 from forensics.dataset.schema import EVENTS, FRAMES, STATS_READ, UNPARSED
 from forensics.readers import native_code
 from forensics.readers.json_object_lines import DeclineBlock
-from forensics.readers.native_scan import PATH_ENV, chosen
+from forensics.readers.native_scan import PATH_ENV, use_compiled  # PATH_ENV: this reader's switch too
 from forensics.readers.stats_columns import FLOAT_COLUMNS, INT_BOUNDS, TYPED_COLUMNS, StatsBatch
 from forensics.readers.stats_fast import merge_shapes, object_shape
 from forensics.readers.trace_fast import OPTIONAL, FrameColumns
@@ -88,12 +87,8 @@ _kernel = None
 
 def enabled(size: int) -> bool:
     """Whether an input of ``size`` bytes is read with this module (big enough, not switched
-    off, and the kernels ready, as :func:`native_scan.enabled` decides)."""
-    if not chosen(size, MIN_BYTES):
-        return False
-    if os.environ.get(PATH_ENV) == "native":
-        return kernel() is not None
-    return ready() is not None
+    off, and the kernels ready, as :func:`native_scan.use_compiled` decides)."""
+    return use_compiled(size, MIN_BYTES, kernel, ready)
 
 
 def kernel():

@@ -145,16 +145,21 @@ def chosen(size: int, min_bytes: int) -> bool:
     return how != "reference" and (how == "native" or size >= min_bytes)
 
 
-def enabled(size: int) -> bool:
-    """Whether an input of ``size`` bytes is read with this module (big enough, not switched
-    off, and the scanner ready: loaded from its saved object, or compiled when
-    ``FORENSICS_INGEST_PATH=native`` asks for it; else its build starts in the background and
-    this input is read with the reference path)."""
-    if not chosen(size, MIN_BYTES):
+def use_compiled(size: int, min_bytes: int, kernel, ready) -> bool:
+    """Whether an input of ``size`` bytes is read with a compiled scanner (this one or the JSON
+    one): big enough, not switched off, and its kernels ready: loaded from a saved object, or
+    compiled (``kernel()``) when ``FORENSICS_INGEST_PATH=native`` asks for it; else (``ready()``)
+    its build starts in the background and this input is read with the reference path."""
+    if not chosen(size, min_bytes):
         return False
     if os.environ.get(PATH_ENV) == "native":
         return kernel() is not None
     return ready() is not None
+
+
+def enabled(size: int) -> bool:
+    """Whether an input of ``size`` bytes is read with this module (:func:`use_compiled`)."""
+    return use_compiled(size, MIN_BYTES, kernel, ready)
 
 
 def kernel():
