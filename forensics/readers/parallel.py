@@ -155,19 +155,14 @@ def write_parallel(writer: Any, plan: list, traces: Any, advance: Callable[[int]
                 code, out, err_text = finished.pop(nxt)
                 cand, kind = plan[nxt]
                 report = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
-                part = scratch / f"{nxt:05d}"
-                try:
+
+                def reported(report=report, cand=cand, code=code, err_text=err_text):
                     if code != 0 or "fingerprint" not in report:
                         _raise_reported(report, cand.name, err_text)
-                    if several and kind == "trace":
-                        _check_part(traces, part, cand.name)
-                except InputError as e:
-                    if refuse is None:
-                        raise
-                    refuse(cand, e)
-                else:
-                    writer.adopt(part)
-                    fingerprints.append(InputFingerprint(**report["fingerprint"]))
+                    return InputFingerprint(**report["fingerprint"])
+
+                _take_part(writer, traces if several else None, scratch / f"{nxt:05d}", cand,
+                           kind, refuse, reported, fingerprints)
                 advance(_size(cand.path))
                 nxt += 1
             if running and nxt < len(plan) and nxt not in finished:
@@ -178,6 +173,25 @@ def write_parallel(writer: Any, plan: list, traces: Any, advance: Callable[[int]
             proc.wait()
             err.close()
     return fingerprints
+
+
+def _take_part(writer: Any, traces: Any, part: Path, cand: Any, kind: str,
+               refuse: Refuse | None, read: Callable[[], Any], fingerprints: list) -> None:
+    """One file's part, in input order, whichever way it was read: ``read()`` gives its
+    fingerprint or raises; a trace part is checked against the others (``traces``: None when
+    the plan has one trace); then the part joins ``writer``, or the file is refused (``refuse``)
+    or its error raised."""
+    try:
+        fp = read()
+        if traces is not None and kind == "trace":
+            _check_part(traces, part, cand.name)
+    except InputError as e:
+        if refuse is None:
+            raise
+        refuse(cand, e)
+        return
+    writer.adopt(part)
+    fingerprints.append(fp)
 
 
 class _Stopped(Exception):
@@ -219,18 +233,8 @@ def write_threaded(writer: Any, plan: list, traces: Any, advance: Callable[[int]
         try:
             futures = {i: pool.submit(read, i) for i in order}
             for i, (cand, kind) in enumerate(plan):
-                part = scratch / f"{i:05d}"
-                try:
-                    fp = futures[i].result()
-                    if several and kind == "trace":
-                        _check_part(traces, part, cand.name)
-                except InputError as e:
-                    if refuse is None:
-                        raise
-                    refuse(cand, e)
-                    continue
-                writer.adopt(part)
-                fingerprints.append(fp)
+                _take_part(writer, traces if several else None, scratch / f"{i:05d}", cand,
+                           kind, refuse, futures[i].result, fingerprints)
         finally:
             stop.set()
             pool.shutdown(wait=True, cancel_futures=True)
