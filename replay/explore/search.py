@@ -166,8 +166,9 @@ class Search:
             req = f_req[P] + tables.col("arrived")[G].sum(axis=1)
             alive, agree = self._record(tables, G, P, outs, f_agree[P], req, depth, parents,
                                         found, ranks)
-            # Successors of the transitions that neither crashed nor lost every reference.
-            if not alive.any():
+            # Successors of the transitions that neither crashed nor lost every reference (none
+            # after the last iteration: those states would never be expanded).
+            if not alive.any() or depth == iterations - 1:
                 break
             nxt = self.successors(tables, G, inp, out)
             role = np.zeros(len(G), np.int64)
