@@ -82,25 +82,38 @@ def _combos(k: int, g: int, canonical: bool) -> np.ndarray:
     return out.reshape(-1, g)
 
 
-def _joint(ranges: list[tuple[int, int]], sids: tuple[int, ...], canonical: bool) -> np.ndarray:
-    """Every joint move of one fleet state, ``(M, R)`` global choice ids."""
+@functools.lru_cache(maxsize=4096)
+def _joint_local(shape: tuple[tuple[int, int], ...], canonical: bool) -> np.ndarray:
+    """Every joint move of a fleet state as ``(M, R)`` move indices within each rank's range:
+    ``shape`` is per rank ``(moves, group)`` (ranks of one group hold one rank state; the
+    canonical enumeration takes their moves as a multiset)."""
     blocks = []
     if canonical:
         r = 0
-        while r < len(sids):
+        while r < len(shape):
+            k, grp = shape[r]
             g = 1
-            while r + g < len(sids) and sids[r + g] == sids[r]:
+            while r + g < len(shape) and shape[r + g][1] == grp:
                 g += 1
-            a, b = ranges[r]
-            blocks.append(_combos(b - a, g, True) + a)
+            blocks.append(_combos(k, g, True))
             r += g
     else:
-        blocks = [np.arange(a, b, dtype=np.int64)[:, None] for a, b in ranges]
+        blocks = [np.arange(k, dtype=np.int64)[:, None] for k, _ in shape]
     out = blocks[0]
     for blk in blocks[1:]:
         out = np.concatenate([np.repeat(out, len(blk), axis=0),
                               np.tile(blk, (len(out), 1))], axis=1)
+    out.setflags(write=False)
     return out
+
+
+def _joint(ranges: list[tuple[int, int]], sids: tuple[int, ...], canonical: bool) -> np.ndarray:
+    """Every joint move of one fleet state, ``(M, R)`` global choice ids (``sids`` sorted)."""
+    group = [0] * len(sids)
+    for r in range(1, len(sids)):
+        group[r] = group[r - 1] + (sids[r] != sids[r - 1])
+    shape = tuple((b - a, g) for (a, b), g in zip(ranges, group))
+    return _joint_local(shape, canonical) + np.array([a for a, _ in ranges], np.int64)
 
 
 class Search:
