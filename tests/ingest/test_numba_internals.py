@@ -26,14 +26,14 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("numba") is None
 
 #: Two iteration lines the compiled scanner takes (fast lines), their values worked by hand.
 LINES = [
-    "[11/30/2026-12:00:01] [TRT-LLM] [RANK 3] [I] iter = 12, global_rank = 3, rank = 3, "
-    "num_scheduled_requests = 2, kv_cache_util = 0.125, currank_total_requests = 4/32, "
-    "host_step_time = 11.5ms, prev_device_step_time = N/A, timestamp = 2026-11-30 12:00:01, "
-    "states = {'num_ctx_requests': 1, 'num_ctx_tokens': 512, 'num_generation_tokens': 3}",
-    "[02/29/2024-23:59:59] [TRT-LLM] [RANK 0] [W] iter = 13, global_rank = 0, rank = 0, "
-    "num_scheduled_requests = 0, kv_cache_util = N/A, currank_total_requests = 0/0, "
-    "host_step_time = 5ms, prev_device_step_time = 1.25ms, timestamp = 2024-02-29 23:59:59, "
-    "states = {'num_ctx_requests': 0, 'num_ctx_tokens': 0, 'num_generation_tokens': 7}",
+    ("[11/30/2026-12:00:01] [TRT-LLM] [RANK 3] [I] iter = 12, global_rank = 3, rank = 3, "
+     "num_scheduled_requests = 2, kv_cache_util = 0.125, currank_total_requests = 4/32, "
+     "host_step_time = 11.5ms, prev_device_step_time = N/A, timestamp = 2026-11-30 12:00:01, "
+     "states = {'num_ctx_requests': 1, 'num_ctx_tokens': 512, 'num_generation_tokens': 3}"),
+    ("[02/29/2024-23:59:59] [TRT-LLM] [RANK 0] [W] iter = 13, global_rank = 0, rank = 0, "
+     "num_scheduled_requests = 0, kv_cache_util = N/A, currank_total_requests = 0/0, "
+     "host_step_time = 5ms, prev_device_step_time = 1.25ms, timestamp = 2024-02-29 23:59:59, "
+     "states = {'num_ctx_requests': 0, 'num_ctx_tokens': 0, 'num_generation_tokens': 7}"),
 ]
 #: (column, values) of those lines' iteration rows.
 EXPECTED = {"iter": [12, 13], "rank": [3, 0], "num_scheduled_requests": [2, 0],

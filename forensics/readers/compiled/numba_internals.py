@@ -50,7 +50,7 @@ def _has(obj: Any, path: str) -> bool:
     for name in path.split("."):
         try:
             obj = getattr(obj, name)
-        except Exception:   # an attribute gone, or a property failing
+        except AttributeError:
             return False
     return True
 
