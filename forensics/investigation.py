@@ -38,7 +38,7 @@ from forensics.report.narrative import comparison_policy
 from forensics.report.paths import clean_builds
 from forensics.report.summary import summarize
 from forensics.verdicts import matches_log_crash, story_policy
-from replay.engine import replay_windows
+from replay.streaming import replay_windows
 from replay.frames import FrameWindows, RunFrames
 from replay.leak_table import LEAK_COLUMNS as _REPLAY_LEAK_COLUMNS
 from replay.leak_table import leak_frame

@@ -3,7 +3,7 @@
 A frame is what a rank held at pad entry (traces/FORMAT.md). The replay only needs per-frame
 counts, so the requests table is reduced with ``bincount`` to arrays of shape ``(I, R)``:
 real requests, requests in the scheduler window, requests first seen this iteration, and so on.
-Recorded dummies are dropped here (each policy carries its own, see ``replay.engine``).
+Recorded dummies are dropped here (each policy carries its own, see ``replay.walk``).
 
 Iterations where some rank has no frame cannot be replayed (the all-gather needs every rank);
 they are dropped and listed in ``dropped_iters``.
@@ -420,7 +420,7 @@ class FrameWindows:
     Iterating yields the windows in iteration order; each is what ``RunFrames.from_dataset``
     holds for those iterations (same arrays, same first-seen iterations: the windows before it
     are remembered, a few bytes per distinct request), so a replay that carries its state across
-    the window edges (``replay.engine.StreamReplay``) decides exactly what a whole-run replay
+    the window edges (``replay.streaming.StreamReplay``) decides exactly what a whole-run replay
     decides while holding one window in memory. Windows split on iteration values, never inside
     an iteration; each reads its rows through ``Dataset.arrow(..., filters=...)``, which skips
     the row groups outside it.

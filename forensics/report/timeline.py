@@ -71,7 +71,7 @@ def timeline(result: ReplayResult, *, title: str | None = None) -> dict[str, Any
     """The trace-event document of one replay (a pure function of the result).
 
     Args:
-        result: a replay (``replay.engine.run_all`` / ``replay_windows``) of one policy.
+        result: a replay (``replay.walk.run_all`` / ``replay_windows``) of one policy.
         title: shown in ``otherData``; default ``"RUN under POLICY"``.
 
     Returns:
