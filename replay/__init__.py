@@ -26,7 +26,7 @@ _EXPORTS = {
     "ConfigError": "replay.errors", "DatasetError": "replay.errors",
     "NoReaderError": "replay.errors", "NoTraceError": "replay.errors",
     "PolicyError": "replay.errors", "ReplayError": "replay.errors",
-    "FrameWindows": "replay.frames", "RunFrames": "replay.frames",
+    "FrameWindows": "replay.frame_windows", "RunFrames": "replay.frames",
     "GatedReplay": "replay.model_variants",
     "FrameView": "replay.policy", "GateVerdict": "replay.policy", "PadOutcome": "replay.policy",
     "Policy": "replay.policy", "Predicate": "replay.policy",

@@ -26,7 +26,8 @@ from replay.decision_tables import (
     ledger_frame,
 )
 from replay.feed import readers
-from replay.frames import FrameWindows, RunFrames
+from replay.frame_windows import FrameWindows
+from replay.frames import RunFrames
 from replay.heap import release_arrow, trim, usable_cores
 from replay.model_variants import combine_model_variants, model_variants
 from replay.policy import Policy
@@ -65,7 +66,7 @@ def replay_input(inputs, policies: Iterable[Policy | str] | None = None, *, run:
         cache_dir: where raw inputs are ingested (default: a temporary directory).
         directory: where a streamed replay writes its files (default: a temporary directory
             removed once no result uses it); given, the replay is always streamed.
-        window: iterations per window (default ``replay.frames.WINDOW_FRAMES`` frames); a
+        window: iterations per window (default ``replay.frame_windows.WINDOW_FRAMES`` frames); a
             run longer than one window of this size is streamed.
 
     Raises:
@@ -90,7 +91,7 @@ STREAM_MIN_FRAMES = 1 << 19
 
 def stream_windows(ds: Any, run: str | None = None, window: int | None = None, *,
                    always: bool = False):
-    """The run as :class:`replay.frames.FrameWindows` when it should be streamed (more than
+    """The run as :class:`replay.frame_windows.FrameWindows` when it should be streamed (more than
     ``STREAM_MIN_FRAMES`` frames, or a ``window`` smaller than the run, or ``always``), else
     None (replay it in memory). Datasets of other readers (no ``batches``) are not windowed."""
     if not hasattr(ds, "batches"):
@@ -103,7 +104,7 @@ def stream_windows(ds: Any, run: str | None = None, window: int | None = None, *
 
 
 class StreamReplay:
-    """One policy replayed window after window (:class:`replay.frames.FrameWindows`).
+    """One policy replayed window after window (:class:`replay.frame_windows.FrameWindows`).
 
     The dummies alive after a window's last row (:class:`Carry`) enter the next window's first
     row, and the ledger keeps the dummies not yet removed open across the edge, so the result
@@ -300,7 +301,7 @@ def replay_windows(windows: Any, policies: Iterable[Policy | str], directory: st
     """Replay a run under several policies in one pass over its windows, in bounded memory.
 
     Args:
-        windows: :class:`replay.frames.FrameWindows` of the run.
+        windows: :class:`replay.frame_windows.FrameWindows` of the run.
         policies: policies or specs.
         directory: where each policy's ``decisions.parquet`` and ``ledger.parquet`` go (one
             subdirectory per policy, numbered in the order given); None: a temporary directory

@@ -41,7 +41,7 @@ import pandas as pd
 from forensics.version import __version__
 from forensics.output_dir import write_atomic
 from forensics.report.windows import IterWindows, choose_windows
-from replay.frames import FrameWindows
+from replay.frame_windows import FrameWindows
 from replay.results import ReplayResult
 from replay.states import ALL_STATES, NUM_STATES
 

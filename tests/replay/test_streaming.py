@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from forensics.readers import as_dataset
-from replay.frames import FrameWindows, RunFrames
+from replay.frame_windows import FrameWindows
+from replay.frames import RunFrames
 from replay.streaming import replay_windows
 from replay.walk import run_all
 
