@@ -212,3 +212,21 @@ def test_references_deciding_alike_share_a_decision_and_are_each_reported():
     assert len(padded) == 1 and padded[0].size == (1, 1, 1)
     frames = [r for r in padded[0].records if r["kind"] == "frame"]
     assert [f["requests"] for f in frames] == [[{"id": 1, "state": "DISAGG_CONTEXT_WAIT_SCHEDULER"}]]
+
+
+def test_a_shared_search_reports_the_configuration_asked_for():
+    """prefix-2026 decides the NVBug space alike under deepseek_v4 and llama (no model gate), so
+    a second exploration reuses the first one's search; its witness must still be a trace of the
+    configuration explored second (a post-mortem's cached witnesses once named deepseek_v4 for a
+    llama path, depending on which path the process explored first)."""
+    cache: dict = {}
+    deepseek = dataclasses.replace(NVBUG_SPACE, models=("deepseek_v4",))
+    first = explore("prefix-2026", deepseek, Bound(ranks=2, requests=2, iterations=3), cache=cache)
+    second = explore("prefix-2026", NVBUG_SPACE, Bound(ranks=2, requests=2, iterations=3),
+                     cache=cache)
+    assert second.searches == 0  # the search was shared
+    assert first.witnesses and second.witnesses
+    for res, model in ((first, "deepseek_v4"), (second, "llama")):
+        runs = [r for w in res.witnesses for r in w.records if r["kind"] == "run"]
+        assert {r["model_arch"] for r in runs} == {model}
+        assert {w.config.model_arch for w in res.witnesses} == {model}
