@@ -395,11 +395,32 @@ class _Block:
     wrappers: dict[str, pa.Array] = dataclasses.field(default_factory=dict)  # WRAPPER_FIELDS
     wrap_head: np.ndarray | None = None  # logger lines that may wrap onto the next lines
 
+    # Python copies of what the sequential stage reads line by line, made once per block on
+    # first use (an Arrow scalar per line cost the tracebacks of a log most of that stage):
+    # the non-iteration lines' bodies and raw text, and whether any wrapper is set.
+    _bodies: list[str] | None = dataclasses.field(default=None, repr=False)
+    _raws: list[str] | None = dataclasses.field(default=None, repr=False)
+    _no_wrappers: bool | None = dataclasses.field(default=None, repr=False)
+
     def wrappers_at(self, i: int) -> dict[str, Any]:
+        if self._no_wrappers is None:
+            self._no_wrappers = all(v.null_count == len(v) for v in self.wrappers.values())
+        if self._no_wrappers:
+            return dict.fromkeys(self.wrappers)
         return {k: v[i].as_py() for k, v in self.wrappers.items()}
 
     def body_at(self, i: int) -> str:
-        return self.body[int(self.body_index[i])].as_py()
+        """The body of non-iteration line ``i``."""
+        if self._bodies is None:
+            self._bodies = self.body.to_pylist()
+        return self._bodies[self.body_index[i]]
+
+    def raw_at(self, i: int) -> str:
+        """The text of non-iteration line ``i`` as read (wrappers included)."""
+        if self._raws is None:
+            self._raws = (pc.filter(self.lines, pa.array(~self.is_iter)) if self.is_iter.any()
+                          else self.lines).to_pylist()
+        return self._raws[self.body_index[i]]
 
 
 def _mask(a: pa.Array) -> np.ndarray:
@@ -741,7 +762,7 @@ class _Scanner:
                     if not ev.accepts(body, bool(has_logger[j]), coll):
                         self._finish(s, ev)
                         return
-                    ev.add(b.first_line + j, body, b.lines[j].as_py(), coll)
+                    ev.add(b.first_line + j, body, b.raw_at(j), coll)
                 else:
                     if not ev.accepts(body, bool(has_logger[j])):
                         self._finish(s, ev)
@@ -774,7 +795,7 @@ class _Scanner:
                         s = int(b.stream[i])
                         if s in self.open:
                             self._finish(s, self.open[s])
-                        scan(s, log_events.Wrapped(row, body, b.lines[i].as_py()), int(i))
+                        scan(s, log_events.Wrapped(row, body, b.raw_at(i)), int(i))
                     else:
                         self.events.append(row)
                     continue
@@ -788,7 +809,7 @@ class _Scanner:
                     rank = b.rank_ffill[i].as_py()
                     if rank is None:
                         rank = self.last_rank
-                raw = b.lines[i].as_py()
+                raw = b.raw_at(i)
                 line = b.first_line + int(i)
                 how = traceback_opens(body)
                 if how is not None:
