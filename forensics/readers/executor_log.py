@@ -483,10 +483,12 @@ class _Features:
 
 
 def _features(lines: pa.Array, line_no: pa.Array, source: str,
-              layouts: iteration_line.Layouts) -> _Features:
-    """The reference path's per-line work over ``lines`` (their numbers ``line_no``)."""
+              layouts: iteration_line.Layouts,
+              known: line_prefix.Known | None = None) -> _Features:
+    """The reference path's per-line work over ``lines`` (their numbers ``line_no``);
+    ``known``: the prefixes a compiled scan already read (the same values, fewer patterns)."""
     n = len(lines)
-    pre = line_prefix.strip(lines)
+    pre = line_prefix.strip(lines, known)
     is_iter = iteration_line.starts_iteration(lines, pre.body_offset)
     rest = pre.body_offset < 0
     if rest.any():   # prefixes the fast path did not read: the regex
@@ -495,7 +497,8 @@ def _features(lines: pa.Array, line_no: pa.Array, source: str,
                                                       ITERATION_MATCH))
     other = ~is_iter
     other_lines = pc.filter(lines, pa.array(other)) if is_iter.any() else lines
-    body = line_prefix.bodies(other_lines)
+    body = line_prefix.bodies(other_lines, None if known is None else
+                              known.take(other) if is_iter.any() else known)
     is_cand = np.zeros(n, dtype=bool)
     is_cand[other] = _mask(pc.match_substring_regex(body, log_events.CANDIDATE_PATTERN))
     is_collector = np.zeros(n, dtype=bool)
@@ -596,6 +599,7 @@ class _Scanned:
     fast_rows: pa.Table
     prefix_ranks: pa.Array
     severities: pa.Array
+    known: line_prefix.Known | None = None   # the other lines' prefixes the scan read
 
 
 def _scanned(block: bytes | bytearray, scan: native_scan.Scan, source: str,
@@ -623,9 +627,11 @@ def _scanned(block: bytes | bytearray, scan: native_scan.Scan, source: str,
                       is_cand=np.zeros(n, dtype=bool), is_collector=np.zeros(n, dtype=bool),
                       body_lead=np.zeros(n, dtype=bool), iterations=fast_rows)
         return _finish(lines, f, None, None, streams)
+    known = native_scan.known_prefixes(scan)
     return _Scanned(n=n, other=other, fast_line=scan.fast_line, lines=lines,
                     fast_rows=fast_rows, prefix_ranks=native_scan.prefix_ranks(scan),
-                    severities=native_scan.severities(scan))
+                    severities=native_scan.severities(scan),
+                    known=None if known is None else known.take(other))
 
 
 def _finish_scanned(parts: list[_Scanned], source: str, layouts: iteration_line.Layouts,
@@ -637,7 +643,9 @@ def _finish_scanned(parts: list[_Scanned], source: str, layouts: iteration_line.
     base = np.cumsum([0] + [p.n for p in parts[:-1]])
     lines = pa.concat_arrays([p.lines.take(pa.array(p.other)) for p in parts])
     line_no = pa.array(np.concatenate([p.other + 1 + b for p, b in zip(parts, base)]))
-    sub = _features(lines, line_no, source, layouts)
+    known = None if any(p.known is None for p in parts) else \
+        line_prefix.Known.concat([p.known for p in parts])
+    sub = _features(lines, line_no, source, layouts, known)
     body_at = np.concatenate([[0], np.cumsum(~sub.is_iter)])
     row_at = np.concatenate([[0], np.cumsum(sub.is_iter)])
     blocks = []

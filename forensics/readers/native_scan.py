@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from forensics.dataset import log_fields
-from forensics.readers.line_prefix import spans
+from forensics.readers.line_prefix import Known, spans
 
 #: Environment switch: ``reference`` forces the reference (Arrow/RE2) path for every input,
 #: ``native`` this one for every input whatever its size (when numba is importable).
@@ -287,6 +287,11 @@ _SEVERITIES = pa.array(list(SEVERITIES))
 def severities(scan: Scan) -> pa.Array:
     """The fast rows' severity letters."""
     return _SEVERITIES.take(pa.array(scan.sev))
+
+
+def known_prefixes(scan: Scan) -> Known | None:
+    """What the scan read of every line's prefix (meaningful for the lines it did not take)."""
+    return None
 
 
 def prefix_ranks(scan: Scan) -> pa.Array:
