@@ -113,7 +113,7 @@ _I64 = ctypes.c_int64
 _PTR = ctypes.c_void_p
 #: ctypes prototypes of the entry points (``_scan_kernel.SCAN_SIG`` / ``COUNT_SIG``).
 PROTOTYPES = {
-    "scan": ctypes.CFUNCTYPE(_I64, _PTR, _I64, _I64, *([_PTR] * 12)),
+    "scan": ctypes.CFUNCTYPE(_I64, _PTR, _I64, _I64, *([_PTR] * 16)),
     "count": ctypes.CFUNCTYPE(_I64, _PTR, _I64),
 }
 
