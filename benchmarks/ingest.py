@@ -56,6 +56,7 @@ Usage:
     python benchmarks/ingest.py                        # 64 MB, three generators, 3 rounds
     python benchmarks/ingest.py --size-mb 512 --rounds 3 --generators bench,varied
     python benchmarks/ingest.py --methods ours,naive --size-mb 2 --rounds 1   # smoke test
+    python benchmarks/ingest.py --before ../main --generators bench,varied   # a change's effect
 """
 from __future__ import annotations
 
@@ -543,16 +544,17 @@ def goals(summary: list[tuple[str, float, list]]) -> str:
     out = ["goals (cpu, baseline / ours): " + ", ".join(f"{m} >= {g:g}x" for m, g in GOALS.items())]
     for gen, mb, methods in summary:
         by = {m.name: m for m in methods}
-        if "ours" not in by:
-            continue
-        ours = by["ours"].median("cpu")
-        parts = []
-        for name, goal in GOALS.items():
-            if name in by:
-                r = by[name].median("cpu") / ours
-                parts.append(f"{name} {r:5.2f}x ({'met' if r >= goal else 'NOT met'})")
-        out.append(f"  {gen:<9s} {mb:6.0f} MB  ours {ours:6.2f} s cpu, "
-                   f"{by['ours'].median('rss_mib'):5.0f} MiB; " + ", ".join(parts))
+        for who in ("before", "ours"):
+            if who not in by:
+                continue
+            ours = by[who].median("cpu")
+            parts = []
+            for name, goal in GOALS.items():
+                if name in by:
+                    r = by[name].median("cpu") / ours
+                    parts.append(f"{name} {r:5.2f}x ({'met' if r >= goal else 'NOT met'})")
+            out.append(f"  {gen:<9s} {mb:6.0f} MB  {who:<6s} {ours:6.2f} s cpu, "
+                       f"{by[who].median('rss_mib'):5.0f} MiB; " + ", ".join(parts))
     return "\n".join(out)
 
 
@@ -572,6 +574,9 @@ def main() -> None:
     ap.add_argument("--methods", default="ours,naive,polars,duckdb,cat,grep")
     ap.add_argument("--rounds", type=int, default=3, help="paired rounds (medians reported)")
     ap.add_argument("--workdir", help="keep the log, the baseline scripts and outputs here")
+    ap.add_argument("--before", metavar="CHECKOUT",
+                    help="also run ours from this checkout (method 'before', e.g. a worktree of "
+                         "main): a change's before and after in the same paired rounds")
     ap.add_argument("--flat-mb", type=int, default=0,
                     help="also run ours once on a log of this size (same generator, the native "
                          "path forced on both) and print the peak-RSS ratio (flat = 1.0)")
@@ -582,6 +587,11 @@ def main() -> None:
     env = wp.warm_bytecode(dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]), POLARS_MAX_THREADS="2"),
         work / "pycache")
+    envs = {"ours": env}
+    if args.before:
+        envs["before"] = wp.warm_bytecode(dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [str(Path(args.before).resolve()), *filter(None, [os.environ.get("PYTHONPATH")])]),
+            POLARS_MAX_THREADS="2"), work / "pycache")
     try:
         fixed = write_baselines(work, args.variant)
         varied = write_varied_baselines(work)
@@ -596,36 +606,41 @@ def main() -> None:
                 generate(gen, log, args.size_mb, args.variant)
             mb = log.stat().st_size / 1e6
             print(f"--- generator {gen}, variant {variant}: {mb:.0f} MB ({log})", flush=True)
-            out = {m: work / f"out-{gen}-{m}" for m in ("ours", "naive", "polars", "duckdb")}
+            out = {m: work / f"out-{gen}-{m}" for m in ("ours", "before", "naive", "polars",
+                                                         "duckdb")}
 
             def fresh(d: Path) -> None:
                 shutil.rmtree(d, ignore_errors=True)
-                if d.name.split("-")[-1] != "ours":
+                if d.name.split("-")[-1] not in envs:
                     d.mkdir()
 
             argv = {
-                "ours": [sys.executable, "-m", "forensics", "ingest", str(log), "-o",
-                         str(out["ours"]), "-q"],
+                **{m: [sys.executable, "-m", "forensics", "ingest", str(log), "-o",
+                       str(out[m]), "-q"] for m in envs},
                 **{m: [sys.executable, str(scripts[m]), str(log), str(out[m])]
                    for m in ("naive", "polars", "duckdb")},
                 "cat": ["sh", "-c", f"cat '{log}' > /dev/null"],
                 "grep": ["grep", "-c", "iter = ", str(log)],
             }
-            methods = [wp.Method(m, argv[m], env=env,
+            names = args.methods.split(",")
+            if "before" in envs and "before" not in names:
+                names.insert(names.index("ours") + 1 if "ours" in names else 0, "before")
+            methods = [wp.Method(m, argv[m], env=envs.get(m, env),
                                  prepare=(lambda d=out[m]: fresh(d)) if m in out else None)
-                       for m in args.methods.split(",")]
-            wp.ready_scanners(env)
+                       for m in names]
+            for e in envs.values():
+                wp.ready_scanners(e)
             for m in methods:
-                if m.name == "ours":   # untimed: a fresh install compiles numba's cache here
+                if m.name in envs:   # untimed: a fresh install compiles numba's cache here
                     m.prepare()
                     s = wp.measure(m.argv, m.env, str(work))
-                    print(f"  warm-up: ours {s.wall:.2f} s wall {s.cpu:.2f} s cpu "
+                    print(f"  warm-up: {m.name} {s.wall:.2f} s wall {s.cpu:.2f} s cpu "
                           f"{s.rss_mib:.0f} MiB (not counted)", flush=True)
             wp.run_rounds(methods, args.rounds, cwd=str(work))
             counts = {}
             for m in methods:
-                if m.name == "ours":
-                    counts[m.name] = _rows_of_ours(out["ours"], env)
+                if m.name in envs:
+                    counts[m.name] = _rows_of_ours(out[m.name], envs[m.name])
                 elif m.name in out or m.name == "grep":
                     counts[m.name] = int(m.samples[-1].stdout.split()[-1])
             print("iteration rows:", json.dumps(counts))

@@ -166,12 +166,12 @@ class Known:
     rank: np.ndarray
     severity: np.ndarray
 
-    def take(self, mask: np.ndarray) -> "Known":
+    def take(self, mask: np.ndarray) -> Known:
         """The lines selected by ``mask`` (a bool array or indices)."""
         return Known(*(getattr(self, f.name)[mask] for f in dataclasses.fields(self)))
 
     @staticmethod
-    def concat(parts: "list[Known]") -> "Known":
+    def concat(parts: list[Known]) -> Known:
         return Known(*(np.concatenate([getattr(p, f.name) for p in parts])
                        for f in dataclasses.fields(Known)))
 

@@ -8,6 +8,8 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from forensics.readers.compiled.byte_tests import at, digit_run, digits
+from forensics.readers.compiled.prefix_kernel import prefix_shape
 from forensics.readers.native_scan import (
     I_ITER,
     I_LOGT,
@@ -87,42 +89,6 @@ def same_name(buf, q, c):
     d |= (load_u64(buf, q + 8) ^ name_word[c, 1]) & name_mask[c, 1]
     d |= (load_u64(buf, q + 16) ^ name_word[c, 2]) & name_mask[c, 2]
     return d == 0
-
-
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def at(buf, i):
-    """``buf[i]`` for an index known to be in range: unsigned, so numba emits no wrap-around
-    of negative indices (a third of the scan's instructions on the hot paths)."""
-    return buf[np.uint64(i)]
-
-
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def digits(buf, p, e, k):
-    """(value, position after) of exactly ``k`` digits at ``p``; value -1 if not."""
-    if p + k > e:
-        return -1, p
-    v = 0
-    for j in range(k):
-        c = at(buf, p + j)
-        if c < 48 or c > 57:
-            return -1, p
-        v = v * 10 + (c - 48)
-    return v, p + k
-
-
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def digit_run(buf, p, e, most):
-    """(value, position after) of a run of 1..most digits at ``p``; -1 when none or longer."""
-    q = p
-    v = 0
-    while q < e and 48 <= at(buf, q) <= 57:
-        if q - p >= most:
-            return -1, p
-        v = v * 10 + (at(buf, q) - 48)
-        q += 1
-    if q == p:
-        return -1, p
-    return v, q
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -419,130 +385,6 @@ def odd_bytes(buf, p, e):
         hi |= b
         ctl |= (b == 13) | (b == 0)
     return (1 if ctl else 0) | (2 if hi >= 128 else 0)
-
-
-# ---- the prefix of a line the scan did not take (line_prefix.Known; shapes SHAPE_*)
-common_mid = np.frombuffer(b"] [TRT-LLM] [RANK ", dtype=np.uint8).copy()
-cpp_head = np.frombuffer(b"[TensorRT-LLM][", dtype=np.uint8).copy()
-#: the C++ logger's level words (``line_prefix.PREFIX_PATTERN``), joined, with their offsets
-#: and the index of each one's letter in ``SEVERITIES``
-cpp_words = np.frombuffer(b"ERRORWARNINGINFODEBUGVERBOSETRACEINTERNAL_ERROR", dtype=np.uint8).copy()
-cpp_word_off = np.array([0, 5, 12, 16, 21, 28, 33, 47], np.int64)
-cpp_word_sev = np.array([SEVERITIES.index(c) for c in "EWIDVVF"], np.int64)
-
-
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def is_digit(c):
-    return 48 <= c <= 57
-
-
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def is_letter(c):
-    return 65 <= c <= 90 or 97 <= c <= 122
-
-
-@numba.njit(cache=True, nogil=True, error_model="numpy")
-def prefix_shape(buf, p, e):
-    """(shape, body offset, rank, severity index) of the line ``p:e`` (``line_prefix.Known``):
-    COMMON when it starts with :data:`line_prefix.COMMON_MATCH`'s prefix, CPP when with
-    ``[TensorRT-LLM][LEVEL]``, BARE when no part of :data:`line_prefix.PREFIX_PATTERN` can
-    match at its start (first character after any spaces and tabs: not ``[`` nor ``>``, no
-    digits then ``:`` or ``-``, no possible host label, glog or uvicorn level: e.g. a
-    traceback's lines, a C++ backtrace's numbered frames),
-    else OTHER (the grammar reads it)."""
-    n = e - p
-    c0 = at(buf, p) if n > 0 else 0
-    if c0 == 91:   # "["
-        # [MM/DD/YYYY-HH:MM:SS] [TRT-LLM] [RANK n] [S] then anything but "["
-        if n >= 45:   # the shortest such prefix
-            ok = True
-            for j in range(1, 20):
-                c = at(buf, p + j)
-                if j in (3, 6):
-                    ok = ok and c == 47
-                elif j == 11:
-                    ok = ok and c == 45
-                elif j in (14, 17):
-                    ok = ok and c == 58
-                else:
-                    ok = ok and is_digit(c)
-            if ok:
-                q = p + 20
-                for j in range(len(common_mid)):
-                    if at(buf, q + j) != common_mid[j]:
-                        ok = False
-                        break
-            if ok:
-                q = p + 20 + len(common_mid)
-                r, w = digit_run(buf, q, e, 9)
-                if r >= 0 and w + 5 <= e and at(buf, w) == 93 and at(buf, w + 1) == 32 \
-                        and at(buf, w + 2) == 91 and at(buf, w + 4) == 93:
-                    s = at(buf, w + 3)
-                    sev = -1
-                    for j in range(len(sev_codes)):
-                        if sev_codes[j] == s:
-                            sev = j
-                    # "] " then the end, or a character that is not "["
-                    if sev >= 0 and w + 5 < e and at(buf, w + 5) == 32 \
-                            and (w + 6 == e or at(buf, w + 6) != 91):
-                        return 1, w + 6 - p, r, sev
-        # [TensorRT-LLM][LEVEL] and an optional space
-        if n < len(cpp_head) + 2:
-            return 0, 0, 0, 0
-        for j in range(len(cpp_head)):
-            if at(buf, p + j) != cpp_head[j]:
-                return 0, 0, 0, 0
-        q = p + len(cpp_head)
-        for k in range(len(cpp_word_sev)):
-            o = cpp_word_off[k]
-            ln = cpp_word_off[k + 1] - o
-            if q + ln < e and at(buf, q + ln) == 93:
-                same = True
-                for j in range(ln):
-                    if at(buf, q + j) != cpp_words[o + j]:
-                        same = False
-                        break
-                if same:
-                    b = q + ln + 1
-                    if b < e and at(buf, b) == 32:
-                        b += 1
-                    return 2, b - p, 0, cpp_word_sev[k]
-        return 0, 0, 0, 0
-    q = p
-    while q < e and (at(buf, q) == 32 or at(buf, q) == 9):
-        q += 1
-    if q == e:
-        return 3, 0, 0, 0
-    c = at(buf, q)
-    if c == 91 or c == 62:   # "[", ">"
-        return 0, 0, 0, 0
-    if is_digit(c):   # digits then ":" (srun) or "-" (a date) may be a prefix
-        w = q
-        while w < e and is_digit(at(buf, w)):
-            w += 1
-        if w < e and (at(buf, w) == 58 or at(buf, w) == 45):
-            return 0, 0, 0, 0
-        return 3, 0, 0, 0
-    if is_letter(c):
-        if q == p:   # a pdsh host label: letters, digits, "." and "-" holding a digit, ": "
-            w = q + 1
-            digit = False
-            while w < e and (is_letter(at(buf, w)) or is_digit(at(buf, w))
-                             or at(buf, w) == 46 or at(buf, w) == 45):
-                digit = digit or is_digit(at(buf, w))
-                w += 1
-            if digit and w < e and at(buf, w) == 58:
-                return 0, 0, 0, 0
-        # glog: a level letter and a digit
-        if (c == 73 or c == 87 or c == 69 or c == 70) and q + 1 < e and is_digit(at(buf, q + 1)):
-            return 0, 0, 0, 0
-        # uvicorn: an upper-case word and ":"
-        w = q
-        while w < e and 65 <= at(buf, w) <= 90 or (w < e and at(buf, w) == 95):
-            w += 1
-        if w > q and w < e and at(buf, w) == 58:
-            return 0, 0, 0, 0
-    return 3, 0, 0, 0
 
 
 def _scan_for(table_digest):
