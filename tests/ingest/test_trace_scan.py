@@ -179,7 +179,7 @@ def test_bad_line_same_error(bad, tmp_path, monkeypatch):
     assert path.read_text().splitlines()[fast.line - 1] in (_BAD[bad], first_frame)
 
 
-def test_duplicate_across_batches_and_fast_blocks(tmp_path, monkeypatch):
+def test_duplicate_across_batches_and_compiled_blocks(tmp_path, monkeypatch):
     """A frame repeated far later (other block, other batch) is named at the later line."""
     lines = SAMPLES[2].read_text().splitlines()
     path = tmp_path / "dup.jsonl"
