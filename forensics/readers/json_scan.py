@@ -13,9 +13,9 @@ reads a block.
 A stats line is taken when it is one object (whitespace between tokens allowed) whose keys
 are those of the file's shape in the shape's order (a subset; the shape is learnt from the
 first line, :func:`object_shape`, and grown by lines with more keys, :func:`merge_shapes`)
-and whose values are
-strict JSON numbers (integers of at most 18 digits), true/false/null, strings without
-escapes or control characters, or objects where the shape has one; no lists, no key twice.
+and whose values are strict JSON numbers (integers of at most 18 digits), true/false/null,
+strings without escapes or control characters, or objects where the shape has one; no lists,
+no key twice.
 A frame line is taken when it has exactly ``kind: "frame"``, ``iter``, ``rank`` and
 ``requests`` (``{"id", "state", "dummy"?}`` with an exact state name) and any optional
 decisions, each once, nothing else.
