@@ -483,7 +483,6 @@ class _Features:
 
 
 def _features(lines: pa.Array, line_no: pa.Array, source: str,
-              layouts: iteration_line.Layouts,
               known: line_prefix.Known | None = None) -> _Features:
     """The reference path's per-line work over ``lines`` (their numbers ``line_no``);
     ``known``: the prefixes a compiled scan already read (the same values, fewer patterns)."""
@@ -510,9 +509,9 @@ def _features(lines: pa.Array, line_no: pa.Array, source: str,
     if is_iter.any():
         rank = pc.coalesce(pre.logger_rank, pre.launcher_rank)
         sel = pa.array(is_iter)
-        iters = layouts.parse(pc.filter(lines, sel), source=source,
-                              line=pc.filter(line_no, sel), rank=pc.filter(rank, sel),
-                              log_time=pc.filter(pre.log_time, sel))
+        iters = iteration_line.parse(pc.filter(lines, sel), source=source,
+                                     line=pc.filter(line_no, sel), rank=pc.filter(rank, sel),
+                                     log_time=pc.filter(pre.log_time, sel))
     else:
         iters = ITERATIONS.empty_table()
     return _Features(pre=pre, is_iter=is_iter, body=body, is_cand=is_cand,
@@ -558,7 +557,7 @@ def _finish(lines: pa.Array, f: _Features, nul: np.ndarray | None,
                   wrappers=wrappers, wrap_head=wrap_head)
 
 
-def _analyse(block: bytes | bytearray, source: str, layouts: iteration_line.Layouts,
+def _analyse(block: bytes | bytearray, source: str,
              streams: _Streams | None = None, native: bool = False) -> "_Block | _Scanned":
     """The per-block vectorised work (runs in a worker thread).
 
@@ -581,7 +580,7 @@ def _analyse(block: bytes | bytearray, source: str, layouts: iteration_line.Layo
             line_prefix.DOCKER_START.encode()):
         lines, docker_time = line_prefix.unwrap_docker(lines)
     line_no = pa.array(np.arange(1, n + 1, dtype=np.int64))
-    return _finish(lines, _features(lines, line_no, source, layouts), nul, docker_time,
+    return _finish(lines, _features(lines, line_no, source), nul, docker_time,
                    streams)
 
 
@@ -634,7 +633,7 @@ def _scanned(block: bytes | bytearray, scan: native_scan.Scan, source: str,
                     known=None if known is None else known.take(other))
 
 
-def _finish_scanned(parts: list[_Scanned], source: str, layouts: iteration_line.Layouts,
+def _finish_scanned(parts: list[_Scanned], source: str,
                     streams: _Streams | None) -> list[_Block]:
     """The blocks of consecutive :class:`_Scanned` ``parts``: the reference path's per-line
     work (:func:`_features`, which looks at no neighbour) done once over all their other lines,
@@ -645,7 +644,7 @@ def _finish_scanned(parts: list[_Scanned], source: str, layouts: iteration_line.
     line_no = pa.array(np.concatenate([p.other + 1 + b for p, b in zip(parts, base)]))
     known = None if any(p.known is None for p in parts) else \
         line_prefix.Known.concat([p.known for p in parts])
-    sub = _features(lines, line_no, source, layouts, known)
+    sub = _features(lines, line_no, source, known)
     body_at = np.concatenate([[0], np.cumsum(~sub.is_iter)])
     row_at = np.concatenate([[0], np.cumsum(sub.is_iter)])
     blocks = []
@@ -963,7 +962,6 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
     if native and block_bytes == BLOCK_BYTES:
         block_bytes = native_scan.BLOCK_BYTES
     scanner = _Scanner(source)
-    layouts = iteration_line.Layouts()
     streams = _Streams()
     next_line = 1
     pool = concurrent.futures.ThreadPoolExecutor(threads) if threads > 1 else None
@@ -1003,7 +1001,7 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
                     break
                 group.append(nxt)
                 pending.popleft()
-            got, *rest = _finish_scanned(group, source, layouts, streams)
+            got, *rest = _finish_scanned(group, source, streams)
             ready.extend(rest)
         return batch_of(got)
 
@@ -1043,9 +1041,9 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
             elif not block:
                 continue
             elif pool is not None:
-                pending.append(pool.submit(_analyse, block, source, layouts, streams, native))
+                pending.append(pool.submit(_analyse, block, source, streams, native))
             else:
-                pending.append(_analyse(block, source, layouts, streams, native))
+                pending.append(_analyse(block, source, streams, native))
             while len(pending) > (threads if pool is not None else 0):
                 yield drain_one()
         while pending or ready:

@@ -52,7 +52,7 @@ PATH_ENV = "FORENSICS_INGEST_PATH"
 #: CPU, the object file loaded by llvmlite, :mod:`~forensics.readers.compiled.loader`): ~0.05 s
 #: and ~45 MiB more than the reference path on a 2 MB log, even at 8 MB, 0.1 s less at 16 MB (0.91-0.97 s against
 #: 1.08-1.13 s). A small post-mortem never imports numba or llvmlite.
-MIN_BYTES = 16 << 20
+MIN_BYTES = 1 << 20
 #: Block size on this path: per block, the reference path's regexes are compiled again for
 #: the few lines left to it (~4 ms for ~120 lines, ~6 ms for ~1000), so bigger blocks than the
 #: reference's pay. Measured, whole process, 538 MB bench log, three paired rounds: 8 MB

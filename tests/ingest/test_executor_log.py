@@ -8,6 +8,7 @@ import math
 import random
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 import zstandard
 
@@ -312,11 +313,18 @@ def test_progress_bar_only_on_a_terminal_and_not_quiet():
     assert "x.log" in tty.getvalue()
 
 
-def test_layout_fast_path_equals_general_path():
-    """The learnt-layout reader and the per-pair reader give the same rows for every variant."""
-    import pyarrow as pa
+def _iterations_both_ways(path) -> tuple[pa.Table, pa.Table]:
+    """The iterations of ``path`` read by the reference reader and by the compiled scanner."""
+    from forensics.readers import native_scan
+    if native_scan.kernel() is None:
+        pytest.skip("numba not importable")
+    return tuple(pa.concat_tables([b.iterations for b in parse_executor_log(
+        path, "s", native=native)]) for native in (False, True))
 
-    from forensics.readers import iteration_line
+
+def test_compiled_scanner_equals_reference_reader_on_every_variant(tmp_path):
+    """The compiled scanner and the per-pair reader give the same rows for every variant, and
+    an unreadable value stays in ``extra``."""
     rng = random.Random(11)
     texts = []
     for i in range(300):
@@ -333,11 +341,10 @@ def test_layout_fast_path_equals_general_path():
         if rng.random() < 0.05:   # same number of pairs, non-ASCII key / last value
             line = line.replace("global_rank = ", "глобальный = ").replace("}", "é")
         texts.append(log_lines.launcher_prefix(rng.choice(log_lines.LAUNCHERS), 3) + line)
-    lines = pa.array(texts)
-    kw = {"source": "s", "line": pa.array(range(1, 301), pa.int64()),
-          "rank": pa.nulls(300, pa.int32()), "log_time": pa.nulls(300, pa.string())}
-    fast = iteration_line.Layouts().parse(lines, **kw)
-    slow = iteration_line.parse(lines, **kw)
+    path = tmp_path / "x.log"
+    path.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    slow, fast = _iterations_both_ways(path)
+    assert slow.num_rows == 300
     assert fast.equals(slow)
     rows = slow.to_pylist()
     bad = [dict(r["extra"]) for r in rows if r["rank"] is None]
@@ -346,24 +353,20 @@ def test_layout_fast_path_equals_general_path():
 
 
 @pytest.mark.parametrize("sep", [" = {", ": {", " : {", " ={", "= {", "={", ":{", " :{"])
-def test_layout_reads_the_states_dict_as_the_general_path(sep):
+def test_both_readers_read_the_states_dict_alike(tmp_path, sep):
     """``states`` then a separator the per-pair reader does not split on (``states ={``) is no
-    states dict there: the learnt layout reads it the same way (it once took ``states ={`` as
-    the dict, so the row depended on which reader the line went to)."""
-    import pyarrow as pa
-
-    from forensics.readers import iteration_line
+    states dict there: the compiled scanner reads it the same way (the row must not depend on
+    which reader the line went to)."""
     line = ("[07/09/2026-16:18:39] [TRT-LLM] [RANK 7] [E] iter = 9, global_rank = 7, rank = 7, "
             "num_scheduled_requests = 0, kv_cache_util = N/A, currank_total_requests = 0/0, "
             f"host_step_time = 5ms, states{sep}'num_ctx_requests': 2, 'num_ctx_tokens': 3, "
             "'num_generation_tokens': 4}")
-    kw = {"source": "s", "line": pa.array([1], pa.int64()), "rank": pa.nulls(1, pa.int32()),
-          "log_time": pa.nulls(1, pa.string())}
-    fast = iteration_line.Layouts().parse(pa.array([line]), **kw)
-    slow = iteration_line.parse(pa.array([line]), **kw)
+    path = tmp_path / "x.log"
+    path.write_text(line + "\n", encoding="utf-8")
+    slow, fast = _iterations_both_ways(path)
     assert fast.equals(slow)
     dict_read = sep in (" = {", ": {", " : {")
-    assert fast.column("num_ctx_requests").to_pylist() == [2 if dict_read else None]
+    assert slow.column("num_ctx_requests").to_pylist() == [2 if dict_read else None]
 
 
 @pytest.mark.parametrize("compression", ["gzip", "zstd"])

@@ -1,8 +1,8 @@
 """The iteration-line field table (``forensics.dataset.log_fields``): every field goes from the
 simulator's writer through each reader unchanged, in every format; the table's rules hold.
 
-Readers: the reference reader (``iteration_line.parse``), its layout fast path
-(``iteration_line.Layouts``) and the compiled scanner (``native_scan``). The expected row is
+Readers: the reference reader (``iteration_line.parse``) and the compiled scanner
+(``native_scan``). The expected row is
 the value the writer was given, never a reader's output.
 """
 from __future__ import annotations
@@ -74,19 +74,16 @@ def _check(table: pa.Table, expected: dict, reader: str) -> None:
     assert row["extra"] == [], reader
 
 
-def _reference(text: str, layouts: bool) -> pa.Table:
+def _reference(text: str) -> pa.Table:
     kw = dict(source="x.log", line=pa.array([1]), rank=pa.array([3], pa.int32()),
               log_time=pa.array(["05/04/2026-10:00:01"]))
-    if layouts:
-        return iteration_line.Layouts().parse(pa.array([text]), **kw)
     return iteration_line.parse(pa.array([text]), **kw)
 
 
 @given(lines())
 def test_every_field_reaches_the_reference_reader_unchanged(case):
     fmt, _it, text, expected = case
-    _check(_reference(text, layouts=False), expected, f"{fmt} reference: {text}")
-    _check(_reference(text, layouts=True), expected, f"{fmt} layouts: {text}")
+    _check(_reference(text), expected, f"{fmt} reference: {text}")
 
 
 @pytest.mark.skipif(native_scan.kernel() is None, reason="numba not importable")
@@ -194,8 +191,7 @@ text = write_line("V5", 9, values)
 assert "adp_dummy_gen_tokens = 1, num_paused_requests = 4, kv_cache_util" in text, text
 kw = dict(source="x", line=pa.array([1]), rank=pa.array([0], pa.int32()),
           log_time=pa.array(["08/01/2026-00:00:00"]))
-rows = [iteration_line.parse(pa.array([text]), **kw).to_pylist()[0],
-        iteration_line.Layouts().parse(pa.array([text]), **kw).to_pylist()[0]]
+rows = [iteration_line.parse(pa.array([text]), **kw).to_pylist()[0]]
 if native_scan.kernel() is not None:
     block = ("[08/01/2026-00:00:00] [TRT-LLM] [RANK 0] [I] " + text + "\\n").encode()
     scan = native_scan.scan_block(block)
