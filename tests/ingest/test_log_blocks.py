@@ -1,4 +1,4 @@
-"""executor_log's block reader of plain files: whole lines, every byte once and in order, and a
+"""The block reader (log_blocks) of plain files: whole lines, every byte once and in order, and a
 block still referred to is never overwritten by a later one (its buffer is reused only after)."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from forensics.readers import executor_log
+from forensics.readers import executor_log, log_blocks, native_scan
 
 
 def _log(tmp_path, seed: int, n: int = 3000):
@@ -20,14 +20,14 @@ def _log(tmp_path, seed: int, n: int = 3000):
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("keep", ["none", "all", "every_other"])
 def test_blocks_cover_the_file_and_held_blocks_stay_intact(tmp_path, monkeypatch, seed, keep):
-    monkeypatch.setattr(executor_log, "READ_BYTES", 4096)
+    monkeypatch.setattr(log_blocks, "READ_BYTES", 4096)
     path = _log(tmp_path, seed)
     data = path.read_bytes()
     held, copies, out = [], [], []
     for i, (block, _consumed, err) in enumerate(
-            executor_log._plain_blocks(path, 1 << 14, max_line=1 << 12)):
+            log_blocks.plain_blocks(path, 1 << 14, max_line=1 << 12)):
         assert err is None
-        if isinstance(block, executor_log.LongLine):
+        if isinstance(block, log_blocks.LongLine):
             out.append(None)
             continue
         out.append(bytes(block))
@@ -45,7 +45,7 @@ def test_blocks_cover_the_file_and_held_blocks_stay_intact(tmp_path, monkeypatch
 
 
 def test_buffers_are_reused_only_when_free():
-    pool = executor_log._Buffers(keep=2, max_size=100)
+    pool = log_blocks.Buffers(keep=2, max_size=100)
     a = pool.get(50)
     b = pool.get(60)
     assert a is not b
@@ -65,8 +65,8 @@ def test_a_short_last_line_after_a_long_block_is_a_line(tmp_path, newline):
     path = tmp_path / "a.log"
     text = "".join(f"line {i} " + "y" * 50 + "\n" for i in range(200)) + "the last line"
     path.write_text(text + ("\n" if newline else ""))
-    parts = list(executor_log._split_long(path.read_bytes(), 4096))
-    assert not any(isinstance(p, executor_log.LongLine) for p in parts)
+    parts = list(log_blocks.split_long(path.read_bytes(), 4096))
+    assert not any(isinstance(p, log_blocks.LongLine) for p in parts)
     assert b"".join(parts) == path.read_bytes()
     batches = list(executor_log.parse_executor_log(path, "a.log", block_bytes=1 << 14,
                                                    max_line_bytes=4096, native=False))
@@ -79,7 +79,7 @@ def test_a_short_last_line_after_a_long_block_is_a_line(tmp_path, newline):
 def test_a_block_without_long_lines_is_not_copied():
     block = bytearray(b"".join(b"%d %s\n" % (i, b"z" * 100) for i in range(100)))
     assert len(block) > 4096
-    parts = list(executor_log._split_long(block, 4096))
+    parts = list(log_blocks.split_long(block, 4096))
     assert len(parts) == 1 and parts[0] is block
 
 
@@ -88,7 +88,7 @@ def test_a_block_without_long_lines_is_not_copied():
 def test_a_parse_reads_only_a_few_blocks_ahead(tmp_path, threads, native):
     """Batches come out while the file is still being read, on every path: at most the worker
     threads' blocks, a scanned group and the one being read are ahead of the first batch."""
-    if native and executor_log.native_scan.kernel() is None:
+    if native and native_scan.kernel() is None:
         pytest.skip("numba not importable")
     line = ("[11/30/2026-12:00:01] [TRT-LLM] [RANK 3] [I] iter = 12, global_rank = 3, rank = 3, "
             "num_scheduled_requests = 2, states = {'num_ctx_requests': 1, 'num_ctx_tokens': 5, "

@@ -367,7 +367,7 @@ def test_other_lines_of_consecutive_blocks_are_read_in_one_call(tmp_path, monkey
     ``GROUP_BLOCKS`` consecutive scanned blocks: fewer calls than such blocks, and the same
     tables as one call per block and as the reference path (iteration lines the scanner does
     not take, events and tracebacks running across blocks, a long line between groups)."""
-    from forensics.readers import executor_log
+    from forensics.readers import analysed_block, executor_log
 
     log = tmp_path / "groups.log"
     _bench_module().generate_bench(log, 1, "V4")
@@ -387,8 +387,8 @@ def test_other_lines_of_consecutive_blocks_are_read_in_one_call(tmp_path, monkey
     kw = dict(block_bytes=1 << 15, max_line_bytes=4096)
     grouped = assert_same(log, **kw)
     calls: list[int] = []
-    real = executor_log._features
-    monkeypatch.setattr(executor_log, "_features",
+    real = analysed_block.features
+    monkeypatch.setattr(analysed_block, "features",
                         lambda lines, *a: calls.append(len(lines)) or real(lines, *a))
     assert _parse(log, True, **kw)["iterations"].equals(grouped["iterations"])
     n_grouped = len(calls)

@@ -1,0 +1,164 @@
+"""The sequential stage of the executor-log parser: claims candidate lines in order.
+
+Multi-line events (tracebacks, MPI abort banners, C++ backtraces, logger lines wrapped onto
+the next lines) stay open per launcher stream from one block to the next; only a block's
+candidate lines (:attr:`analysed_block.Block.is_cand`) are looked at in Python.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from forensics.dataset.schema import TRACEBACK_FRAMES
+from forensics.readers import event_kinds, log_events
+from forensics.readers.analysed_block import Block
+from forensics.readers.traceback_event import Traceback
+from forensics.readers.traceback_event import opens as traceback_opens
+
+
+class Scanner:
+    """Claims candidate lines in order; keeps open multi-line events per launcher stream."""
+
+    def __init__(self, source: str):
+        self.source = source
+        self.open: dict[int, Any] = {}
+        self.last_rank: int | None = None
+        self.events: list[dict[str, Any]] = []
+        self.unparsed: list[tuple[int, str]] = []
+        self.frames: list[dict[str, Any]] = []
+
+    def _finish(self, stream: int, ev: Any) -> None:
+        self.open.pop(stream, None)
+        wrappers = getattr(ev, "wrappers", {})
+        if ev.is_fragment:
+            self.unparsed.append((ev.lines[0], ev.raw_first))
+        else:
+            self.events.extend({**r, **wrappers} for r in ev.events())
+            if isinstance(ev, Traceback):
+                self.frames.extend(ev.frame_rows())
+        if isinstance(ev, Traceback):   # lines read past its end go back (fragments too)
+            for line, body, raw, coll in ev.released():
+                if coll:
+                    self.events.append({"line": line, "line_end": line,
+                                        "kind": event_kinds.COLLECTOR_TIMESTAMP,
+                                        "log_time": body.strip() or None, "text": body,
+                                        "collector": wrappers.get("collector")})
+                else:
+                    self.unparsed.append((line, raw))
+
+    def finish_all(self) -> None:
+        for s, ev in sorted(self.open.items()):
+            self._finish(s, ev)
+
+    def process(self, b: Block) -> np.ndarray:
+        """Scan one block; returns the mask of lines claimed here."""
+        n = len(b.lines)
+        claimed = np.zeros(n, dtype=bool)
+        positions: dict[int, np.ndarray] = {}
+        has_logger = b.pre.has_logger
+
+        def scan(s: int, ev: Any, after: int) -> None:
+            pos = positions.get(s)
+            if pos is None:
+                pos = positions[s] = np.flatnonzero(b.stream == s)
+            for j in pos[np.searchsorted(pos, after, side="right"):]:
+                if b.is_iter[j]:
+                    self._finish(s, ev)
+                    return
+                body = b.body_at(j)
+                if isinstance(ev, Traceback):
+                    coll = bool(b.is_collector[j])
+                    if not ev.accepts(body, bool(has_logger[j]), coll):
+                        self._finish(s, ev)
+                        return
+                    ev.add(b.first_line + j, body, b.raw_at(j), coll)
+                else:
+                    if not ev.accepts(body, bool(has_logger[j])):
+                        self._finish(s, ev)
+                        return
+                    ev.add(b.first_line + j, body)
+                claimed[j] = True
+                if ev.done:
+                    self._finish(s, ev)
+                    return
+            self.open[s] = ev
+
+        for s, ev in sorted(self.open.items()):
+            scan(s, ev, -1)
+        cand = np.flatnonzero(b.is_cand)
+        if len(cand):
+            launcher = b.pre.launcher_rank
+            for i in cand:
+                if claimed[i]:
+                    continue
+                body = b.body_at(i)
+                row = log_events.match_single(body)
+                header = has_logger[i] and row is None and traceback_opens(body) == "header"
+                if row is None and has_logger[i] and b.wrap_head[i] and not header:
+                    row = {"kind": event_kinds.CPP_LOG if b.pre.is_cpp[i] else event_kinds.LOG,
+                           "message": body, "text": body}
+                if row is not None:
+                    row = self._single(b, int(i), row)
+                    claimed[i] = True
+                    if b.wrap_head[i]:
+                        s = int(b.stream[i])
+                        if s in self.open:
+                            self._finish(s, self.open[s])
+                        scan(s, log_events.Wrapped(row, body, b.raw_at(i)), int(i))
+                    else:
+                        self.events.append(row)
+                    continue
+                if has_logger[i] and not header:
+                    continue
+                s = int(b.stream[i])
+                if s in self.open:
+                    self._finish(s, self.open[s])
+                rank = launcher[i].as_py()
+                if rank is None:
+                    rank = b.rank_ffill[i].as_py()
+                    if rank is None:
+                        rank = self.last_rank
+                raw = b.raw_at(i)
+                line = b.first_line + int(i)
+                how = traceback_opens(body)
+                if how is not None:
+                    ev: Any = Traceback(line, body, how, rank, raw)
+                elif log_events.MPI_DASHES.match(body) or log_events.MPI_ABORT_LINE.match(body):
+                    ev = log_events.MpiAbortBanner(line, body, rank, raw)
+                elif log_events.CPP_FRAME.match(body):
+                    ev = log_events.CppBacktrace(line, body, rank, raw)
+                else:
+                    continue
+                claimed[i] = True
+                ev.wrappers = b.wrappers_at(int(i))
+                scan(s, ev, int(i))
+        if n:
+            last = b.rank_ffill[n - 1].as_py()
+            if last is not None:
+                self.last_rank = last
+        return claimed
+
+    def _single(self, b: Block, i: int, row: dict[str, Any]) -> dict[str, Any]:
+        rank = b.rank[i].as_py()
+        msg_rank = row.pop("msg_rank", None)
+        default_sev = row.pop("default_severity", None)
+        sev = b.pre.severity[i].as_py() or default_sev
+        line = b.first_line + i
+        return {**row, "line": line, "line_end": line,
+                "rank": rank if rank is not None else msg_rank, "severity": sev,
+                "log_time": b.pre.log_time[i].as_py(), **b.wrappers_at(i)}
+
+    def take_rows(self) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
+        ev, un = self.events, self.unparsed
+        self.events, self.unparsed = [], []
+        return ev, un
+
+    def take_frames(self) -> pa.Table:
+        rows, self.frames = self.frames, []
+        for r in rows:
+            r["source"] = self.source
+        return pa.Table.from_pylist(rows, schema=TRACEBACK_FRAMES) if rows \
+            else TRACEBACK_FRAMES.empty_table()
+
