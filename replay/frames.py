@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from replay.first_seen import ROW_SLICE, SeenBefore, first_seen, new_on_rank
 from replay.frame_schema import FRAMES
 from replay.errors import ConfigError, DatasetError, NoTraceError
 from replay.heap import release_arrow
@@ -212,7 +213,7 @@ class RunFrames:
     @classmethod
     def _build(cls, run: str, source: str, config: RunConfig, frames: pa.Table,
                requests: tuple[np.ndarray, ...], *, first_iter: int | None = None,
-               seen: _SeenBefore | None = None) -> RunFrames:
+               seen: SeenBefore | None = None) -> RunFrames:
         """``requests``: :func:`_real_requests` of the run (real requests only, compact).
 
         A window of a run (:class:`FrameWindows`) passes the run's ``first_iter`` and the
@@ -263,7 +264,7 @@ class RunFrames:
         # near the arrays themselves (a fleet-hour run holds tens of millions of requests).
         r_iter, r_rank, r_id, r_state, r_pos = requests
         # First iteration each request id appeared on its rank (over every frame of the run).
-        first = _first_seen(r_rank, r_id, r_iter, R, seen)
+        first = first_seen(r_rank, r_id, r_iter, R, seen)
         # Flat frame index i * R + r: int32 when the grid allows (4 bytes a request, not 8).
         flat_dtype = np.int32 if I * R < 2 ** 31 else np.int64
         r_flat = np.zeros(r_iter.size, flat_dtype)
@@ -294,10 +295,9 @@ class RunFrames:
         sidx = state_index(r_state).astype(np.int8)
         window = micro_batch_window(config.encoder_decoder).mask()
         window_real = _counts(r_flat, n, lambda a, b: window[sidx[a:b]])
-        # At the run's first frame nothing counts as new: whether it was fetched then is unknown.
         if first_iter is None:
             first_iter = int(f_iter.min()) if f_iter.size else 0
-        is_new = (first == r_iter) & (r_iter != first_iter)
+        is_new = new_on_rank(first, r_iter, first_iter)
         new_real = _counts(r_flat, n, lambda a, b: is_new[a:b])
         before = _counts(r_flat, n, lambda a, b: r_state[a:b] < int(RequestState.CONTEXT_INIT))
         sched_mask = Predicate.SCHEDULER.mask(config)
@@ -460,7 +460,7 @@ class FrameWindows:
         return max(1, int(self._starts.size))
 
     def __iter__(self):
-        seen = _SeenBefore(self.num_ranks)
+        seen = SeenBefore(self.num_ranks)
         starts = [int(x) for x in self._starts]
         role = False
         readers = self._range_readers()
@@ -492,13 +492,13 @@ class FrameWindows:
         wanted = sorted({int(x) for x in iters})
         return self._read(self._run_filter + [("iter", "in", wanted)], None)
 
-    def _read(self, filters: list[tuple], seen: _SeenBefore | None) -> RunFrames:
+    def _read(self, filters: list[tuple], seen: SeenBefore | None) -> RunFrames:
         ds = self._ds
         frames = ds.arrow("frames", columns=_FRAME_COLUMNS, filters=filters or None)
         req = ds.arrow("requests", columns=_REQUEST_COLUMNS, filters=filters or None)
         return self._build(frames, req, seen)
 
-    def _build(self, frames: pa.Table, req: pa.Table, seen: _SeenBefore | None) -> RunFrames:
+    def _build(self, frames: pa.Table, req: pa.Table, seen: SeenBefore | None) -> RunFrames:
         parts = _real_requests(req)
         del req
         return RunFrames._build(self.run, self.source, self.config, frames, parts,
@@ -614,44 +614,6 @@ def _frames_per_iteration(ds: Any, run: str | None) -> tuple[np.ndarray, np.ndar
     return u, np.bincount(inv, weights=np.concatenate(counts), minlength=u.size).astype(np.int64)
 
 
-class _SeenBefore:
-    """The first iteration each (rank, request id) was seen in the windows read so far.
-
-    Per rank, a sorted array of ids and their first iteration: memory is per distinct request
-    (an hour of a 32-rank fleet has a few hundred thousand), not per request row.
-    """
-
-    def __init__(self, R: int):
-        self.ids = [np.zeros(0, np.int64) for _ in range(R)]
-        self.first = [np.zeros(0, np.int64) for _ in range(R)]
-
-    def update(self, rank: np.ndarray, rid: np.ndarray, first: np.ndarray) -> np.ndarray:
-        """``first`` (first seen within this window, per row) with every id seen in an earlier
-        window given its earlier iteration; this window's new ids are remembered."""
-        if not rid.size:
-            return first
-        out = first.astype(np.int64)
-        order = np.argsort(rank, kind="stable")
-        bounds = np.searchsorted(rank[order], np.arange(len(self.ids) + 1))
-        for r in range(len(self.ids)):
-            rows = order[bounds[r]:bounds[r + 1]]
-            if not rows.size:
-                continue
-            ids, known = rid[rows], self.ids[r]
-            hit = np.zeros(rows.size, bool)
-            if known.size:
-                at = np.minimum(np.searchsorted(known, ids), known.size - 1)
-                hit = known[at] == ids
-                out[rows[hit]] = self.first[r][at[hit]]
-            new_ids, j = np.unique(ids[~hit], return_index=True)
-            if new_ids.size:   # sorted merge: one copy, no sort of what is already known
-                at = np.searchsorted(known, new_ids)
-                self.ids[r] = np.insert(known, at, new_ids)
-                self.first[r] = np.insert(self.first[r], at, out[rows[~hit]][j])
-        return out.astype(first.dtype) if first.dtype != out.dtype and \
-            out.max() <= np.iinfo(first.dtype).max and out.min() >= np.iinfo(first.dtype).min else out
-
-
 def _run_config(runs: pa.Table, run: str | None) -> tuple[str, str, RunConfig, bool]:
     """The chosen run's key, source and configuration, and whether the input holds several runs."""
     names = [str(x) for x in runs.column("run").to_pylist()] if runs.num_rows else []
@@ -763,56 +725,8 @@ def _real_batch(recorded: np.ndarray, window_real: np.ndarray, exact: np.ndarray
     return np.where(exact >= 0, exact, inferred)
 
 
-def _first_seen(rank: np.ndarray, rid: np.ndarray, it: np.ndarray, R: int,
-                seen: _SeenBefore | None = None) -> np.ndarray:
-    """The first iteration each (rank, request id) appears, for every request row; with
-    ``seen`` (the windows before), an id seen there keeps its earlier iteration and this
-    window's new ids are remembered (``_SeenBefore.update``, on the distinct ids only)."""
-    if not rid.size:
-        return np.zeros(0, np.int32)
-    # int32 when every iteration fits (4 bytes a request, not 8); the values are the same.
-    dtype = np.int32 if it.min() >= np.iinfo(np.int32).min and it.max() <= np.iinfo(np.int32).max \
-        else np.int64
-    # Request ids are normally unique across ranks: hash the ids alone (no key array), and
-    # fall back to (rank, id) keys only when some id appears on two ranks.
-    codes, uniques = pd.factorize(rid, sort=False)
-    owner = np.full(len(uniques), -1, np.int64)
-    owner[codes] = rank
-    if not _owned(owner, codes, rank):
-        del codes, uniques, owner
-        if rid.min() >= 0 and rid.max() < (2 ** 62) // max(R, 1):
-            key = rid * R
-            key += rank
-            codes, uniques = pd.factorize(key, sort=False)
-            del key
-        else:
-            codes = pd.DataFrame({"k1": rank, "k2": rid}).groupby(
-                ["k1", "k2"], sort=False).ngroup().to_numpy()
-            uniques = np.zeros(int(codes.max()) + 1, np.int64)
-        owner = np.empty(len(uniques), np.int64)
-        owner[codes] = rank
-        uniques = np.empty(len(uniques), np.int64)
-        uniques[codes] = rid
-    # Hashed keys (O(n), no sort), then a per-key minimum: memory is one row array of codes.
-    first = np.full(len(uniques), np.iinfo(np.int64).max, np.int64)
-    np.minimum.at(first, codes, it)
-    if seen is not None:
-        first = seen.update(owner, np.asarray(uniques, np.int64), first)
-    if dtype is np.int32 and (first.min() < np.iinfo(np.int32).min or first.max() > np.iinfo(np.int32).max):
-        dtype = np.int64
-    return first.astype(dtype)[codes]
-
-
-def _owned(owner: np.ndarray, codes: np.ndarray, rank: np.ndarray) -> bool:
-    """True when every row's rank is its id's recorded owner (each id on one rank only)."""
-    for a in range(0, codes.size, _SLICE):
-        if not (owner[codes[a:a + _SLICE]] == rank[a:a + _SLICE]).all():
-            return False
-    return True
-
-
 #: Rows per slice of the row-wise passes (bounded temporaries).
-_SLICE = 1 << 20
+_SLICE = ROW_SLICE
 
 
 def _counts(flat: np.ndarray, n: int, select=None) -> np.ndarray:
