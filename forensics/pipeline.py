@@ -26,9 +26,11 @@ from forensics.report.figure_views import figure_views
 from forensics.report.narrative import build_document, figure_blocks, figure_policies
 from forensics.report.timeline import TIMELINE_FILE, story_timeline_json
 from forensics.report.write import write_report
-from replay.engine import replay_windows, run_all
-from replay.frames import FrameWindows, RunFrames
+from replay.frame_windows import FrameWindows
+from replay.frames import RunFrames
 from replay.resolve import resolve_policies
+from replay.streaming import replay_windows
+from replay.walk import run_all
 
 #: Where the dataset is cached inside the report directory.
 DATASET_DIR = ".dataset"
