@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from forensics.dataset.store import META_FILE, Dataset, DatasetWriter
+from forensics.dataset.summary import DatasetSummary, summarize
 from forensics.errors import DatasetError, InputError
 from forensics.output_dir import refuse_input_as_output
 from forensics.readers.files import (
@@ -52,7 +53,6 @@ from forensics.readers.meta import InputFingerprint, fingerprint, identities
 from forensics.readers.parallel import readers, write_parallel, write_threaded
 from forensics.readers.progress import ingest_progress
 from forensics.readers.sources import recording_reads
-from forensics.report.summary import DatasetSummary, summarize
 from forensics.version import __version__
 from replay.heap import trim
 
@@ -74,7 +74,7 @@ class IngestReport:
         refused: inputs not ingested (missing or binary); non-empty means exit code 2 in the CLI.
         skipped: files a directory walk passed over (not recognised by name).
         rows: rows written per table.
-        summary: the :class:`~forensics.report.summary.DatasetSummary` of the new dataset.
+        summary: the :class:`~forensics.dataset.summary.DatasetSummary` of the new dataset.
     """
 
     path: Path

@@ -170,7 +170,7 @@ def test_figures_from_files_equal_figures_from_memory(source, tmp_path):
     """The post-mortem draws its figures from a few iterations read back from the files; the
     SVGs are byte for byte those drawn from every decision in memory (simulated runs are long
     enough to be drawn in windows)."""
-    from forensics.report.logs_only import logs_only_findings
+    from forensics.logs_only import logs_only_findings
     from forensics.report.narrative import figure_blocks, figure_policies
     from forensics.report.figure_views import figure_views
     from forensics.verdicts import policy_verdict, story_policy
@@ -373,7 +373,7 @@ def test_windows_read_by_row_group_like_filtered_reads(order, tmp_path, monkeypa
 def test_mechanisms_of_a_streamed_replay_read_a_few_iterations(tmp_path):
     """The chain grouped by mechanism is the in-memory one, read from the iterations it names:
     the file of a streamed replay is not read whole (a fleet hour holds millions of rows)."""
-    from forensics.report.chain import mechanisms
+    from forensics.causal_chain import mechanisms
     from forensics.simulate import simulate
     from replay.table_storage import StoredTable
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from forensics.report.logs_only import MAX_LISTED_SKIPS, log_decisions, logs_only_findings
+from forensics.logs_only import MAX_LISTED_SKIPS, log_decisions, logs_only_findings
 
 
 def iterations(rows):
