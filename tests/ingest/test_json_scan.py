@@ -495,7 +495,10 @@ def _saved_object(directory: Path) -> Path:
     """The kernels' object files saved into ``directory``; their common stem."""
     import llvmlite.binding as llvm
 
-    from forensics.readers.compiled import json_kernel, loader
+    from forensics.readers.compiled import loader
+
+    loader._numba_cache()   # numba's cache where the loader keeps it: a load after the first
+    from forensics.readers.compiled import json_kernel
 
     objects, meta = loader._objects(json_kernel.ENTRY_POINTS)
     stem = directory / f"{json_scan.LIBRARY.stem}-{loader._key(llvm, json_scan.LIBRARY)}"
