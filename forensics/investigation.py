@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from forensics.dataset.store import to_pandas
 from forensics.errors import DatasetError, NoTraceError
-from forensics.readers import as_dataset
+from forensics.readers.dataset_cache import as_dataset
 from forensics.reconstruct import frame_state, log_state
 from forensics.report import figures as F
 from forensics.report.crash_signatures import crash_in_logs, find_signatures

@@ -2,6 +2,7 @@
 OpenBLAS threads, and pyarrow still gives pandas objects once something in the process asks."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -49,6 +50,27 @@ def test_ingest_process_never_imports_pandas(inputs, tmp_path, path, flags):
     import forensics
     loaded = forensics.load(ds)
     assert len(loaded.iterations) == 8 * 40 - 8 and len(loaded.frames) > 0
+
+
+#: Runs the CLI as ``python -m forensics`` does and prints, at exit, the modules it imported.
+_MODULES_AFTER = ("import atexit, json, runpy, sys\n"
+                  "atexit.register(lambda: print('MODULES', json.dumps(sorted(sys.modules))))\n"
+                  "sys.argv = ['/bin/forensics'] + sys.argv[1:]\n"
+                  "runpy.run_module('forensics', run_name='__main__')\n")
+
+
+def test_ingest_imports_only_what_it_runs(inputs, tmp_path):
+    """The writer's path: no DataFrame code (``forensics.dataset.store``, pandas) and no
+    ``pyarrow.dataset`` (what reading a dataset with filters needs; an ingest reads back only
+    Parquet footers and whole files)."""
+    out = subprocess.run([sys.executable, "-c", _MODULES_AFTER, "ingest", str(inputs), "-o",
+                          str(tmp_path / "ds"), "-q"], capture_output=True, text=True, env=_env())
+    assert out.returncode == 0, out.stderr
+    mods = set(json.loads(out.stdout.rsplit("MODULES ", 1)[1]))
+    assert "forensics.dataset.writer" in mods and "pyarrow.parquet" in mods
+    unwanted = {"pandas", "pyarrow.dataset", "forensics.dataset.store",
+                "forensics.readers.dataset_cache"}
+    assert sorted(unwanted & mods) == []
 
 
 def test_a_users_openblas_threads_are_kept(inputs, tmp_path):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from forensics.readers import as_dataset
+from forensics.readers.dataset_cache import as_dataset
 from replay.engine import replay_windows, run_all
 from replay.frames import FrameWindows, RunFrames
 from replay.results import DeferredTable

@@ -6,7 +6,7 @@ import dataclasses
 import pandas as pd
 
 from forensics.dataset.schema import EVENTS
-from forensics.readers import as_dataset
+from forensics.readers.dataset_cache import as_dataset
 from forensics.report.crash_signatures import (
     SignatureKind,
     crash_in_logs,

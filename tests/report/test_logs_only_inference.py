@@ -6,7 +6,7 @@ import json
 
 from report_scenarios import SAMPLES, _ASSERT, _ITER
 
-from forensics.readers import as_dataset
+from forensics.readers.dataset_cache import as_dataset
 from forensics.report.logs_only import infer_run_facts, judge_logs_only, logs_only_findings
 from forensics.report.crash_signatures import crash_in_logs, find_signatures
 from forensics.pipeline import postmortem
