@@ -72,8 +72,8 @@ def test_ingest_imports_only_what_it_runs(inputs, tmp_path):
     """The writer's path: no DataFrame code (``forensics.dataset.store``, pandas) at all, and
     ``pyarrow.dataset`` (which reading a table needs, for the summary) not before the reading."""
     out = subprocess.run([sys.executable, "-c", _MODULES_AFTER, str(inputs), "ingest", str(inputs),
-                          "-o",
-                          str(tmp_path / "ds"), "-q"], capture_output=True, text=True, env=_env())
+                          "-o", str(tmp_path / "ds"), "-q"], capture_output=True, text=True,
+                         env=_env())
     assert out.returncode == 0, out.stderr
     at_open, at_exit = map(set, json.loads(out.stdout.rsplit("MODULES ", 1)[1]))
     assert "forensics.dataset.writer" in at_open and "pyarrow.parquet" in at_open
