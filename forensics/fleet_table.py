@@ -37,7 +37,8 @@ import pyarrow.parquet as pq
 from forensics import cluster
 from forensics.errors import ConfigError
 from forensics.output_dir import atomic_path
-from forensics.readers import as_dataset, on_cluster
+from forensics.readers import on_cluster
+from forensics.readers.dataset_cache import as_dataset
 from forensics.simulate import get_scenario, simulate
 from forensics.verdicts import run_metrics
 from forensics.version import __version__

@@ -33,7 +33,7 @@ from forensics.dataset.summary import summarize
 from forensics.errors import DatasetError, NoTraceError
 from forensics.logs_only import log_decisions
 from forensics.open_paths import clean_builds
-from forensics.readers import as_dataset
+from forensics.readers.dataset_cache import as_dataset
 from forensics.reconstruct import frame_state, log_state
 from forensics.report import figures as F
 from forensics.report.narrative import comparison_policy

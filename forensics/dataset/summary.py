@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from forensics.dataset.schema import REFERENCE_TABLES, TABLES
-from forensics.dataset.store import META_FILE, Dataset
+from forensics.dataset.schema import META_FILE, REFERENCE_TABLES, TABLES
+from forensics.dataset.tables import ArrowDataset
 
 #: Tables whose ``iter`` ranges are reported; their ``iter`` means differ (the log's is one more
 #: than the stats/frames ``iter`` of the same loop body), so they are never merged.
@@ -102,11 +102,11 @@ class DatasetSummary:
         return d
 
 
-def _rows(ds: Dataset, table: str) -> int:
+def _rows(ds: ArrowDataset, table: str) -> int:
     return ds.num_rows(table)
 
 
-def _counts(ds: Dataset, table: str, column: str) -> dict[str, int]:
+def _counts(ds: ArrowDataset, table: str, column: str) -> dict[str, int]:
     """Non-null values of a string column -> rows, most frequent first (ties by value).
 
     Read as dictionary arrays and counted by index: the strings of a 1.5 M-row column are never
@@ -128,7 +128,7 @@ def _counts(ds: Dataset, table: str, column: str) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def summarize(dataset: Dataset | str | os.PathLike) -> DatasetSummary:
+def summarize(dataset: ArrowDataset | str | os.PathLike) -> DatasetSummary:
     """Summarise a dataset, loaded or by path (reads only the columns it needs).
 
     Raises:
@@ -137,7 +137,7 @@ def summarize(dataset: Dataset | str | os.PathLike) -> DatasetSummary:
     Example:
         >>> print(render_text(summarize(forensics.load("crash.ds"))))   # doctest: +SKIP
     """
-    ds = dataset if isinstance(dataset, Dataset) else Dataset(dataset)
+    ds = dataset if isinstance(dataset, ArrowDataset) else ArrowDataset(dataset)
     key = _written(ds)
     if key is not None and _LAST.get("key") == key:
         return _LAST["summary"]
@@ -151,9 +151,9 @@ def summarize(dataset: Dataset | str | os.PathLike) -> DatasetSummary:
 _LAST: dict[str, Any] = {}
 
 
-def _written(ds: Dataset) -> tuple | None:
+def _written(ds: ArrowDataset) -> tuple | None:
     """Which write of ``ds`` this is: a dataset is written whole and moved into place
-    (``forensics.dataset.store``), so a rewrite has a new ``_meta.json`` (inode and time; its
+    (``forensics.dataset.writer``), so a rewrite has a new ``_meta.json`` (inode and time; its
     content, which names every input's digest and every table's files and rows, in case the
     file system reuses both)."""
     try:
@@ -164,7 +164,7 @@ def _written(ds: Dataset) -> tuple | None:
     return (str(ds.path.resolve()), st.st_dev, st.st_ino, st.st_mtime_ns, meta)
 
 
-def _summarize(ds: Dataset) -> DatasetSummary:
+def _summarize(ds: ArrowDataset) -> DatasetSummary:
     meta = ds.meta
     rows = {t: _rows(ds, t) for t in TABLES if t not in REFERENCE_TABLES}
 
@@ -231,7 +231,7 @@ def _summarize(ds: Dataset) -> DatasetSummary:
         collector_formats=dict(sorted(collector_formats.items())))
 
 
-def _frames_per_traceback(ds: Dataset, rows: Mapping[str, int]) -> dict[int, int]:
+def _frames_per_traceback(ds: ArrowDataset, rows: Mapping[str, int]) -> dict[int, int]:
     """Frame count -> traceback events (kinds traceback, adp_assert) with that many frames."""
     if not rows.get("events"):
         return {}

@@ -532,7 +532,8 @@ def test_saved_object_runs_without_numba(tmp_path, monkeypatch):
     out = subprocess.run([sys.executable, "-c", code, str(stats), str(TRACE_SAMPLES[2])],
                          capture_output=True, check=False,
                          env=dict(os.environ, PYTHONPATH=str(REPO), FORENSICS_INGEST_PATH="native",
-                                  NUMBA_CACHE_DIR=str(tmp_path / "cache")))
+                                  NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+                                  FORENSICS_CACHE_DIR=str(tmp_path / "user")))
     assert out.returncode == 0, out.stderr.decode()
     import pickle
     s_rows, t_rows, took, numba_loaded = pickle.loads(out.stdout)

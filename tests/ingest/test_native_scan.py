@@ -269,7 +269,7 @@ def test_saved_object_runs_without_numba(tmp_path):
     _bench_module().generate_bench(log, 1, "V3")
     rows = _native_rows_in_subprocess(
         log, "assert native_scan.kernel() is not None and loader._engines",
-        NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+        NUMBA_CACHE_DIR=str(tmp_path / "cache"), FORENSICS_CACHE_DIR=str(tmp_path / "user"))
     assert rows == [str(assert_same(log)["iterations"].num_rows), "False"]
     assert _fast_lines(log) > 1000
 

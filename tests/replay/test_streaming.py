@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from forensics.readers import as_dataset
+from forensics.readers.dataset_cache import as_dataset
 from replay.frame_windows import FrameWindows
 from replay.frames import RunFrames
 from replay.streaming import replay_windows
@@ -348,7 +348,7 @@ def test_windows_read_by_row_group_like_filtered_reads(order, tmp_path, monkeypa
 
     import numpy as np
 
-    import forensics.dataset.store as store
+    import forensics.dataset.writer as writer
 
     sample = SAMPLES / "nvbug-6438685" / "trace.jsonl"
     if not sample.is_file():
@@ -360,7 +360,7 @@ def test_windows_read_by_row_group_like_filtered_reads(order, tmp_path, monkeypa
                         key=lambda r: (r["rank"], r["iter"]))
         records = head + frames
     (tmp_path / "trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    monkeypatch.setattr(store, "ROW_GROUP_ROWS", 50)    # many row groups, windows across them
+    monkeypatch.setattr(writer, "ROW_GROUP_ROWS", 50)    # many row groups, windows across them
     ds = as_dataset([tmp_path / "trace.jsonl"], cache_dir=tmp_path / "ds")
     import pyarrow.parquet as pq
     assert pq.ParquetFile(ds.files("requests")[0]).metadata.num_row_groups > 3

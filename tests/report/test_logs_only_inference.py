@@ -10,7 +10,7 @@ from forensics.crash_signatures import crash_in_logs, find_signatures
 from forensics.logs_only import logs_only_findings
 from forensics.logs_verdict import judge_logs_only
 from forensics.pipeline import postmortem
-from forensics.readers import as_dataset
+from forensics.readers.dataset_cache import as_dataset
 from forensics.run_facts import infer_run_facts
 from replay.catalogue import CATALOGUE
 
