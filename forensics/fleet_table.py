@@ -1,34 +1,11 @@
 """Fleet analysis: many runs, one row each, with every policy's leak / crash / near-miss verdict.
 
-:func:`fleet_table` replays each traced run under each policy and tabulates (per policy):
-
-``leak`` (bool)
-    some dummy survived a fleet-wide skipped iteration (``ReplayResult.leaks`` is not empty).
-``leaks`` (int)
-    how many dummies did.
-``crash`` (bool), ``crash_iter`` (Int64), ``crash_rank`` (Int64)
-    the replay stopped at an entry assert or a failed dummy allocation, and where.
-``first_leak_iter`` (Int64)
-    the first skipped iteration a dummy survived (``iter_skipped`` of the first leak).
-``time_to_first_leak`` (Int64)
-    ``first_leak_iter`` minus the run's first replayed iteration: iterations from the start of
-    the recording to the first leak.
-``near_miss_skips`` (int)
-    leaked dummies that did **not** end in a crash: a dummy that survived at least one skipped
-    iteration and was then removed, or was still alive when the run ended, or was on a rank that
-    did not crash. (A dummy alive on a crashing rank at the crash iteration is the fatal one and
-    is not counted.)
-``near_miss_cap`` (int)
-    (iteration, rank) rows where the rank carried a dummy that survived an earlier iteration
-    (``carried_dummy``) and ``active >= cap - 1`` (``active`` counts that dummy; ``cap`` is the
-    run's ``max_num_active_requests``, whether or not the policy enforces it), and the rank did
-    not crash there: the fleet was within one request of the assert.
-``near_miss`` (bool)
-    ``near_miss_skips > 0 or near_miss_cap > 0``.
-``diverged_iter`` (Int64)
-    first iteration where the replay departs from a recorded decision; after it the replay
-    answers "what this version decides on the same request mix" (``replay.walk``), so a
-    verdict of a policy other than the recording build is a counterfactual.
+:func:`fleet_table` replays each traced run under each policy and tabulates, per policy, the
+fleet verdict of :func:`forensics.verdicts.run_metrics` (the rules and their definitions live
+there, with the post-mortem's): ``leak`` (bool), ``leaks`` (int), ``crash`` (bool),
+``crash_iter`` and ``crash_rank`` (Int64), ``first_leak_iter`` and ``time_to_first_leak``
+(Int64), ``near_miss_skips`` and ``near_miss_cap`` (int), ``near_miss`` (bool) and
+``diverged_iter`` (Int64).
 
 Configuration columns (one row per run): ``input``, ``run``, ``build`` (the recording build),
 ``ranks``, ``pp_size``, ``max_batch_size``, ``cap``, ``disaggregated``, ``overlap``,
@@ -60,8 +37,10 @@ import pyarrow.parquet as pq
 from forensics import cluster
 from forensics.errors import ConfigError
 from forensics.output_dir import atomic_path
-from forensics.readers import as_dataset, on_cluster
+from forensics.readers import on_cluster
+from forensics.readers.dataset_cache import as_dataset
 from forensics.simulate import get_scenario, simulate
+from forensics.verdicts import run_metrics
 from forensics.version import __version__
 from replay.streaming import replay_windows, stream_windows
 from replay.walk import run as replay_run
@@ -82,38 +61,6 @@ METRIC_DTYPES: dict[str, str] = {
     "near_miss_skips": "Int64", "near_miss_cap": "Int64", "near_miss": "boolean",
     "diverged_iter": "Int64",
 }
-
-
-def run_metrics(result) -> dict[str, Any]:
-    """The metrics of one replay (:class:`replay.results.ReplayResult`); definitions in the module
-    docstring."""
-    crash = result.crash
-    # Only the columns and rows needed: a streamed result reads them from its files.
-    iters = result.read_decisions(columns=["iter"])["iter"]
-    carried = result.read_decisions([("carried_dummy", "==", True)], columns=["active", "crash"])
-    ledger = result.read_ledger([("leaked", "==", True)], columns=["iter_removed", "rank"])
-    leaks = result.leak_records
-    first_iter = int(iters.min()) if len(iters) else None
-    first_leak = min((lk.iter_skipped for lk in leaks), default=None)
-    crash_ranks = set(crash.ranks) if crash is not None else set()
-    leaked = ledger
-    fatal = leaked["iter_removed"].isna() & leaked["rank"].isin(crash_ranks) if crash is not None \
-        else pd.Series(False, index=leaked.index)
-    cap = int(result.config.cap)
-    near_cap = (carried["active"].to_numpy() >= cap - 1) & ~carried["crash"].to_numpy(bool)
-    skips = int((~fatal).sum())
-    ncap = int(near_cap.sum())
-    div = result.first_divergence
-    return {
-        "leak": bool(leaks), "leaks": len(leaks), "crash": crash is not None,
-        "crash_iter": None if crash is None else int(crash.iter),
-        "crash_rank": None if crash is None else int(crash.rank),
-        "first_leak_iter": first_leak,
-        "time_to_first_leak": None if first_leak is None or first_iter is None
-        else int(first_leak) - first_iter,
-        "near_miss_skips": skips, "near_miss_cap": ncap, "near_miss": bool(skips or ncap),
-        "diverged_iter": None if div is None else int(div.iter),
-    }
 
 
 def fleet_table(runs: Iterable[PathLike] | PathLike | pd.DataFrame, policies: Sequence[str] | None = None,
@@ -492,7 +439,6 @@ __all__ = [
     "METRIC_DTYPES",
     "plain_value",
     "prevalence",
-    "run_metrics",
     "simulate_grid",
     "write_parquet",
 ]

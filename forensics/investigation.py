@@ -27,16 +27,16 @@ from typing import Any
 import pandas as pd
 import pyarrow.compute as pc
 
+from forensics.crash_signatures import crash_in_logs, find_signatures
 from forensics.dataset.store import to_pandas
+from forensics.dataset.summary import summarize
 from forensics.errors import DatasetError, NoTraceError
-from forensics.readers import as_dataset
+from forensics.logs_only import log_decisions
+from forensics.open_paths import clean_builds
+from forensics.readers.dataset_cache import as_dataset
 from forensics.reconstruct import frame_state, log_state
 from forensics.report import figures as F
-from forensics.report.crash_signatures import crash_in_logs, find_signatures
-from forensics.report.logs_only import log_decisions
 from forensics.report.narrative import comparison_policy
-from forensics.report.paths import clean_builds
-from forensics.report.summary import summarize
 from forensics.verdicts import matches_log_crash, story_policy
 from replay.streaming import replay_windows
 from replay.frame_windows import FrameWindows
@@ -153,7 +153,7 @@ class Investigation:
 
     @cached_property
     def summary(self):
-        """The dataset summary (``forensics.report.summary.DatasetSummary``)."""
+        """The dataset summary (``forensics.dataset.summary.DatasetSummary``)."""
         return summarize(self.dataset)
 
     # ------------------------------------------------------------------ reconstruction
@@ -188,7 +188,7 @@ class Investigation:
 
     @cached_property
     def signatures(self) -> list:
-        """Crash-related events of the logs (``forensics.report.crash_signatures.Signature``)."""
+        """Crash-related events of the logs (``forensics.crash_signatures.Signature``)."""
         return find_signatures(self.events, [self._resolved[p] for p in self.policies],
                                config=self.config, iterations=self.iterations)
 

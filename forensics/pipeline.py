@@ -14,15 +14,16 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from forensics import verdicts as V
-from forensics.readers.on_cluster import as_dataset
+from forensics.crash_signatures import Signature, crash_in_logs, find_signatures
+from forensics.dataset.summary import summarize
 from forensics.errors import InputError
+from forensics.findings import report_findings
+from forensics.logs_only import LogsOnlyFindings, logs_only_findings
+from forensics.open_paths import witness_files
 from forensics.output_dir import ReportDir, refuse_input_as_output
-from forensics.report.crash_signatures import Signature, crash_in_logs, find_signatures
+from forensics.readers.on_cluster import as_dataset
 from forensics.report.figure_views import figure_views
-from forensics.report.logs_only import LogsOnlyFindings, logs_only_findings
 from forensics.report.narrative import build_document, figure_blocks, figure_policies
-from forensics.report.paths import witness_files
-from forensics.report.summary import summarize
 from forensics.report.timeline import TIMELINE_FILE, story_timeline_json
 from forensics.report.write import write_report
 from replay.frame_windows import FrameWindows
@@ -146,8 +147,8 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
     drawn = figure_policies(primary, j.chain_policy, j.verdicts, advised)
     figs = figure_blocks(ds, runs[0] if runs else None, figure_views(primary, drawn), j.chain_policy,
                          j.verdicts, lo, config, log_crash=log_crash, recommended=advised)
-    findings = V.report_findings(summary, results, j, signatures, log_crash, lo, config, runs,
-                                 lov=lov, identified=identified)
+    findings = report_findings(summary, results, j, signatures, log_crash, lo, config, runs,
+                               lov=lov, identified=identified)
     say("writing the report")
     doc = build_document(summary=summary, run=runs[0] if runs else None, config=config,
                          verdicts=j.verdicts, signatures=signatures, log_crash=log_crash,

@@ -17,7 +17,7 @@ def _tables_from_records(records: Iterable[dict], source: str) -> Any:
 
 
 def _as_dataset(inputs: Any, cache_dir: Any = None) -> Any:
-    from forensics.readers import as_dataset
+    from forensics.readers.dataset_cache import as_dataset
     return as_dataset(inputs, cache_dir=cache_dir)
 
 

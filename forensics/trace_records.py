@@ -134,7 +134,7 @@ def input_tables(path: str | os.PathLike):
 
     A single trace file (plain or compressed) is read directly with the trace reader; anything
     else (a directory of per-rank files, logs, a dataset directory) goes through
-    ``forensics.readers.as_dataset``.
+    ``forensics.readers.dataset_cache.as_dataset``.
     """
     p = Path(path)
     if p.is_file():
@@ -144,7 +144,7 @@ def input_tables(path: str | os.PathLike):
             from forensics.readers.trace_v1 import read_trace
             t = read_trace(p, display_name(p))
             return t.runs, t.frames, t.requests
-    from forensics.readers import as_dataset
+    from forensics.readers.dataset_cache import as_dataset
     ds = as_dataset([str(p)])
     return ds.arrow("runs"), ds.arrow("frames"), ds.arrow("requests")
 

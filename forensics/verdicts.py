@@ -3,9 +3,11 @@
 Pure functions of the replay results (``replay.results.ReplayResult`` per policy), the crash
 signatures and the logs-only findings: each policy's verdict, the exit status and its reason,
 the policy whose story is told, its causal chain, the builds to move to, the report's opening
-sentence, headline and next step, and ``findings.json``'s content. Nothing here reads inputs,
-writes files or renders; ``forensics.pipeline`` calls these, ``forensics.report`` renders what
-they return, ``forensics.investigate`` and the ``--json`` outputs use the same rules.
+sentence, headline and next step, and the fleet verdict of one replay (:func:`run_metrics`).
+Nothing here reads inputs, writes files or renders; ``forensics.pipeline`` calls these,
+``forensics.report`` renders what they return, ``forensics.findings`` writes them as
+``findings.json`` (the ``--json`` output), and ``forensics.investigate`` and
+``forensics.fleet`` use the same rules.
 
 Exit status:
 
@@ -25,21 +27,21 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from forensics.readers import event_kinds as K
 from forensics.answer import verdict_line, what_to_do
-from forensics.report.chain import mechanisms, opening_sentence
-from forensics.report.crash_signatures import (REPLAY_CRASH_KIND, Signature, excerpt,
-                                               outside_catalogue)
-from forensics.report.document import code
-from forensics.report.logs_only import (
+from forensics.causal_chain import mechanisms, opening_sentence
+from forensics.crash_signatures import Signature, excerpt, outside_catalogue
+from forensics.logs_only import (
     LOG_RANKS_ENV,
     RECORDING_DOC,
     TRACE_ENV,
     LogsOnlyFindings,
-    infer_run_facts,
-    judge_logs_only,
 )
-from forensics.report.paths import clean_builds, path_label
+from forensics.logs_verdict import judge_logs_only
+from forensics.open_paths import clean_builds, path_label
+from forensics.readers import event_kinds as K
+from forensics.report.document import code
+from forensics.run_facts import infer_run_facts
+from forensics.signature_kinds import REPLAY_CRASH_KIND
 
 logger = logging.getLogger(__name__)
 
@@ -451,28 +453,53 @@ def era_sentence(spec: str, ident) -> str:
             f"(closest: {ident.closest}; none matches on {', '.join(ident.unmatched)}).")
 
 
-def findings_json(summary, results, verdicts, signatures, log_crash, lo, chain_policy, chain,
-                  next_step, status, reason, config, runs) -> dict:
-    primary = results.get(runs[0], {}) if runs else {}
-    d: dict[str, Any] = {
-        "tool": "adp-forensics postmortem",
-        "exit_status": status,
-        "status_reason": reason,
-        "next_step": next_step,
-        "run": runs[0] if runs else None,
-        "config": config.to_record() if config else None,
-        "policies": {name: r.to_json() for name, r in primary.items()},
-        "verdicts": {v.policy: v.to_json() for v in verdicts},
-        "log_crash": log_crash.to_json() if log_crash else None,
-        "crash_events": [s.to_json() for s in signatures],
-        "chain": {"policy": chain_policy, "lines": list(chain)},
-        "logs_only": lo.to_json(),
-        "dataset": summary.to_dict(),
+def run_metrics(result) -> dict[str, Any]:
+    """The fleet verdict of one replay (:class:`replay.results.ReplayResult`): the metrics of a
+    row of ``forensics.fleet``, per policy.
+
+    - ``leak``: some dummy survived a fleet-wide skipped iteration; ``leaks``: how many did.
+    - ``crash``, ``crash_iter``, ``crash_rank``: the replay stopped at an entry assert or a
+      failed dummy allocation, and where.
+    - ``first_leak_iter``: the first skipped iteration a dummy survived (``iter_skipped`` of
+      the first leak); ``time_to_first_leak``: it minus the run's first replayed iteration.
+    - ``near_miss_skips``: leaked dummies that did not end in a crash (removed later, alive at
+      the end, or on a rank that did not crash; the dummy alive on a crashing rank at the crash
+      is the fatal one, not counted).
+    - ``near_miss_cap``: (iteration, rank) rows where the rank carried a dummy that survived an
+      earlier iteration and ``active >= cap - 1`` (``active`` counts that dummy; ``cap`` is the
+      run's ``max_num_active_requests``, enforced by the policy or not), and the rank did not
+      crash there: the fleet was within one request of the assert.
+    - ``near_miss``: ``near_miss_skips > 0 or near_miss_cap > 0``.
+    - ``diverged_iter``: the first iteration where the replay departs from a recorded decision
+      (after it, a policy other than the recording build's gives a counterfactual).
+    """
+    crash = result.crash
+    # Only the columns and rows needed: a streamed result reads them from its files.
+    iters = result.read_decisions(columns=["iter"])["iter"]
+    carried = result.read_decisions([("carried_dummy", "==", True)], columns=["active", "crash"])
+    ledger = result.read_ledger([("leaked", "==", True)], columns=["iter_removed", "rank"])
+    leaks = result.leak_records
+    first_iter = int(iters.min()) if len(iters) else None
+    first_leak = min((lk.iter_skipped for lk in leaks), default=None)
+    crash_ranks = set(crash.ranks) if crash is not None else set()
+    leaked = ledger
+    fatal = leaked["iter_removed"].isna() & leaked["rank"].isin(crash_ranks) if crash is not None \
+        else pd.Series(False, index=leaked.index)
+    cap = int(result.config.cap)
+    near_cap = (carried["active"].to_numpy() >= cap - 1) & ~carried["crash"].to_numpy(bool)
+    skips = int((~fatal).sum())
+    ncap = int(near_cap.sum())
+    div = result.first_divergence
+    return {
+        "leak": bool(leaks), "leaks": len(leaks), "crash": crash is not None,
+        "crash_iter": None if crash is None else int(crash.iter),
+        "crash_rank": None if crash is None else int(crash.rank),
+        "first_leak_iter": first_leak,
+        "time_to_first_leak": None if first_leak is None or first_iter is None
+        else int(first_leak) - first_iter,
+        "near_miss_skips": skips, "near_miss_cap": ncap, "near_miss": bool(skips or ncap),
+        "diverged_iter": None if div is None else int(div.iter),
     }
-    if len(runs) > 1:
-        d["runs"] = {run: {"policies": {n: r.to_json() for n, r in per.items()}}
-                     for run, per in results.items()}
-    return d
 
 
 @dataclasses.dataclass(frozen=True)
@@ -526,22 +553,6 @@ def judge(ds, results: dict, pols, config, log_crash: Optional[Signature], signa
                      next_step=step, opening=first, headline=head, verdict=verdict, what_to_do=todo)
 
 
-def report_findings(summary, results: dict, j: Judgement, signatures, log_crash, lo, config, runs,
-                    *, lov=None, identified: Optional[dict] = None) -> dict:
-    """``findings.json``'s content, the verdict line and what to do first: :func:`findings_json`
-    with the opening, the headline, the logs-only verdict, the recommended builds, the chain's mechanisms and the identified eras."""
-    findings = findings_json(summary, results, j.verdicts, signatures, log_crash, lo, j.chain_policy,
-                             j.chain, j.next_step, j.status, j.reason, config, runs)
-    findings = {"tool": findings.pop("tool"), "verdict": j.verdict,
-                "what_to_do": [step.to_json() for step in j.what_to_do], **findings}
-    findings.update(opening=j.opening, headline=j.headline,
-                    logs_only_verdict=None if lov is None else lov.to_json(),
-                    recommended=[dataclasses.asdict(a) for a in j.recommended])
-    findings["chain"]["mechanisms"] = [m.to_json() for m in j.mechanisms]
-    findings["identified"] = {spec: ident.to_json() for spec, ident in (identified or {}).items()}
-    return findings
-
-
 __all__ = [
     "EXIT_BAD_INPUT",
     "EXIT_CLEAN",
@@ -553,7 +564,6 @@ __all__ = [
     "chain_mechanisms",
     "era_sentence",
     "exit_status",
-    "findings_json",
     "headline",
     "judge",
     "judge_logs",
@@ -565,6 +575,6 @@ __all__ = [
     "policy_verdict",
     "recommend",
     "replay_surplus",
-    "report_findings",
+    "run_metrics",
     "story_policy",
 ]

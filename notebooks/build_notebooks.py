@@ -137,7 +137,7 @@ The other leaks happen the same way: grouped by mechanism (same predicate gap, s
 rollback) the 22 leaks are one paragraph, the way the report tells them. `res.leaks` is the
 table (the columns of `inv.leaks` but `policy`, the fatal leak first); `res.leak_records` holds
 the same leaks as records, row for row, with each cause rank's request states."""),
-    new_code_cell('''from forensics.report.chain import mechanisms
+    new_code_cell('''from forensics.causal_chain import mechanisms
 
 for m in mechanisms(res):
     print(m.title(), "-", m.text)

@@ -2,7 +2,7 @@
 
 A long run is replayed window by window (``replay.streaming``); each window is what
 ``RunFrames.from_dataset`` holds for its iterations, the first-seen iterations of the windows
-before it remembered (:class:`SeenBefore`). A dataset whose run has a file of its own is read
+before it remembered (``replay.first_seen.SeenBefore``). A dataset whose run has a file of its own is read
 by row group, others through ``Dataset.arrow`` filters.
 """
 from __future__ import annotations
@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from replay.first_seen import SeenBefore
 from replay.frame_schema import FRAMES
 from replay.frames import (
     REQUEST_COLUMNS,
@@ -229,42 +230,4 @@ def _frames_per_iteration(ds: Any, run: str | None) -> tuple[np.ndarray, np.ndar
     return u, np.bincount(inv, weights=np.concatenate(counts), minlength=u.size).astype(np.int64)
 
 
-class SeenBefore:
-    """The first iteration each (rank, request id) was seen in the windows read so far.
-
-    Per rank, a sorted array of ids and their first iteration: memory is per distinct request
-    (an hour of a 32-rank fleet has a few hundred thousand), not per request row.
-    """
-
-    def __init__(self, R: int):
-        self.ids = [np.zeros(0, np.int64) for _ in range(R)]
-        self.first = [np.zeros(0, np.int64) for _ in range(R)]
-
-    def update(self, rank: np.ndarray, rid: np.ndarray, first: np.ndarray) -> np.ndarray:
-        """``first`` (first seen within this window, per row) with every id seen in an earlier
-        window given its earlier iteration; this window's new ids are remembered."""
-        if not rid.size:
-            return first
-        out = first.astype(np.int64)
-        order = np.argsort(rank, kind="stable")
-        bounds = np.searchsorted(rank[order], np.arange(len(self.ids) + 1))
-        for r in range(len(self.ids)):
-            rows = order[bounds[r]:bounds[r + 1]]
-            if not rows.size:
-                continue
-            ids, known = rid[rows], self.ids[r]
-            hit = np.zeros(rows.size, bool)
-            if known.size:
-                at = np.minimum(np.searchsorted(known, ids), known.size - 1)
-                hit = known[at] == ids
-                out[rows[hit]] = self.first[r][at[hit]]
-            new_ids, j = np.unique(ids[~hit], return_index=True)
-            if new_ids.size:   # sorted merge: one copy, no sort of what is already known
-                at = np.searchsorted(known, new_ids)
-                self.ids[r] = np.insert(known, at, new_ids)
-                self.first[r] = np.insert(self.first[r], at, out[rows[~hit]][j])
-        return out.astype(first.dtype) if first.dtype != out.dtype and \
-            out.max() <= np.iinfo(first.dtype).max and out.min() >= np.iinfo(first.dtype).min else out
-
-
-__all__ = ["FrameWindows", "SeenBefore", "WINDOW_FRAMES"]
+__all__ = ["FrameWindows", "WINDOW_FRAMES"]

@@ -22,7 +22,7 @@ import json
 import logging
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from replay.first_seen import ROW_SLICE, SeenBefore, first_seen, new_on_rank
 from replay.frame_schema import FRAMES
 from replay.errors import ConfigError, DatasetError, NoTraceError
 from replay.heap import release_arrow
@@ -39,8 +40,6 @@ from replay.states import (ALL_STATES, CONTEXT_INTENT_STATES, CONTEXT_ONLY_STATE
                            GENERATION_ONLY_STATES, RequestState, micro_batch_window, state_index)
 from replay.step import INTENT_CONTEXT, INTENT_GENERATION, INTENT_NONE, StepInputs
 
-if TYPE_CHECKING:
-    from replay.frame_windows import SeenBefore
 
 log = logging.getLogger(__name__)
 
@@ -266,7 +265,7 @@ class RunFrames:
         # near the arrays themselves (a fleet-hour run holds tens of millions of requests).
         r_iter, r_rank, r_id, r_state, r_pos = requests
         # First iteration each request id appeared on its rank (over every frame of the run).
-        first = _first_seen(r_rank, r_id, r_iter, R, seen)
+        first = first_seen(r_rank, r_id, r_iter, R, seen)
         # Flat frame index i * R + r: int32 when the grid allows (4 bytes a request, not 8).
         flat_dtype = np.int32 if I * R < 2 ** 31 else np.int64
         r_flat = np.zeros(r_iter.size, flat_dtype)
@@ -297,10 +296,9 @@ class RunFrames:
         sidx = state_index(r_state).astype(np.int8)
         window = micro_batch_window(config.encoder_decoder).mask()
         window_real = _counts(r_flat, n, lambda a, b: window[sidx[a:b]])
-        # At the run's first frame nothing counts as new: whether it was fetched then is unknown.
         if first_iter is None:
             first_iter = int(f_iter.min()) if f_iter.size else 0
-        is_new = (first == r_iter) & (r_iter != first_iter)
+        is_new = new_on_rank(first, r_iter, first_iter)
         new_real = _counts(r_flat, n, lambda a, b: is_new[a:b])
         before = _counts(r_flat, n, lambda a, b: r_state[a:b] < int(RequestState.CONTEXT_INIT))
         sched_mask = Predicate.SCHEDULER.mask(config)
@@ -523,56 +521,8 @@ def _real_batch(recorded: np.ndarray, window_real: np.ndarray, exact: np.ndarray
     return np.where(exact >= 0, exact, inferred)
 
 
-def _first_seen(rank: np.ndarray, rid: np.ndarray, it: np.ndarray, R: int,
-                seen: SeenBefore | None = None) -> np.ndarray:
-    """The first iteration each (rank, request id) appears, for every request row; with
-    ``seen`` (the windows before), an id seen there keeps its earlier iteration and this
-    window's new ids are remembered (``SeenBefore.update``, on the distinct ids only)."""
-    if not rid.size:
-        return np.zeros(0, np.int32)
-    # int32 when every iteration fits (4 bytes a request, not 8); the values are the same.
-    dtype = np.int32 if it.min() >= np.iinfo(np.int32).min and it.max() <= np.iinfo(np.int32).max \
-        else np.int64
-    # Request ids are normally unique across ranks: hash the ids alone (no key array), and
-    # fall back to (rank, id) keys only when some id appears on two ranks.
-    codes, uniques = pd.factorize(rid, sort=False)
-    owner = np.full(len(uniques), -1, np.int64)
-    owner[codes] = rank
-    if not _owned(owner, codes, rank):
-        del codes, uniques, owner
-        if rid.min() >= 0 and rid.max() < (2 ** 62) // max(R, 1):
-            key = rid * R
-            key += rank
-            codes, uniques = pd.factorize(key, sort=False)
-            del key
-        else:
-            codes = pd.DataFrame({"k1": rank, "k2": rid}).groupby(
-                ["k1", "k2"], sort=False).ngroup().to_numpy()
-            uniques = np.zeros(int(codes.max()) + 1, np.int64)
-        owner = np.empty(len(uniques), np.int64)
-        owner[codes] = rank
-        uniques = np.empty(len(uniques), np.int64)
-        uniques[codes] = rid
-    # Hashed keys (O(n), no sort), then a per-key minimum: memory is one row array of codes.
-    first = np.full(len(uniques), np.iinfo(np.int64).max, np.int64)
-    np.minimum.at(first, codes, it)
-    if seen is not None:
-        first = seen.update(owner, np.asarray(uniques, np.int64), first)
-    if dtype is np.int32 and (first.min() < np.iinfo(np.int32).min or first.max() > np.iinfo(np.int32).max):
-        dtype = np.int64
-    return first.astype(dtype)[codes]
-
-
-def _owned(owner: np.ndarray, codes: np.ndarray, rank: np.ndarray) -> bool:
-    """True when every row's rank is its id's recorded owner (each id on one rank only)."""
-    for a in range(0, codes.size, _SLICE):
-        if not (owner[codes[a:a + _SLICE]] == rank[a:a + _SLICE]).all():
-            return False
-    return True
-
-
 #: Rows per slice of the row-wise passes (bounded temporaries).
-_SLICE = 1 << 20
+_SLICE = ROW_SLICE
 
 
 def _counts(flat: np.ndarray, n: int, select=None) -> np.ndarray:

@@ -279,16 +279,31 @@ class StepOutputs:
     leaked_now: np.ndarray
 
 
+def computed_expected(total, floor, tp_size: int, multiplier: float, cap: int | None) -> np.ndarray:
+    """``expected_num_active_requests`` as the executor computes it (§5), the one place of the rule.
+
+    ``max(ceil(multiplier * ceil(total / tp_size)), floor)``, then ``min(., cap)`` when ``cap`` is
+    given (a capped build). ``total`` is the all-gathered sum of ``len(active_requests)`` over the
+    ranks and ``floor`` the largest ``len(active_requests)`` less the requests fetched this
+    iteration, per iteration (arrays of one shape). The replay's :func:`expected_step` and the
+    per-frame reconstruction (``forensics.reconstruct.frame_state``) both call it.
+
+    Example:
+        >>> computed_expected(np.array([7]), np.array([2]), 4, 1.0, 3).tolist()
+        [2]
+    """
+    fair = -(-np.asarray(total) // tp_size)
+    computed = np.maximum(np.ceil(multiplier * fair).astype(np.int64), np.asarray(floor))
+    return computed if cap is None else np.minimum(computed, cap)
+
+
 def expected_step(policy: Policy, config: RunConfig, inputs: StepInputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Steps 1-2: ``(active, expected, expected_source)`` for ``(..., R)`` inputs."""
     active = inputs.n_real + inputs.carried.astype(np.int64)
-    total = active.sum(axis=-1, keepdims=True)
-    fair = -(-total // config.tp_size)
-    scaled = np.ceil(config.expected_multiplier * fair).astype(np.int64)
-    floor = (active - inputs.new_real).max(axis=-1, keepdims=True)
-    computed = np.maximum(scaled, floor)
-    if policy.cap:
-        computed = np.minimum(computed, config.cap)
+    computed = computed_expected(active.sum(axis=-1, keepdims=True),
+                                 (active - inputs.new_real).max(axis=-1, keepdims=True),
+                                 config.tp_size, config.expected_multiplier,
+                                 config.cap if policy.cap else None)
     computed = np.broadcast_to(computed, active.shape)
     counts_match = (active == inputs.recorded_counts).all(axis=-1, keepdims=True)
     use_rec = (inputs.expected_recorded >= 0) & counts_match
@@ -454,6 +469,7 @@ __all__ = [
     "StepInputs",
     "StepOutputs",
     "decide",
+    "computed_expected",
     "expected_step",
     "inputs_from_states",
     "kv_outcomes",

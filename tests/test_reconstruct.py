@@ -111,7 +111,7 @@ def test_log_state_built_by_position_equals_the_merge(sample, tmp_path):
     with the fleet size given, guessed, and larger than the ranks that log."""
     import pandas as pd
 
-    from forensics.readers import as_dataset
+    from forensics.readers.dataset_cache import as_dataset
     from forensics.reconstruct import log_state
     src = Path(__file__).resolve().parents[1] / "traces" / "samples" / sample
     if not src.is_dir():

@@ -8,8 +8,9 @@ import pytest
 
 from forensics.dataset.schema import SCHEMAS
 from forensics.dataset.store import DatasetWriter, load
+from forensics.dataset.summary import summarize
 from forensics.errors import DatasetError
-from forensics.report.summary import compact_ranks, human_size, render_text, summarize
+from forensics.report.summary import compact_ranks, human_size, render_text
 
 
 def table(name: str, rows: list[dict]) -> pa.Table:

@@ -2,7 +2,7 @@
 errors), and a post-mortem path's exploration read back from it equals the one computed."""
 from __future__ import annotations
 
-from forensics.report import paths
+from forensics import open_paths as paths
 from forensics.user_cache import entry_key, read_entry, user_cache_dir, write_entry
 from replay.catalogue import get_policy
 from replay.config import RunConfig

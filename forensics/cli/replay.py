@@ -38,7 +38,7 @@ def _render(console: Output, results, verbose: bool) -> None:
     ``verbose``), then one table of the verdicts."""
     from rich.table import Table
 
-    from forensics.report.chain import mechanisms  # pandas: not on the `--help` path
+    from forensics.causal_chain import mechanisms  # pandas: not on the `--help` path
 
     spaced = False
     for name, res in results.items():

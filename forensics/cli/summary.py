@@ -7,7 +7,8 @@ import click
 
 from forensics.cli.errors import library_errors
 from forensics.cli.options import Output, quiet_option
-from forensics.report.summary import render_text, summarize
+from forensics.dataset.summary import summarize
+from forensics.report.summary import render_text
 
 
 @click.command("summary")

@@ -91,6 +91,10 @@ PARTITION_BY: dict[str, str] = {"runs": "run", "frames": "run", "requests": "run
 #: Rows per Parquet row group (at most; the last of a file holds the rest).
 ROW_GROUP_ROWS = 1 << 17
 
+#: The dataset's description (inputs, rows, files, partitions), written last: a directory
+#: holding it is a dataset.
+META_FILE = "_meta.json"
+
 #: Key-value metadata keys of every Parquet file of a dataset.
 META_TABLE_KEY = b"forensics.table"
 META_VERSION_KEY = b"forensics.schema_version"

@@ -4,8 +4,10 @@ Library entry points:
 
 - :func:`ingest` (``forensics ingest INPUT... -o DATASET``): read every input, write the dataset
   atomically, return an :class:`IngestReport`;
-- :func:`as_dataset`: a loaded dataset from a dataset directory or from raw inputs (ingested into
-  a cache directory, reused while the inputs are unchanged); what replay and postmortem call.
+- :func:`forensics.readers.dataset_cache.as_dataset`: a loaded dataset (pandas) from a dataset
+  directory or from raw inputs (ingested into a cache directory, reused while the inputs are
+  unchanged); what replay and postmortem call. It is a module of its own because loading
+  imports pandas and an ingest does not (this package reads back what it wrote as Arrow).
 
 Inputs are files or directories. A directory contributes every *recognised* file below it,
 recursively, in sorted order: a name ending in ``.log .txt .out .err .stdout .stderr .json
@@ -27,14 +29,14 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import tempfile
-import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from forensics.dataset.store import META_FILE, Dataset, DatasetWriter
+from forensics.dataset.schema import META_FILE
+from forensics.dataset.tables import ArrowDataset
+from forensics.dataset.writer import DatasetWriter
+from forensics.dataset.summary import DatasetSummary, summarize
 from forensics.errors import DatasetError, InputError
 from forensics.output_dir import refuse_input_as_output
 from forensics.readers.files import (
@@ -48,11 +50,10 @@ from forensics.readers.files import (
     ingest_file,
 )
 from forensics.readers.kinds import KINDS, OTHER_JSON
-from forensics.readers.meta import InputFingerprint, fingerprint, identities
+from forensics.readers.meta import InputFingerprint
 from forensics.readers.parallel import readers, write_parallel, write_threaded
 from forensics.readers.progress import ingest_progress
 from forensics.readers.sources import recording_reads
-from forensics.report.summary import DatasetSummary, summarize
 from forensics.version import __version__
 from replay.heap import trim
 
@@ -74,7 +75,7 @@ class IngestReport:
         refused: inputs not ingested (missing or binary); non-empty means exit code 2 in the CLI.
         skipped: files a directory walk passed over (not recognised by name).
         rows: rows written per table.
-        summary: the :class:`~forensics.report.summary.DatasetSummary` of the new dataset.
+        summary: the :class:`~forensics.dataset.summary.DatasetSummary` of the new dataset.
     """
 
     path: Path
@@ -203,95 +204,9 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
         rows = dict(writer.rows)
     trim()   # the readers' freed blocks: the caller (a replay) would add its own on top
 
-    summary = summarize(Dataset(path))
+    summary = summarize(ArrowDataset(path))
     return IngestReport(path=path, inputs=tuple(fingerprints), refused=tuple(refused),
                         skipped=tuple(skipped), rows=rows, summary=summary)
 
 
-def cached_dataset(cache: Path, inputs: list[PathLike]) -> Dataset | None:
-    """The dataset at ``cache`` if its recorded inputs match the current files exactly."""
-    if not (cache / META_FILE).is_file():
-        return None
-    try:
-        ds = Dataset(cache)
-    except DatasetError:
-        return None
-    recorded = ds.meta.get("inputs", [])
-    if ds.meta.get("tool_version") != __version__ or ds.meta.get("refused"):
-        return None
-    candidates, refused, _ = discover(inputs, exclude=cache)
-    if refused or len(candidates) != len(recorded):
-        return None
-    by_name = {str(r.get("name")): r for r in recorded}
-    current = []
-    for c in candidates:
-        r = by_name.get(c.name)
-        if r is None:
-            return None
-        try:
-            size = os.path.getsize(c.path)
-        except OSError:
-            return None
-        if size != r.get("size"):
-            return None  # cheap check first; hash only when sizes agree
-        current.append(fingerprint(c.path, c.name, str(r.get("kind"))))
-    return ds if identities(current) == identities(recorded) else None
-
-
-def as_dataset(inputs: PathLike | Iterable[PathLike], *, cache_dir: PathLike | None = None,
-               quiet: bool = True, jobs: int | None = None, keep_going: bool = False) -> Dataset:
-    """A loaded dataset from a dataset directory or from raw inputs.
-
-    - one input that is a dataset directory (holds ``_meta.json``): loaded as is;
-    - otherwise the inputs are ingested into ``cache_dir`` (the dataset directory itself),
-      reusing the dataset already there when its recorded inputs (names, sizes, digests) match
-      the files now; without ``cache_dir``, into a temporary directory removed when the returned
-      dataset is garbage-collected.
-
-    ``jobs``: processes reading the inputs; ``keep_going``: a file breaking its format is
-    refused and the others ingested (both as in :func:`ingest`).
-
-    Refused inputs (missing or binary) are logged and listed in ``dataset.meta["refused"]``;
-    callers that must not go on without them check that list.
-
-    Raises:
-        InputError: nothing could be ingested.
-        DatasetError: a dataset directory of an unsupported schema version.
-
-    Example:
-        >>> ds = as_dataset(["logs/"], cache_dir="crash.ds")   # doctest: +SKIP
-    """
-    if isinstance(inputs, (str, os.PathLike)):
-        inputs = [inputs]
-    inputs = list(inputs)
-    if len(inputs) == 1 and (Path(inputs[0]) / META_FILE).is_file():
-        return Dataset(inputs[0])
-    if cache_dir is not None:
-        cache = Path(cache_dir)
-        ds = cached_dataset(cache, inputs)
-        if ds is not None:
-            logger.info("%s: inputs unchanged, reusing the dataset", cache)
-            return ds
-        report = ingest(inputs, cache, quiet=quiet, jobs=jobs, keep_going=keep_going)
-    else:
-        tmp = Path(tempfile.mkdtemp(prefix="forensics-ds-"))
-        try:
-            report = ingest(inputs, tmp / "dataset", quiet=quiet, jobs=jobs, keep_going=keep_going)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        ds = Dataset(report.path)
-        weakref.finalize(ds, shutil.rmtree, str(tmp), True)
-        _log_refused(report)
-        return ds
-    _log_refused(report)
-    return Dataset(report.path)
-
-
-def _log_refused(report: IngestReport) -> None:
-    for r in report.refused:
-        logger.warning("input not ingested: %s", r)
-
-
-__all__ = ["IngestReport", "RefusedInput", "as_dataset", "cached_dataset", "classify", "discover",
-           "ingest"]
+__all__ = ["IngestReport", "RefusedInput", "classify", "discover", "ingest"]

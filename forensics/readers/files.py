@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from forensics.dataset.store import META_FILE, DatasetWriter
+from forensics.dataset.schema import META_FILE
+from forensics.dataset.writer import DatasetWriter
 from forensics.errors import BinaryInputError, InputError, TraceFormatError
 from forensics.output_dir import MANIFEST
 from forensics.readers.frame_keys import FrameKeys

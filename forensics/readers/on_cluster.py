@@ -1,7 +1,7 @@
 """The ingest on a Dask cluster: one task per input file, the parts merged into one dataset
 that reads the same as a serial :func:`forensics.readers.ingest` of the same inputs.
 
-- :func:`as_dataset`: :func:`forensics.readers.as_dataset`, the files ingested on ``client``
+- :func:`as_dataset`: :func:`forensics.readers.dataset_cache.as_dataset`, the files ingested on ``client``
   when one is given (``forensics.cluster.connect``);
 - :func:`ingest_parallel`: the ingest itself, into a dataset directory.
 """
@@ -17,11 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from forensics.cluster import Done, map_tasks
-from forensics.dataset.schema import REFERENCE_TABLES, TABLES
-from forensics.dataset.store import META_FILE, Dataset, DatasetWriter
+from forensics.dataset.schema import META_FILE, REFERENCE_TABLES, TABLES
+from forensics.dataset.store import Dataset
+from forensics.dataset.tables import ArrowDataset
+from forensics.dataset.writer import DatasetWriter
 from forensics.errors import InputError
-from forensics.readers import as_dataset as serial
-from forensics.readers import cached_dataset, ingest
+from forensics.readers import ingest
+from forensics.readers.dataset_cache import as_dataset as serial
+from forensics.readers.dataset_cache import cached_dataset
 from forensics.readers.files import NOT_STATS_REASON, RefusedInput, TraceRuns, classify, discover
 from forensics.readers.kinds import OTHER_JSON
 from forensics.version import __version__
@@ -37,7 +40,7 @@ def _ingest_one(path: str, part: str) -> str:
 def _merge_parts(parts: list[str], output: str, refused: list[dict], skipped: list[str]) -> str:
     """Task: the per-file datasets ``parts`` (in ingest order) into one dataset at ``output``.
 
-    Rows go through :class:`~forensics.dataset.store.DatasetWriter` table by table in the order
+    Rows go through :class:`~forensics.dataset.writer.DatasetWriter` table by table in the order
     a serial ingest writes them, so the result reads the same as ``forensics ingest`` of the
     same inputs; the cross-file trace checks (one run record per run, no frame twice) run as
     they do there.
@@ -46,7 +49,7 @@ def _merge_parts(parts: list[str], output: str, refused: list[dict], skipped: li
     inputs: list[dict] = []
     with DatasetWriter(output) as writer:
         for part in parts:
-            ds = Dataset(part)
+            ds = ArrowDataset(part)
             inputs.extend(ds.meta.get("inputs", []))
             runs, frames = ds.arrow("runs"), ds.arrow("frames")
             if runs.num_rows or frames.num_rows:
@@ -102,9 +105,9 @@ def ingest_parallel(inputs: Sequence[PathLike], output: PathLike, *, client: Any
 def as_dataset(inputs: Sequence[PathLike], *, cache_dir: PathLike | None = None, client: Any = None,
                done: Done | None = None, quiet: bool = True, jobs: int | None = None,
                keep_going: bool = False):
-    """:func:`forensics.readers.as_dataset`, ingesting file by file on ``client`` when given.
+    """:func:`forensics.readers.dataset_cache.as_dataset`, ingesting file by file on ``client`` when given.
 
-    Without a client this is ``forensics.readers.as_dataset`` (``jobs`` processes reading the
+    Without a client this is ``forensics.readers.dataset_cache.as_dataset`` (``jobs`` processes reading the
     files; ``keep_going`` as there). With one, a dataset input is
     loaded as is, a ``cache_dir`` holding a dataset of the same inputs is reused, and otherwise
     every file becomes a task (into ``cache_dir``, or a temporary directory removed with the

@@ -35,7 +35,8 @@ import pyarrow.parquet as pq
 from forensics import errors
 from forensics.cluster import in_worker_task
 from forensics.dataset.schema import SCHEMAS
-from forensics.dataset.store import Dataset, DatasetWriter
+from forensics.dataset.tables import ArrowDataset
+from forensics.dataset.writer import DatasetWriter
 from forensics.errors import ForensicsError, InputError
 from forensics.readers.files import Candidate, TraceRuns, ingest_file
 from forensics.readers.meta import InputFingerprint
@@ -95,7 +96,7 @@ def _size(path: Path) -> int:
 def _check_part(traces: Any, part: Path, source: str) -> None:
     """The cross-file trace checks of a serial ingest on a part's runs and frames, a row group
     at a time."""
-    ds = Dataset(part)
+    ds = ArrowDataset(part)
     runs = ds.arrow("runs")
     for i in range(runs.num_rows):
         first = runs.slice(i, 1)

@@ -21,7 +21,9 @@ Columns (``FRAME_STATE_COLUMNS``):
     padded, scheduled, can_queue, alloc_ok   the recorded decisions (NA when absent)
 
 The cap is applied unless the run's ``build`` names a catalogue policy without a cap
-(``legacy-2025``).
+(``legacy-2025``). ``new`` and the computed ``expected`` follow the replay's rules, from the one
+place each is written: ``replay.first_seen`` (a request is new at the first iteration its rank
+holds it, never at the run's first frame) and ``replay.step.computed_expected`` (§5).
 """
 from __future__ import annotations
 
@@ -33,7 +35,10 @@ import pandas as pd
 import pyarrow as pa
 
 from forensics.dataset.store import to_pandas
+from replay.catalogue import CATALOGUE
+from replay.first_seen import first_seen, new_on_rank
 from replay.states import micro_batch_window
+from replay.step import computed_expected
 
 FRAME_STATE_COLUMNS = ("run", "iter", "rank", "active", "dummies", "real", "in_window", "new",
                        "fleet_ranks", "fleet_total", "fleet_max", "expected", "expected_source",
@@ -71,7 +76,6 @@ def frame_state(source: Any, run: str | None = None) -> pd.DataFrame:
 
 
 def _one_run(rec, fr: pd.DataFrame, rq: pd.DataFrame) -> pd.DataFrame:
-    from replay.catalogue import CATALOGUE
     tp = int(rec["tp_size"])
     cap = int(rec["max_num_active_requests"])
     build = CATALOGUE.get(str(rec["build"]))
@@ -88,8 +92,11 @@ def _one_run(rec, fr: pd.DataFrame, rq: pd.DataFrame) -> pd.DataFrame:
     in_win = dummy | ((st >= int(window.start)) & (st < int(window.end)))
     first_iter = int(fr["iter"].min())
     real = rq[~dummy]
-    first = real.groupby(["rank", "request_id"])["iter"].transform("min")
-    is_new = (first.to_numpy() == real["iter"].to_numpy()) & (real["iter"].to_numpy() != first_iter)
+    r_rank = real["rank"].to_numpy(np.int64)
+    r_iter = real["iter"].to_numpy(np.int64)
+    first = first_seen(r_rank, real["request_id"].to_numpy(np.int64), r_iter,
+                       max(tp, int(r_rank.max()) + 1 if r_rank.size else 0))
+    is_new = new_on_rank(first, r_iter, first_iter)
     keys = ["iter", "rank"]
     win = pd.DataFrame({"iter": rq["iter"].to_numpy(), "rank": rq["rank"].to_numpy(), "in_window": in_win}
                        ).groupby(keys)["in_window"].sum()
@@ -107,10 +114,8 @@ def _one_run(rec, fr: pd.DataFrame, rq: pd.DataFrame) -> pd.DataFrame:
     df["fleet_total"] = g["active"].transform("sum").astype("int64")
     df["fleet_max"] = g["active"].transform("max").astype("int64")
     floor = (df["active"] - df["new"]).groupby(df["iter"]).transform("max")
-    fair = -(-df["fleet_total"] // tp)
-    computed = np.maximum(np.ceil(mult * fair).astype("int64"), floor.astype("int64"))
-    if capped:
-        computed = np.minimum(computed, cap)
+    computed = computed_expected(df["fleet_total"].to_numpy(), floor.astype("int64").to_numpy(),
+                                 tp, mult, cap if capped else None)
     complete = df["fleet_ranks"] == tp
     rec_exp = df["expected"]
     has_rec = rec_exp.notna().to_numpy()

@@ -27,6 +27,7 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from forensics.report.figure_data import (  # noqa: F401  (part of this module's API)
@@ -225,7 +226,6 @@ def decision_strip(panels: Mapping[str, pd.DataFrame], *, leaks: pd.DataFrame | 
 
 def draw_strip(v: StripView) -> Figure:
     """:func:`decision_strip` of a computed view."""
-    import numpy as np
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
@@ -279,8 +279,6 @@ def state_composition(requests: pd.DataFrame, *, iteration: int,
 
 def draw_states(v: StatesView) -> Figure:
     """:func:`state_composition` of a computed view."""
-    import numpy as np
-
     fig = _new_figure(11, 4.8)
     ax = fig.subplots()
     fig.suptitle(v.title, fontsize=12, fontweight="bold")

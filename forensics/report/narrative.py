@@ -9,11 +9,14 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional, Sequence
 
 import pandas as pd
+import pyarrow.compute as pc
 
 from forensics.answer import BUILDS_TABLE, PATHS_TABLE
+from forensics.crash_signatures import excerpt
+from forensics.dataset.store import to_pandas
+from forensics.logs_only import LogsOnlyFindings, log_decisions
 from forensics.report import figure_data as F
 from forensics.report import svg_figures as S
-from forensics.report.crash_signatures import excerpt
 from forensics.report.document import (
     Bullets,
     Code,
@@ -25,7 +28,6 @@ from forensics.report.document import (
     Table,
     code,
 )
-from forensics.report.logs_only import LogsOnlyFindings, log_decisions
 
 _STATUS_TEXT = {0: "no leak, no crash", 1: "leak or crash explained", 2: "bad input",
                 3: "crash seen in the logs but not explained"}
@@ -317,9 +319,6 @@ def _requests_at(ds: Any, run: str, it: int) -> pd.DataFrame:
     if not hasattr(ds, "files"):
         req = ds.requests
         return req[(req["run"] == run) & (req["iter"] == it)] if len(req) else req
-    import pyarrow.compute as pc
-
-    from forensics.dataset.store import to_pandas
     return to_pandas(ds.arrow("requests", filter=(pc.field("run") == run)
                               & (pc.field("iter") == int(it))))
 

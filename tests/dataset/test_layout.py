@@ -16,7 +16,7 @@ import pytest
 
 import forensics
 from forensics.dataset.schema import PARTITION_BY, SCHEMA_VERSION, SCHEMAS, TABLES
-from forensics.dataset.store import DatasetWriter
+from forensics.dataset.writer import DatasetWriter
 from forensics.errors import DatasetError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -300,8 +300,8 @@ def test_many_small_inputs_make_few_row_groups(tmp_path):
 
 
 def test_row_groups_are_bounded(tmp_path, monkeypatch):
-    import forensics.dataset.store as store
-    monkeypatch.setattr(store, "ROW_GROUP_ROWS", 1000)
+    import forensics.dataset.writer as writer
+    monkeypatch.setattr(writer, "ROW_GROUP_ROWS", 1000)
     schema = SCHEMAS["unparsed"]
     with DatasetWriter(tmp_path / "ds") as w:
         for k in range(25):  # 25 batches of 170 rows: 4,250 rows
@@ -364,8 +364,8 @@ def test_a_dataset_stranded_by_an_interrupted_fallback_swap_is_restored(tmp_path
 
 
 def test_fallback_swap_without_exchange(tmp_path, monkeypatch):
-    import forensics.dataset.store as store
-    monkeypatch.setattr(store, "exchange", lambda a, b: False)
+    import forensics.dataset.writer as writer
+    monkeypatch.setattr(writer, "exchange", lambda a, b: False)
     forensics.ingest([SAMPLES / "healthy" / "trace.jsonl"], tmp_path / "ds")
     forensics.ingest([SAMPLES / "nvbug-6438685" / "trace.jsonl"], tmp_path / "ds")
     assert forensics.load(tmp_path / "ds").traced_runs()[0].startswith("sim-nvbug")
@@ -383,9 +383,9 @@ def test_unknown_major_version_is_a_clear_message(tmp_path):
 def test_many_runs_keep_few_files_open(tmp_path, monkeypatch):
     """Runs interleaved beyond the open-file limit: a run written again gets a further file,
     and every reader still sees all its rows."""
-    import forensics.dataset.store as store
+    import forensics.dataset.writer as writer
     from replay.frames import RunFrames
-    monkeypatch.setattr(store, "MAX_OPEN_FILES", 3)
+    monkeypatch.setattr(writer, "MAX_OPEN_FILES", 3)
     run = {"kind": "run", "format": "adp-trace", "version": 1, "tp_size": 2, "pp_size": 1,
            "max_batch_size": 4, "max_num_active_requests": 4, "disaggregated": False,
            "overlap_scheduler": False, "build": "prefix-2026"}

@@ -58,9 +58,9 @@ def test_write_faults_are_exit_2(tmp_path, monkeypatch, command, code):
 
     monkeypatch.setattr(os, "replace", failing)
     monkeypatch.setattr(os, "rename", failing)
-    import forensics.dataset.store as store
-    if hasattr(store, "exchange"):
-        monkeypatch.setattr(store, "exchange", lambda a, b: failing(a, b))
+    import forensics.dataset.writer as writer
+    if hasattr(writer, "exchange"):
+        monkeypatch.setattr(writer, "exchange", lambda a, b: failing(a, b))
     (tmp_path / "out").mkdir()
     res = CliRunner().invoke(cli, writer_commands(tmp_path / "out")[command])
     monkeypatch.setattr(os, "replace", real_replace)

@@ -74,24 +74,24 @@ def test_sigkill_at_random_moments(tmp_path, big):
 
 KILL_SCRIPT = textwrap.dedent("""
     import os, signal, sys
-    import forensics.dataset.store as store
+    import forensics.dataset.writer as writer
     point = sys.argv[1]
 
     def die(*a, **k):
         os.kill(os.getpid(), signal.SIGKILL)
 
     if point == "writing":
-        store._TableFile.flush = die
+        writer._TableFile.flush = die
     elif point == "before-exchange":
-        store.exchange = die
+        writer.exchange = die
     elif point == "after-exchange":
-        real = store.exchange
+        real = writer.exchange
         def exchange(a, b):
             real(a, b)
             die()
-        store.exchange = exchange
+        writer.exchange = exchange
     elif point == "fallback-between-renames":
-        store.exchange = lambda a, b: False
+        writer.exchange = lambda a, b: False
         real_rename, calls = os.rename, []
         def rename(a, b):
             calls.append(a)

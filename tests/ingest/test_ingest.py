@@ -14,7 +14,8 @@ import zstandard
 import forensics
 from forensics.dataset.schema import TABLES
 from forensics.errors import DatasetError, InputError, TraceFormatError
-from forensics.readers import as_dataset, discover, ingest
+from forensics.readers import discover, ingest
+from forensics.readers.dataset_cache import as_dataset
 from forensics.readers.kinds import detect_kind, recognised
 
 SHARED = Path(__file__).resolve().parents[3] / "shared"
@@ -311,7 +312,7 @@ def test_as_dataset_reuses_cache_while_inputs_unchanged(inputs: Path, tmp_path: 
     cache = tmp_path / "cache.ds"
     first = as_dataset([inputs], cache_dir=cache)
     assert len(first.stats) == 10
-    import forensics.readers as ingest_mod
+    import forensics.readers.dataset_cache as ingest_mod
 
     calls = []
     real_ingest = ingest_mod.ingest
@@ -338,7 +339,7 @@ def test_as_dataset_ingests_again_over_a_2_0_cache(inputs: Path, tmp_path: Path,
         del fp["xxh3_128"]
     meta_path.write_text(json.dumps(meta))
     assert len(forensics.load(cache).stats) == 10          # read as it is
-    import forensics.readers as ingest_mod
+    import forensics.readers.dataset_cache as ingest_mod
 
     calls = []
     real_ingest = ingest_mod.ingest

@@ -2,6 +2,7 @@
 OpenBLAS threads, and pyarrow still gives pandas objects once something in the process asks."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -49,6 +50,36 @@ def test_ingest_process_never_imports_pandas(inputs, tmp_path, path, flags):
     import forensics
     loaded = forensics.load(ds)
     assert len(loaded.iterations) == 8 * 40 - 8 and len(loaded.frames) > 0
+
+
+#: ``-c _MODULES_AFTER INPUTS ARGS...`` runs the CLI with ``ARGS`` as ``python -m forensics``
+#: does and prints, at exit, the modules imported when it last opened a file under ``INPUTS``
+#: and those imported by then.
+_MODULES_AFTER = ("import atexit, json, os, runpy, sys\n"
+                  "inputs, at_open = os.path.realpath(sys.argv[1]), []\n"
+                  "def hook(event, args):\n"
+                  "    if event == 'open' and isinstance(args[0], str) and \\\n"
+                  "            os.path.realpath(args[0]).startswith(inputs):\n"
+                  "        at_open[:] = sorted(sys.modules)\n"
+                  "sys.addaudithook(hook)\n"
+                  "atexit.register(lambda: print('MODULES', json.dumps([at_open, "
+                  "sorted(sys.modules)])))\n"
+                  "sys.argv = ['/bin/forensics'] + sys.argv[2:]\n"
+                  "runpy.run_module('forensics', run_name='__main__')\n")
+
+
+def test_ingest_imports_only_what_it_runs(inputs, tmp_path):
+    """The writer's path: no DataFrame code (``forensics.dataset.store``, pandas) at all, and
+    ``pyarrow.dataset`` (which reading a table needs, for the summary) not before the reading."""
+    out = subprocess.run([sys.executable, "-c", _MODULES_AFTER, str(inputs), "ingest", str(inputs),
+                          "-o", str(tmp_path / "ds"), "-q"], capture_output=True, text=True,
+                         env=_env())
+    assert out.returncode == 0, out.stderr
+    at_open, at_exit = map(set, json.loads(out.stdout.rsplit("MODULES ", 1)[1]))
+    assert "forensics.dataset.writer" in at_open and "pyarrow.parquet" in at_open
+    assert "pyarrow.dataset" not in at_open
+    unwanted = {"pandas", "forensics.dataset.store", "forensics.readers.dataset_cache"}
+    assert sorted(unwanted & at_exit) == []
 
 
 def test_a_users_openblas_threads_are_kept(inputs, tmp_path):

@@ -495,7 +495,10 @@ def _saved_object(directory: Path) -> Path:
     """The kernels' object files saved into ``directory``; their common stem."""
     import llvmlite.binding as llvm
 
-    from forensics.readers.compiled import json_kernel, loader
+    from forensics.readers.compiled import loader
+
+    loader._numba_cache()   # numba's cache where the loader keeps it: a load after the first
+    from forensics.readers.compiled import json_kernel
 
     objects, meta = loader._objects(json_kernel.ENTRY_POINTS)
     stem = directory / f"{json_scan.LIBRARY.stem}-{loader._key(llvm, json_scan.LIBRARY)}"
@@ -529,7 +532,8 @@ def test_saved_object_runs_without_numba(tmp_path, monkeypatch):
     out = subprocess.run([sys.executable, "-c", code, str(stats), str(TRACE_SAMPLES[2])],
                          capture_output=True, check=False,
                          env=dict(os.environ, PYTHONPATH=str(REPO), FORENSICS_INGEST_PATH="native",
-                                  NUMBA_CACHE_DIR=str(tmp_path / "cache")))
+                                  NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+                                  FORENSICS_CACHE_DIR=str(tmp_path / "user")))
     assert out.returncode == 0, out.stderr.decode()
     import pickle
     s_rows, t_rows, took, numba_loaded = pickle.loads(out.stdout)

@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forensics.readers import json_scan, native_scan
+from forensics.readers.compiled import loader
 from forensics.readers.executor_log import parse_executor_log
 from forensics.simulate import simulate
 
@@ -68,6 +69,16 @@ def _simulated(tmp: Path, variant: str, scenario: str = "nvbug-6438685") -> Path
     out = tmp / f"sim-{scenario}-{variant}"
     simulate(scenario, out_dir=out, iters=60, log_format=variant)   # in process: no interpreter start
     return out / "executor.log"
+
+
+def _scan_kernel():
+    """The log scanner's kernel module compiled by numba, with numba's cache where the loader
+    keeps it: a load after the first compile on this machine, in this process and in the
+    processes the tests start (test_numba_internals does the same)."""
+    loader._numba_cache()
+    from forensics.readers.compiled import scan_kernel
+
+    return scan_kernel
 
 
 def _bench_module():
@@ -251,15 +262,14 @@ def test_saved_object_runs_without_numba(tmp_path):
     where numba cannot be imported, reads the same rows as the reference path."""
     import llvmlite.binding as llvm
 
-    from forensics.readers.compiled import loader, scan_kernel
-
+    scan_kernel = _scan_kernel()
     objects, meta = loader._objects(scan_kernel.ENTRY_POINTS)
     assert loader._save(tmp_path / "cache" / f"scan-{loader._key(llvm)}", objects, meta)
     log = tmp_path / "bench.log"
     _bench_module().generate_bench(log, 1, "V3")
     rows = _native_rows_in_subprocess(
         log, "assert native_scan.kernel() is not None and loader._engines",
-        NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+        NUMBA_CACHE_DIR=str(tmp_path / "cache"), FORENSICS_CACHE_DIR=str(tmp_path / "user"))
     assert rows == [str(assert_same(log)["iterations"].num_rows), "False"]
     assert _fast_lines(log) > 1000
 
@@ -269,8 +279,7 @@ def test_damaged_object_file_is_not_loaded(tmp_path):
     functions read the block instead, with the same rows."""
     import llvmlite.binding as llvm
 
-    from forensics.readers.compiled import loader, scan_kernel
-
+    scan_kernel = _scan_kernel()
     objects, meta = loader._objects(scan_kernel.ENTRY_POINTS)
     stem = tmp_path / f"scan-{loader._key(llvm)}"
     assert loader._save(stem, objects, meta)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,9 @@ import pytest
 from forensics import user_cache
 from forensics.readers import json_scan, native_scan
 from forensics.readers.compiled import loader
+
+#: ``subprocess.Popen`` before the fixtures record builds instead (the linker still runs).
+POPEN = subprocess.Popen
 
 
 @pytest.fixture
@@ -48,7 +52,7 @@ def test_a_cold_cache_starts_one_background_build_and_says_so(cold, tmp_path, ca
         assert not native_scan.enabled(native_scan.MIN_BYTES)
         assert not native_scan.enabled(native_scan.MIN_BYTES)    # no second build
     (argv,) = cold
-    stem, module, lock = argv[-3:]
+    stem, module, lock, shared = argv[-4:]
     assert argv[1:3] == ["-m", "forensics.readers.compiled.loader"]
     assert module == "forensics.readers.compiled.scan_kernel"
     assert Path(stem).parent == tmp_path / "cache" / "native" and Path(lock).is_file()
@@ -56,12 +60,69 @@ def test_a_cold_cache_starts_one_background_build_and_says_so(cold, tmp_path, ca
     assert len(notes) == 1 and "in the background" in notes[0]
     assert "reference reader" in notes[0]
     # the builder (run here: the kernels are compiled in this process already) saves the
-    # object and frees the lock; the next ingest loads it
-    assert loader.main([stem, module, lock]) == 0
+    # object and the shared library linked from it and frees the lock; the next ingest loads
+    # the library (with ctypes alone: no LLVM)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(loader.subprocess, "Popen", POPEN)
+        assert loader.main([stem, module, lock, shared]) == 0
     assert not Path(lock).exists()
     assert native_scan.enabled(native_scan.MIN_BYTES)
-    assert sorted(p.name[len(Path(stem).name):] for p in Path(stem).parent.iterdir()) == [
-        ".count.o", ".json", ".scan.o"]
+    names = sorted(p.name for p in Path(stem).parent.iterdir())
+    object_files = [Path(stem).name + s for s in (".count.o", ".json", ".scan.o")]
+    if loader._linker() is None:
+        assert names == object_files
+    else:
+        assert names == sorted(object_files + [Path(shared).name + s for s in (".json", ".so")])
+        assert loader._load_shared(Path(shared)) is not None
+    assert len(cold) == 1      # no further build
+
+
+def test_a_shared_library_is_refused_when_damaged_and_not_built_again(cold, tmp_path):
+    """The library is checked against its digest before it is loaded; a build that tried to
+    make it (made, or found it could not) is not started again for an object that loads."""
+    if loader._linker() is None:
+        pytest.skip("no C compiler driver to link with")
+    from forensics.readers.compiled import scan_kernel
+
+    key = loader._shared_key(loader.SCAN)
+    shared = loader._shared_stem(tmp_path / "cache" / "native", loader.SCAN, key)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(loader.subprocess, "Popen", POPEN)
+        assert loader._save_shared(shared, scan_kernel.ENTRY_POINTS)
+    assert loader._load_shared(shared) is not None
+    so = shared.parent / (shared.name + ".so")
+    so.write_bytes(so.read_bytes()[:1000])
+    assert loader._load_shared(shared) is None
+    assert loader._shared_tried(loader.SCAN, key)
+
+
+def test_without_a_c_compiler_no_library_is_made(monkeypatch, tmp_path):
+    monkeypatch.setattr(loader, "LINKERS", ())
+    monkeypatch.delenv("CC", raising=False)
+    from forensics.readers.compiled import scan_kernel
+
+    stem = tmp_path / "scan-so-x"
+    assert not loader._save_shared(stem, scan_kernel.ENTRY_POINTS)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_object_from_before_the_shared_library_starts_one_quiet_build(cold, tmp_path, caplog):
+    """A cache holding the object files only (a build from before this loader): it is linked
+    with llvmlite, and one build that also makes the library starts, unannounced."""
+    if loader._linker() is None:
+        pytest.skip("no C compiler driver to link with")
+    import llvmlite.binding as llvm
+
+    from forensics.readers.compiled import scan_kernel
+
+    objects, meta = loader._objects(scan_kernel.ENTRY_POINTS)
+    assert loader._save(tmp_path / "cache" / "native" / f"scan-{loader._key(llvm)}", objects, meta)
+    with caplog.at_level(logging.WARNING, logger=loader.__name__):
+        assert native_scan.enabled(native_scan.MIN_BYTES)
+    (argv,) = cold
+    assert argv[-1] == str(loader._shared_stem(tmp_path / "cache" / "native", loader.SCAN,
+                                               loader._shared_key(loader.SCAN)))
+    assert caplog.records == []
 
 
 def test_small_inputs_start_no_build(cold):

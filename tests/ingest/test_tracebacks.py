@@ -141,7 +141,8 @@ def test_interleaved_ranks_keep_their_frames_apart(tmp_path):
 
 
 def test_summary_shows_frames_per_traceback_and_collector_formats(tmp_path):
-    from forensics.report.summary import render_text, summarize
+    from forensics.dataset.summary import summarize
+    from forensics.report.summary import render_text
 
     one = ["Traceback (most recent call last):", *frames_text(LOOP[1:4]), "KeyError: 1"]
     two = ["Traceback (most recent call last):", *frames_text(LOOP[3:4]), "ValueError: 2"]

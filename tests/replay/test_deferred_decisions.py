@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from forensics.readers import as_dataset
+from forensics.readers.dataset_cache import as_dataset
 from replay.frame_windows import FrameWindows
 from replay.frames import RunFrames
 from replay.streaming import replay_windows

@@ -5,15 +5,11 @@ import dataclasses
 
 import pandas as pd
 
+from forensics.crash_signatures import crash_in_logs, find_signatures
 from forensics.dataset.schema import EVENTS
-from forensics.readers import as_dataset
-from forensics.report.crash_signatures import (
-    SignatureKind,
-    crash_in_logs,
-    find_signatures,
-    leak_paths,
-    policies_for,
-)
+from forensics.readers.dataset_cache import as_dataset
+from forensics.signature_kinds import SignatureKind
+from forensics.signature_policies import leak_paths, policies_for
 from replay.catalogue import CATALOGUE
 from replay.config import RunConfig
 from replay.policy import AllocFailure, EntryCheck, Predicate

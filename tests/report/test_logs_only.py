@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from forensics.report.logs_only import MAX_LISTED_SKIPS, log_decisions, logs_only_findings
+from forensics.logs_only import MAX_LISTED_SKIPS, log_decisions, logs_only_findings
 
 
 def iterations(rows):
@@ -113,7 +113,7 @@ def _random_lines(seed, n_iters=400, ranks=4):
 def test_findings_equal_the_grid_construction():
     import pathlib
 
-    from forensics.readers import as_dataset
+    from forensics.readers.dataset_cache import as_dataset
 
     cases = [(_random_lines(seed), fleet) for seed in (1, 2) for fleet in (None, 4, 6)]
     no_tokens = _random_lines(3).drop(columns=["adp_dummy_ctx_tokens", "adp_dummy_gen_tokens"])

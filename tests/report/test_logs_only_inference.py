@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 
-from report_scenarios import SAMPLES, _ASSERT, _ITER
+from report_scenarios import _ASSERT, _ITER, SAMPLES
 
-from forensics.readers import as_dataset
-from forensics.report.logs_only import infer_run_facts, judge_logs_only, logs_only_findings
-from forensics.report.crash_signatures import crash_in_logs, find_signatures
+from forensics.crash_signatures import crash_in_logs, find_signatures
+from forensics.logs_only import logs_only_findings
+from forensics.logs_verdict import judge_logs_only
 from forensics.pipeline import postmortem
+from forensics.readers.dataset_cache import as_dataset
+from forensics.run_facts import infer_run_facts
 from replay.catalogue import CATALOGUE
 
 NVBUG_LOG = SAMPLES / "nvbug-6438685" / "executor.log"

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from forensics.report.crash_signatures import SignatureKind
-from forensics.pipeline import postmortem
 from report_scenarios import SHARED
+
+from forensics.pipeline import postmortem
+from forensics.signature_kinds import SignatureKind
 
 ITER = ("[11/30/2026-12:00:01] [TRT-LLM] [RANK 1] [I] iter = 41, global_rank = 1, rank = 1, "
         "currank_total_requests = 1/1, host_step_time = 1.0ms, prev_device_step_time = 1.0ms, "

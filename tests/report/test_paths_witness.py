@@ -6,7 +6,7 @@ import json
 
 from forensics.minimize import replay_records
 from forensics.pipeline import postmortem
-from forensics.report.paths import PATH_BOUND, clean_builds, path_gap, with_evidence, witness_files
+from forensics.open_paths import PATH_BOUND, clean_builds, path_gap, with_evidence, witness_files
 from replay.catalogue import CATALOGUE, get_policy
 from replay.config import RunConfig
 from replay.explore import ConfigSpace

@@ -13,7 +13,7 @@ import replay
 from forensics.answer import PARAGRAPH_WORDS, VERDICT_WORDS, words
 from forensics.cli import cli
 from forensics.pipeline import postmortem
-from forensics.report.chain import mechanisms, opening_sentence
+from forensics.causal_chain import mechanisms, opening_sentence
 from forensics.report.inline import to_markdown
 
 #: Two leaks by two different predicate gaps under prefix-2026 (2 ranks, max_batch_size 4, cap 4,

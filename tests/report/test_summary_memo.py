@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from forensics.dataset.store import Dataset
+from forensics.dataset.summary import summarize
 from forensics.readers import ingest
-from forensics.report.summary import summarize
 
 SAMPLES = Path(__file__).resolve().parents[2] / "traces" / "samples"
 

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 import forensics
-from forensics.readers import as_dataset
+from forensics.readers.dataset_cache import as_dataset
 from forensics.report.timeline import (DETAIL_RADIUS, MAX_BLOCKS, US_PER_ITER, timeline,
                                        timeline_json, write_timeline)
 from replay.config import RunConfig

@@ -12,8 +12,9 @@ reader (:mod:`forensics.readers.native_scan`, :mod:`forensics.readers.json_scan`
 (:mod:`.loader`) compiles a kernel with numba once per machine and saves its object code in the
 per-user cache directory (:func:`forensics.user_cache.user_cache_dir`, under ``native/``; or
 into ``_prebuilt/`` here with ``python -m forensics.readers.prebuild``), keyed by the kernel's
-source, llvmlite's version and the CPU; later processes link that object with llvmlite alone,
-without importing numba. What the loader takes from numba's internals is pinned to the versions
+source, llvmlite's version and the CPU; later processes load the shared library a build links
+from it when a C compiler driver is there (``ctypes`` alone: no LLVM, ~1 ms), else link that
+object with llvmlite, without importing numba. What the loader takes from numba's internals is pinned to the versions
 it was checked against in :mod:`.numba_internals`. Without numba or llvmlite, with no writable
 cache directory, while a build runs in the background, or when an installed numba or llvmlite
 lacks those internals, the input is read by the reference reader (or, when a compile in the

@@ -27,6 +27,16 @@ this input with the reference path; the next ingest loads the object. Asked for 
 (``FORENSICS_INGEST_PATH=native``, or :func:`entry_points` with the default ``compile="here"``)
 the compile runs in the process, announced by a one-line note first.
 
+Loading without LLVM: importing llvmlite's binding (a 170 MB library) and linking with MCJIT
+cost ~0.05 s CPU per process, a tenth of an ingest's start-up (measured). So a build also
+emits position-independent objects and links them, with the platform's C compiler driver
+(:data:`LINKERS`), into a shared library that ``ctypes`` loads in about a millisecond. It is
+keyed by what can be read without LLVM (:func:`_host`: the architecture and the CPU's identity
+and feature flags from ``/proc/cpuinfo``, with the source and llvmlite's version) and is tried
+first; without it (no C compiler, no ``/proc/cpuinfo``, a build from before) the object files
+are linked with llvmlite as before, and a build that makes the library is started in the
+background when a compiler is there.
+
 The object is keyed by the kernel's source, llvmlite's version and the host CPU (numba
 compiles for the host's features). The few symbols numba's wrappers name outside the object
 are resolved here: the Python C API from the process; numba's own helpers (GIL, exception
@@ -116,6 +126,15 @@ _STUBBED = ("numba_gil_ensure", "numba_gil_release", "numba_do_raise",
             "numba_runtime_build_excinfo_struct", "numba_unpickle", "NRT_Free",
             "NRT_MemInfo_call_dtor")
 
+#: C compiler drivers tried, in order, to link a build's objects into a shared library (the
+#: ``CC`` environment variable first when set): the driver finds the platform's linker.
+LINKERS = ("cc", "gcc", "clang")
+#: Lines of the first processor's block of ``/proc/cpuinfo`` that identify what code compiled
+#: for this CPU may use (x86 and Arm names); the others (clock, core ids) vary between reads.
+CPUINFO_KEYS = ("vendor_id", "cpu family", "model", "model name", "stepping", "flags",
+                "CPU implementer", "CPU architecture", "CPU variant", "CPU part", "CPU revision",
+                "Features", "isa", "uarch")
+
 _I64 = ctypes.c_int64
 _PTR = ctypes.c_void_p
 #: ctypes prototypes of the entry points (``scan_kernel.SCAN_SIG`` / ``COUNT_SIG``).
@@ -164,6 +183,45 @@ def _key(llvm: Any, lib: Library = SCAN, *, portable: bool = False) -> str:
     return h.hexdigest()[:24]
 
 
+def _host() -> str | None:
+    """This machine as compiled code depends on it, read without LLVM: the architecture and the
+    :data:`CPUINFO_KEYS` lines of the first processor in ``/proc/cpuinfo``; None without that
+    file (other systems), where no shared library is used."""
+    try:
+        with open("/proc/cpuinfo", "rb") as f:
+            first = f.read(1 << 16).decode("utf-8", "replace").split("\n\n", 1)[0]
+    except OSError:
+        return None
+    lines = []
+    for line in first.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() in CPUINFO_KEYS:
+            lines.append(f"{name.strip()}={value.strip()}")
+    return "\n".join([os.uname().machine, *lines]) if lines else None
+
+
+def _shared_key(lib: Library = SCAN) -> str | None:
+    """The shared library's key (:func:`_key`'s facts, the CPU as :func:`_host` reads it);
+    None when the host cannot be read."""
+    try:   # the package only (~1 ms), for its version: not its binding
+        import llvmlite
+    except ImportError:
+        return None
+    host = _host()
+    if host is None:
+        return None
+    h = hashlib.sha256(b"shared library\n")
+    for name in lib.sources:
+        h.update((_HERE / name).read_bytes())
+    h.update(llvmlite.__version__.encode())
+    h.update(host.encode())
+    return h.hexdigest()[:24]
+
+
+def _shared_stem(directory: Path, lib: Library, key: str) -> Path:
+    return directory / f"{lib.stem}-so-{key}"
+
+
 #: The value this module gave ``NUMBA_CACHE_DIR`` (numba's cache in the user cache directory),
 #: which is not a directory of the user's choosing.
 _numba_dir_set: str | None = None
@@ -190,6 +248,12 @@ def entry_points(lib: Library = SCAN, *, compile: str = "here") -> dict[str, Any
     ``compile``: what to do without a saved object: ``"here"`` compile in this process (a
     one-line note first), ``"background"`` start a builder process and return None,
     ``"never"`` return None."""
+    shared = _shared_key(lib)
+    if shared is not None:
+        for d in _cache_dirs():
+            loaded = _load_shared(_shared_stem(d, lib, shared), lib)
+            if loaded is not None:
+                return loaded
     try:
         import llvmlite.binding as llvm
     except ImportError:
@@ -206,6 +270,9 @@ def entry_points(lib: Library = SCAN, *, compile: str = "here") -> dict[str, Any
     for d in _cache_dirs():
         loaded = _load(llvm, d / f"{lib.stem}-{key}", lib)
         if loaded is not None:
+            if shared is not None and _linker() is not None and not _shared_tried(lib, shared):
+                # a build from before the shared library: one that makes it, for next time
+                build_in_background(lib, key, announce=False)
             return loaded
     # built ahead for any CPU of this architecture (at install or image-build time)
     portable = _key(llvm, lib, portable=True)
@@ -229,10 +296,11 @@ def _build_dir() -> Path | None:
     return None
 
 
-def build_in_background(lib: Library, key: str) -> bool:
-    """Start a detached process compiling ``lib`` and saving its object for later processes,
-    unless one is running already; announce it once per process. False when it cannot be
-    built (no numba, no writable cache directory)."""
+def build_in_background(lib: Library, key: str, *, announce: bool = True) -> bool:
+    """Start a detached process compiling ``lib`` and saving its object (and shared library)
+    for later processes, unless one is running already; announce it once per process (unless
+    ``announce`` is False: this run does not wait for it). False when it cannot be built (no
+    numba, no writable cache directory)."""
     if importlib.util.find_spec("numba") is None:
         return False
     d = _build_dir()
@@ -249,14 +317,17 @@ def build_in_background(lib: Library, key: str) -> bool:
         started = False
     else:
         try:
-            subprocess.Popen([sys.executable, "-m", __name__, str(stem), lib.module, str(lock)],
+            shared = _shared_key(lib)
+            extra = [str(_shared_stem(d, lib, shared))] if shared is not None else []
+            subprocess.Popen([sys.executable, "-m", __name__, str(stem), lib.module, str(lock),
+                              *extra],
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
         except OSError:
             lock.unlink(missing_ok=True)
             return False
         started = True
-    if lib.stem not in _announced:
+    if announce and lib.stem not in _announced:
         _announced.add(lib.stem)
         logger.warning("%s the %s for this machine in the background (once; about a minute "
                        "of CPU); this run reads with the reference reader, the next ones load "
@@ -314,6 +385,24 @@ def _numba_cache() -> None:
 
 def _file(stem: Path, suffix: str) -> Path:
     return stem.parent / (stem.name + suffix)
+
+
+def _load_shared(stem: Path, lib: Library = SCAN) -> dict[str, Any] | None:
+    """The entry points of the shared library saved at ``stem`` (``.so`` and ``.json``), loaded
+    with ``ctypes`` alone; None when there is none or it does not load."""
+    try:
+        meta = json.loads(_file(stem, ".json").read_text())
+        data = _file(stem, ".so").read_bytes()
+        if hashlib.sha256(data).hexdigest() != meta["sha256"]:
+            return None
+        so = ctypes.CDLL(str(_file(stem, ".so")))
+        funcs = {name: lib.prototypes[name]((symbol, so))
+                 for name, symbol in meta["symbols"].items()}
+        flag = ctypes.c_int32.in_dll(so, "forensics_scan_failed")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    funcs["failed"] = lambda: flag.value != 0
+    return funcs
 
 
 def _load(llvm: Any, stem: Path, lib: Library = SCAN) -> dict[str, Any] | None:
@@ -385,8 +474,11 @@ def _compile(key: str | None, lib: Library = SCAN) -> dict[str, Any] | None:
         logger.warning("%s: the %s runs from numba's own functions and is not saved (each "
                        "process imports numba)", e, lib.title)
         return funcs
+    shared = _shared_key(lib)
     for d in _cache_dirs():
         if _save(d / f"{lib.stem}-{key}", objects, meta):
+            if shared is not None:
+                _save_shared(_shared_stem(d, lib, shared), ENTRY_POINTS)
             break
     return funcs
 
@@ -407,8 +499,80 @@ def _objects(entry: dict[str, Any]) -> tuple[dict[str, bytes], dict[str, Any]]:
     return objects, meta
 
 
-def _save(stem: Path, objects: dict[str, bytes], meta: dict[str, Any]) -> bool:
-    files = [(f".{name}.o", data) for name, data in objects.items()]
+def _linker() -> str | None:
+    """The C compiler driver that links shared libraries here (``CC``, else :data:`LINKERS`)."""
+    for name in [os.environ.get("CC", ""), *LINKERS]:
+        found = shutil.which(name) if name else None
+        if found:
+            return found
+    return None
+
+
+def _pic_objects(entry: dict[str, Any]) -> dict[str, bytes]:
+    """Each entry point's code and the stubs (``_STUBS_IR``) as position-independent objects
+    for the CPU numba compiled for (:func:`numba_internals.pic_object_code`)."""
+    import llvmlite.binding as llvm
+
+    objects = {name: numba_internals.pic_object_code(cf, llvm) for name, cf in entry.items()}
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    machine = llvm.Target.from_default_triple().create_target_machine(reloc="pic",
+                                                                      codemodel="default")
+    stubs = llvm.parse_assembly(_STUBS_IR)
+    stubs.triple = llvm.get_process_triple()
+    objects["stubs"] = machine.emit_object(stubs)
+    return objects
+
+
+def _save_shared(stem: Path, entry: dict[str, Any]) -> bool:
+    """Link ``entry``'s code into the shared library :func:`_load_shared` loads (``stem.so``,
+    then ``stem.json``). False without a C compiler driver; when emitting or linking fails,
+    ``stem.json`` says why (and no build is started for it again, :func:`_shared_tried`)."""
+    linker = _linker()
+    if linker is None:
+        return False
+    try:
+        objects = _pic_objects(entry)
+    except Exception as e:   # numba internals moved: the object files are still there
+        _save(stem, {}, {"unlinkable": str(e)})
+        return False
+    try:
+        with tempfile.TemporaryDirectory(prefix="forensics-link-") as tmp:
+            paths = []
+            for name, data in objects.items():
+                paths.append(os.path.join(tmp, f"{name}.o"))
+                with open(paths[-1], "wb") as f:
+                    f.write(data)
+            out = os.path.join(tmp, "lib.so")
+            # -Bsymbolic: the library's calls go to its own stubs even in a process where
+            # numba's helpers are loaded (numba loads them globally)
+            subprocess.run([linker, "-shared", "-Wl,-Bsymbolic", "-o", out, *paths],
+                           check=True, timeout=120, stdin=subprocess.DEVNULL,
+                           capture_output=True)
+            data = Path(out).read_bytes()
+            meta = {"symbols": {name: cf.native_name for name, cf in entry.items()},
+                    "sha256": hashlib.sha256(data).hexdigest()}
+            so = ctypes.CDLL(out)   # it loads and has what the loader looks up
+            for symbol in [*meta["symbols"].values(), "forensics_scan_failed"]:
+                if not hasattr(so, symbol):
+                    raise OSError(f"the linked library lacks {symbol}")
+            return _save(stem, {}, meta, extra=[(".so", data)])
+    except (OSError, subprocess.SubprocessError) as e:
+        _save(stem, {}, {"unlinkable": str(e)[-500:]})
+        return False
+
+
+def _shared_tried(lib: Library, key: str) -> bool:
+    """Whether a build made, or found it could not make, the shared library of ``key`` (its
+    ``.json`` is there: the library's, or the reason): then none is built again for it."""
+    return any(_file(_shared_stem(d, lib, key), ".json").exists() for d in _cache_dirs())
+
+
+def _save(stem: Path, objects: dict[str, bytes], meta: dict[str, Any],
+          extra: list[tuple[str, bytes]] | None = None) -> bool:
+    """Write ``objects`` (``stem.NAME.o``), the ``extra`` files (``stem`` + suffix) and, last,
+    ``meta`` (``stem.json``), each atomically."""
+    files = [(f".{name}.o", data) for name, data in objects.items()] + (extra or [])
     try:
         stem.parent.mkdir(parents=True, exist_ok=True)
         for suffix, data in [*files, (".json", json.dumps(meta).encode())]:   # json last
@@ -454,14 +618,20 @@ def prebuild(libraries: list[Library], directory: Path | None = None, *,
 
 
 def main(argv: list[str]) -> int:
-    """The background builder: ``python -m forensics.readers.compiled.loader STEM MODULE LOCK``
-    compiles the kernels of ``MODULE`` and saves their object at ``STEM``, then removes
-    ``LOCK``."""
+    """The background builder: ``python -m forensics.readers.compiled.loader STEM MODULE LOCK
+    [SHARED]`` compiles the kernels of ``MODULE`` and saves their object at ``STEM`` (and,
+    given ``SHARED``, links the shared library saved there when a C compiler driver is
+    found), then removes ``LOCK``."""
     stem, module, lock = Path(argv[0]), argv[1], Path(argv[2])
     try:
         _numba_cache()
-        objects, meta = _objects(importlib.import_module(module).ENTRY_POINTS)
-        return 0 if _save(stem, objects, meta) else 1
+        entry = importlib.import_module(module).ENTRY_POINTS
+        objects, meta = _objects(entry)
+        if not _save(stem, objects, meta):
+            return 1
+        if len(argv) > 3:
+            _save_shared(Path(argv[3]), entry)
+        return 0
     finally:
         lock.unlink(missing_ok=True)
 

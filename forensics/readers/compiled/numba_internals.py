@@ -33,6 +33,10 @@ LLVMLITE_CHECKED = "0.50.0"
 #: ``native_name``).
 CFUNC_INTERNALS = ("_library", "_library._get_module_for_linking",
                    "_library._codegen._tm.emit_object", "native_name")
+#: Attribute paths :func:`pic_object_code` reads on a compiled ``cfunc`` besides those of
+#: :data:`CFUNC_INTERNALS`: the CPU name and features numba compiles for.
+PIC_INTERNALS = ("_library._codegen._get_host_cpu_name", "_library._codegen._tm_features",
+                 "_library._codegen._tm.triple")
 #: Attribute paths the loader and the kernels use in numba's modules (from ``numba``).
 MODULE_INTERNALS = ("core.config.CACHE_DIR", "core.cpu.CPUTargetOptions._nrt")
 #: What the loader calls of ``llvmlite.binding``.
@@ -108,6 +112,22 @@ def object_code(cf: Any) -> tuple[Any, bytes]:
     return module, library._codegen._tm.emit_object(module)
 
 
+def pic_object_code(cf: Any, llvm: Any) -> bytes:
+    """``cf``'s code (as :func:`object_code`) emitted as a position-independent object for the
+    CPU and features numba compiled it for: what a shared library is linked from. Raises
+    :class:`NumbaChanged` when numba lacks what this reads (checked whatever its version:
+    it is no fallback's business but an optional extra)."""
+    gone = numba_missing({"cf": cf}) + [f"cfunc.{p}" for p in PIC_INTERNALS if not _has(cf, p)]
+    if gone:
+        raise NumbaChanged(changed("numba", gone))
+    library = cf._library
+    codegen = library._codegen
+    machine = llvm.Target.from_triple(codegen._tm.triple).create_target_machine(
+        cpu=codegen._get_host_cpu_name(), features=codegen._tm_features, opt=3, reloc="pic",
+        codemodel="default")
+    return machine.emit_object(library._get_module_for_linking())
+
+
 __all__ = ["CFUNC_INTERNALS", "LLVMLITE_API", "LLVMLITE_CHECKED", "MODULE_INTERNALS",
-           "NUMBA_CHECKED", "NumbaChanged", "changed", "llvmlite_missing", "numba_missing",
-           "object_code", "version_note"]
+           "NUMBA_CHECKED", "NumbaChanged", "PIC_INTERNALS", "changed", "llvmlite_missing",
+           "numba_missing", "object_code", "pic_object_code", "version_note"]

@@ -13,13 +13,13 @@ here use the executor's numbering (line ``iter`` - 1), like traces and replays.
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Optional
 
 import numpy as np
 import pandas as pd
 
 from forensics.readers import event_kinds as K
+from forensics.reconstruct.log_state import log_state, logged_batches
 
 #: How to record a replayable run next time (shown verbatim in reports).
 RECORDING_DOC = "docs/recording.md"
@@ -103,14 +103,14 @@ class LogsOnlyFindings:
             how = "from the run record" if self.fleet_size_known else "assumed from the highest rank seen"
             out.append(f"Fleet of {self.fleet_size} rank(s) ({how}); {len(self.ranks_logging)} "
                        f"print iteration lines with a batch size "
-                       f"({_ranks(self.ranks_logging) or 'none'}).")
+                       f"({ranks_text(self.ranks_logging) or 'none'}).")
         if self.iterations_all_known:
             if self.fleet_skips:
                 first = self.fleet_skips[0]
                 out.append(f"{self.fleet_skip_count} fleet-wide skip(s) with work pending in the "
                            f"{self.iterations_all_known} iteration(s) where every rank logs; the "
                            f"first at iteration {first.iter}, caused by the zero batch of rank(s) "
-                           f"{_ranks(first.zero_ranks)} while rank(s) {_ranks(first.busy_ranks)} "
+                           f"{ranks_text(first.zero_ranks)} while rank(s) {ranks_text(first.busy_ranks)} "
                            "had work: any dummy padded there survived the skip.")
             else:
                 out.append(f"No fleet-wide skip with work pending in the {self.iterations_all_known} "
@@ -148,7 +148,8 @@ class LogsOnlyFindings:
         return d
 
 
-def _ranks(ranks) -> str:
+def ranks_text(ranks) -> str:
+    """``0, 2, 3``: ranks in words, in the order given."""
     return ", ".join(str(r) for r in ranks)
 
 
@@ -160,8 +161,6 @@ def log_decisions(iterations: pd.DataFrame, fleet_size: Optional[int] = None) ->
     numbering), ``rank``, ``batch`` (nullable: the rank did not log), ``can_queue`` (nullable:
     unknown), ``padded`` (a dummy was forwarded; null where the line does not say).
     """
-    from forensics.reconstruct import log_state
-
     cols = ["iter", "rank", "batch", "can_queue", "padded"]
     if iterations is None or not len(iterations) or "num_scheduled_requests" not in iterations:
         return pd.DataFrame(columns=cols)
@@ -216,8 +215,6 @@ class _LoggedIterations:
 
     @classmethod
     def of(cls, iterations: pd.DataFrame, fleet: Optional[int]) -> "_LoggedIterations":
-        from forensics.reconstruct.log_state import logged_batches
-
         empty = np.zeros(0, np.int64)
         if iterations is None or not len(iterations) or "num_scheduled_requests" not in iterations:
             return cls(pd.DataFrame(), 0, empty, empty, empty, empty, empty)
@@ -339,7 +336,7 @@ def logs_only_findings(iterations: pd.DataFrame, events: pd.DataFrame, *,
     # One rank alone says nothing about the fleet's size: by default only rank 0 prints (§8).
     lone = tp_size is None and len(ranks_logging) <= 1
     if fleet is None or lone or len(ranks_logging) < fleet:
-        missing.append(f"Iteration lines from every rank (only {_ranks(ranks_logging) or 'none'} "
+        missing.append(f"Iteration lines from every rank (only {ranks_text(ranks_logging) or 'none'} "
                        f"logged a batch size): set {LOG_RANKS_ENV}=all and enable print_iter_log, "
                        "so can_queue and the fleet-wide skips are known for every iteration.")
     if ranks_logging and not tokens_logged:
@@ -365,354 +362,6 @@ __all__ = [
     "FleetSkip",
     "LogsOnlyFindings",
     "log_decisions",
+    "ranks_text",
     "logs_only_findings",
 ]
-
-
-# --- what the logs say about the run's configuration and build ------------------------------------
-
-#: Iteration-line formats and the era each dates a build to (domain doc §8).
-FORMAT_ERAS = {"V1": "early 2025", "V2": "2025", "V3": "late 2025 to early 2026",
-               "V4": "May 2026 or later (PR #14206)", "V5": "August 2026 or later (PR #18308)"}
-#: PR that introduced each format: a build printing it contains that PR.
-FORMAT_PR = {"V4": 14206, "V5": 18308}
-_DISAGG_WORDS = re.compile(r"disagg|transceiver|kv[ _]cache[ _]transfer|DISAGG_", re.I)
-
-
-@dataclasses.dataclass(frozen=True)
-class Fact:
-    """One thing the logs establish about the run, with the evidence (or why it is unknown).
-
-    Fields:
-        name: ``serving mode``, ``pp_size``, ``overlap``, ``line format``, ``version``,
-            ``entry check``.
-        value: the value in words, or None when the logs do not show it.
-        evidence: where it is seen (file:line, counts), or what was looked for.
-    """
-
-    name: str
-    value: Optional[str]
-    evidence: str
-
-    def text(self) -> str:
-        return f"{self.name}: {self.value if self.value is not None else 'unknown'} ({self.evidence})"
-
-
-@dataclasses.dataclass(frozen=True)
-class RunFacts:
-    """The configuration and build era the logs (and stats) show; None where they do not.
-
-    Fields:
-        disaggregated: a KV-cache transceiver (disaggregated serving).
-        pp_size: pipeline stages when known exactly.
-        pp_above_one: pp_size > 1 (True), == 1 (False) or unknown (None).
-        overlap: the overlap loop (``_executor_loop_overlap``).
-        line_formats: iteration-line formats seen (``V4``...).
-        version: the ``TensorRT-LLM version`` banner, or None.
-        entry_check: ``assert`` (entry assert seen) or ``warn`` (surplus warning seen), or None.
-        facts: each of the above with its evidence, for reports.
-    """
-
-    disaggregated: Optional[bool]
-    pp_size: Optional[int]
-    pp_above_one: Optional[bool]
-    overlap: Optional[bool]
-    line_formats: tuple[str, ...]
-    version: Optional[str]
-    entry_check: Optional[str]
-    facts: tuple[Fact, ...]
-
-    def configs(self, tp_size: Optional[int] = None) -> list:
-        """The run configurations still possible under these facts (unknowns expanded)."""
-        from replay.config import RunConfig
-        modes = [self.disaggregated] if self.disaggregated is not None else [True, False]
-        if self.pp_size is not None:
-            pps = [self.pp_size]
-        elif self.pp_above_one is not None:
-            pps = [2] if self.pp_above_one else [1]
-        else:
-            pps = [1, 2]
-        return [RunConfig(tp_size=tp_size or 2, disaggregated=d, pp_size=p,
-                          overlap_scheduler=True if self.overlap is None else self.overlap)
-                for d in modes for p in pps]
-
-    def era_allows(self, policy) -> bool:
-        """Whether a catalogue version fits the build era the line format dates (a build printing
-        a format contains the PR that introduced it; one printing only older formats predates it)."""
-        prs = [int(m) for m in re.findall(r"#(\d+)", " ".join(policy.prs))]
-        if not prs or not self.line_formats:
-            return True
-        newest = max(FORMAT_PR.get(f, 0) for f in self.line_formats)
-        if newest >= FORMAT_PR["V5"]:
-            # PR #18308 is newer than every catalogue PR but #18157 (``newest``): such a build
-            # carries them all and behaves like the newest version.
-            return max(prs) >= 18000
-        if newest < FORMAT_PR["V4"]:
-            return min(prs) < FORMAT_PR["V4"]
-        return True
-
-    def to_json(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["facts"] = [dataclasses.asdict(f) for f in self.facts]
-        return d
-
-
-def infer_run_facts(iterations: Optional[pd.DataFrame], events: Optional[pd.DataFrame],
-                    stats: Optional[pd.DataFrame] = None, *, crash_text: str = "") -> RunFacts:
-    """Serving mode, pp_size, overlap and build era from the logs and stats, with the evidence.
-
-    Args:
-        iterations, events, stats: dataset tables (any may be empty or None).
-        crash_text: the logged crash's traceback text (frame names say which loop ran).
-    """
-    iterations = iterations if iterations is not None else pd.DataFrame()
-    events = events if events is not None else pd.DataFrame()
-    stats = stats if stats is not None else pd.DataFrame()
-    facts: list[Fact] = []
-
-    # Overlap and pp from the loop function in the traceback.
-    overlap = None
-    pp_above: Optional[bool] = None
-    pp_size: Optional[int] = None
-    if "_executor_loop_overlap" in crash_text:
-        overlap = True
-        facts.append(Fact("overlap", "overlap loop", "traceback frame `_executor_loop_overlap`"))
-    elif "_executor_loop_pp" in crash_text:
-        pp_above = True
-        facts.append(Fact("pp_size", "> 1", "traceback frame `_executor_loop_pp` (pipeline loop)"))
-    elif re.search(r"in _executor_loop\b", crash_text):
-        overlap = False
-        facts.append(Fact("overlap", "non-overlap loop", "traceback frame `_executor_loop`"))
-    else:
-        facts.append(Fact("overlap", None, "no traceback naming the executor loop"))
-
-    # pp_size from the stats: micro-batch ids above 0, or a batch too big for two stages.
-    if pp_above is None and len(stats):
-        pp_above, pp_size, ev = _pp_from_stats(stats, iterations)
-        facts.append(Fact("pp_size", None if pp_above is None else
-                          (str(pp_size) if pp_size else ("> 1" if pp_above else "1")), ev))
-    elif pp_above is None:
-        facts.append(Fact("pp_size", None, "no IterationStats (maxNumActiveRequests) to bound it"))
-
-    # Serving mode: KV-transfer lines, or a message/frame naming disaggregated serving.
-    disagg = None
-    kinds = events["kind"] if "kind" in events.columns else pd.Series(dtype=str)
-    kv = events[kinds.isin([K.KV_TRANSFER_TIMEOUT, K.KV_TRANSFER_ERROR])] if len(events) else events
-    if len(kv):
-        first = kv.iloc[0]
-        disagg = True
-        facts.append(Fact("serving mode", "disaggregated",
-                          f"{len(kv)} KV-cache transfer timeout/error line(s), first at "
-                          f"`{first['source']}:{int(first['line'])}`"))
-    else:
-        hit = None
-        if len(events) and "message" in events.columns:
-            msg = events["message"].astype("string").fillna("")
-            m = msg.str.contains(_DISAGG_WORDS)
-            if m.any():
-                row = events[m.to_numpy(dtype=bool)].iloc[0]
-                hit = f"`{row['source']}:{int(row['line'])}` mentions disaggregated serving"
-        if hit is None and _DISAGG_WORDS.search(crash_text or ""):
-            hit = "the traceback names a disaggregated-serving frame"
-        if hit:
-            disagg = True
-            facts.append(Fact("serving mode", "disaggregated", hit))
-        else:
-            facts.append(Fact("serving mode", None, "no KV-cache transfer line, no message or "
-                                                     "frame naming disaggregated serving"))
-
-    # Build era: line formats and the version banner.
-    formats: tuple[str, ...] = ()
-    if len(iterations) and "format" in iterations.columns:
-        counts = iterations["format"].dropna().astype(str).value_counts()
-        formats = tuple(sorted(counts.index))
-        if formats:
-            facts.append(Fact("line format", ", ".join(formats),
-                              "; ".join(f"{f}: {int(counts[f])} iteration line(s), "
-                                        f"{FORMAT_ERAS.get(f, 'unknown era')}" for f in formats)))
-    if not formats:
-        facts.append(Fact("line format", None, "no iteration line"))
-    version = None
-    if len(events) and "version" in events.columns:
-        v = events[events["version"].notna()]
-        if len(v):
-            version = str(v["version"].iloc[0])
-            facts.append(Fact("version", version, f"banner at `{v['source'].iloc[0]}:"
-                                                  f"{int(v['line'].iloc[0])}`"))
-    if version is None:
-        facts.append(Fact("version", None, "no `TensorRT-LLM version` banner"))
-    entry = None
-    if (kinds == K.ADP_ASSERT).any():
-        entry = "assert"
-        facts.append(Fact("entry check", "assert (before PR #17278)", "the entry assert fired"))
-    elif (kinds == K.ADP_SURPLUS_TOLERATED).any():
-        entry = "warn"
-        facts.append(Fact("entry check", "surplus warning (PR #17278 or later)",
-                          f"{int((kinds == K.ADP_SURPLUS_TOLERATED).sum())} surplus warning(s)"))
-    return RunFacts(disaggregated=disagg, pp_size=pp_size, pp_above_one=pp_above, overlap=overlap,
-                    line_formats=formats, version=version, entry_check=entry, facts=tuple(facts))
-
-
-def _pp_from_stats(stats: pd.DataFrame, iterations: pd.DataFrame):
-    """``(pp_above_one, pp_size or None, evidence)`` from IterationStats.
-
-    ``maxNumActiveRequests`` is ``pp_size * max_batch_size`` and one rank's scheduled batch is at
-    most ``max_batch_size``: a batch above half the cap leaves room for one stage only.
-    """
-    mb = None
-    if "fields" in stats.columns:
-        vals = [f.get("inflightBatchingStats.microBatchId") for f in stats["fields"]
-                if isinstance(f, dict)]
-        vals = [v for v in vals if v is not None and not pd.isna(v)]
-        if vals and max(vals) > 0:
-            mb = int(max(vals))
-    if mb is not None:
-        return True, None, f"microBatchId up to {mb} in the IterationStats: pp_size >= {mb + 1}"
-    cap = pd.to_numeric(stats.get("max_num_active_requests", pd.Series(dtype=float)),
-                        errors="coerce").dropna()
-    sched = pd.to_numeric(stats.get("num_scheduled_requests", pd.Series(dtype=float)),
-                          errors="coerce").dropna()
-    if len(iterations) and "num_scheduled_requests" in iterations.columns:
-        sched = pd.concat([sched, pd.to_numeric(iterations["num_scheduled_requests"],
-                                                errors="coerce").dropna()])
-    if not len(cap) or not len(sched):
-        return None, None, "no maxNumActiveRequests or scheduled counts in the IterationStats"
-    c, m = int(cap.max()), int(sched.max())
-    if 2 * m > c:
-        return False, 1, (f"a rank scheduled {m} requests against maxNumActiveRequests {c} "
-                          f"(= pp_size x max_batch_size): only pp_size 1 leaves room for it")
-    return None, None, (f"the largest batch ({m}) is at most half of maxNumActiveRequests ({c}): "
-                        "pp_size 1 or more cannot be told apart")
-
-
-@dataclasses.dataclass(frozen=True)
-class ChainInLogs:
-    """The NVBug 6438685 pattern as the iteration lines show it: a fleet-wide skip with the
-    crashing rank busy (padded or working) and another rank at batch 0, then the crash.
-
-    Fields:
-        skip_iter: the last such skip before the crash.
-        zero_ranks: ranks at batch 0 in it.
-        crash_rank, crash_iter: the logged crash.
-        forwarded: the crashing rank forwarded a dummy right after ``skip_iter`` (V5 tokens),
-            None when the lines do not log dummy tokens.
-    """
-
-    skip_iter: int
-    zero_ranks: tuple[int, ...]
-    crash_rank: int
-    crash_iter: int
-    forwarded: Optional[bool]
-
-    def text(self) -> str:
-        fw = {True: f"; rank {self.crash_rank} forwarded a dummy right after it (V5 tokens)",
-              False: f"; rank {self.crash_rank} forwarded no dummy right after it (V5 tokens)",
-              None: ""}[self.forwarded]
-        gap = self.crash_iter - self.skip_iter
-        return (f"fleet-wide skip at iteration {self.skip_iter} (rank"
-                f"{'s' if len(self.zero_ranks) > 1 else ''} {_ranks(self.zero_ranks)} at batch 0 "
-                f"while rank {self.crash_rank} was busy){fw}, then the crash on rank "
-                f"{self.crash_rank} {gap} iteration{'s' if gap != 1 else ''} later")
-
-
-def chain_in_logs(lo: LogsOnlyFindings, crash_rank: Optional[int],
-                  crash_iter: Optional[int]) -> Optional[ChainInLogs]:
-    """The skip before the crash that could have left a dummy on the crashing rank, or None."""
-    if crash_rank is None or crash_iter is None:
-        return None
-    before = [s for s in lo.fleet_skips if s.iter < crash_iter and crash_rank in s.busy_ranks]
-    if not before:
-        return None
-    s = before[-1]
-    fw = None
-    if lo.dummy_tokens_logged:
-        fw = (s.iter + 1, crash_rank) in set(lo.dummy_forwarded_in_skips)
-    return ChainInLogs(skip_iter=s.iter, zero_ranks=s.zero_ranks, crash_rank=crash_rank,
-                       crash_iter=crash_iter, forwarded=fw)
-
-
-__all__ += ["ChainInLogs", "Fact", "RunFacts", "chain_in_logs", "infer_run_facts"]
-
-
-@dataclasses.dataclass(frozen=True)
-class LogsOnlyVerdict:
-    """What a post-mortem without traces concludes about a logged crash.
-
-    Fields:
-        facts: the run's configuration and era as the logs show them.
-        policies: catalogue versions that produce the signature on a configuration and in an
-            era the facts allow.
-        reason: why those (per version, the paths).
-        chain: the NVBug 6438685 pattern in the iteration lines, or None.
-        survivors: per path still possible (``"disaggregated, pp_size 1"``), the catalogue
-            builds that close the leak there.
-        explained: the logs alone explain the crash (pattern seen, a version produces it).
-    """
-
-    facts: RunFacts
-    policies: tuple[str, ...]
-    reason: str
-    chain: Optional[ChainInLogs]
-    survivors: tuple[tuple[str, tuple[str, ...]], ...]
-    explained: bool
-
-    def survivors_text(self) -> str:
-        parts = []
-        for label, names in self.survivors:
-            parts.append(f"on {label}: " + (", ".join(names) if names else
-                                            "no catalogue build (tolerant-17278 and later only warn)"))
-        return "; ".join(parts)
-
-    def unknown(self) -> list[str]:
-        return [f.name for f in self.facts.facts if f.value is None
-                and f.name in ("serving mode", "pp_size", "overlap")]
-
-    def to_json(self) -> dict:
-        return {"facts": self.facts.to_json(), "policies": list(self.policies),
-                "reason": self.reason,
-                "chain": None if self.chain is None else {**dataclasses.asdict(self.chain),
-                                                          "text": self.chain.text()},
-                "survivors": [{"path": p, "builds": list(b)} for p, b in self.survivors],
-                "explained": self.explained}
-
-
-def judge_logs_only(sig, lo: LogsOnlyFindings, facts: RunFacts, policies) -> LogsOnlyVerdict:
-    """Match a logged crash signature only against versions possible under ``facts``, look for
-    the NVBug chain in the iteration lines, and name the builds that survive on each path."""
-    from forensics.report.crash_signatures import policies_for
-    from forensics.report.paths import clean_builds, path_label
-
-    configs = facts.configs(lo.fleet_size)
-    allowed = [p for p in policies if facts.era_allows(p)]
-    where: dict[str, list[str]] = {}
-    alloc = lo.alloc_failures > 0
-    for cfg in configs:
-        got, _ = policies_for(sig.kind, allowed, cfg, alloc_failures=alloc)
-        for n in got:
-            where.setdefault(n, []).append(path_label(cfg))
-    order = [p.name for p in policies]
-    names = sorted(where, key=order.index)
-    every = len(configs)
-    reason = "; ".join(f"{n} on {'every path left open' if len(where[n]) == every and every > 1 else ' or '.join(where[n])}"
-                       for n in names) or "no catalogue version produces it under what the logs show"
-    dropped = [p.name for p in policies if p not in allowed]
-    if dropped:
-        reason += (f" (left out by the line format {', '.join(facts.line_formats)}: "
-                   f"{', '.join(dropped)})")
-    chain = chain_in_logs(lo, sig.rank, sig.iter) if sig.kind.name == "ENTRY_ASSERT" else None
-    survivors = []
-    seen = set()
-    for cfg in configs:
-        label = path_label(cfg)
-        if label in seen:
-            continue
-        seen.add(label)
-        # What to move to is any version, not only those of the crashed build's era.
-        survivors.append((label, tuple(a.policy + (f" ({a.condition})" if a.condition else "")
-                                       for a in clean_builds(policies, cfg))))
-    return LogsOnlyVerdict(facts=facts, policies=tuple(names), reason=reason, chain=chain,
-                           survivors=tuple(survivors),
-                           explained=bool(chain is not None and names))
-
-
-__all__ += ["LogsOnlyVerdict", "judge_logs_only"]
