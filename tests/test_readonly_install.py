@@ -1,6 +1,6 @@
 """The compiled scanner works for any user on any install (issue 25): a non-editable install
 made read-only, run as an unprivileged user whose HOME cannot be written, ingests a log large
-enough for the compiled path (>= 2 MB) without an error: nothing is written into the package,
+enough for the compiled path (>= 1 MB) without an error: nothing is written into the package,
 and with no writable cache the reference reader reads it (the issue's failure was exit 4,
 ``RuntimeError: cannot cache function ...: no locator available``)."""
 from __future__ import annotations

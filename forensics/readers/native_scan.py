@@ -49,13 +49,13 @@ from forensics.readers.line_prefix import Known, spans
 #: ``native`` this one for every input whatever its size (when numba is importable).
 PATH_ENV = "FORENSICS_INGEST_PATH"
 #: Inputs smaller than this (bytes on disk) use the reference path. Measured (whole
-#: ``forensics ingest`` processes, CPU medians of five paired rounds, load ~2.5, simulator log
-#: cuts, the path forced by :data:`PATH_ENV`): loading the object file (llvmlite,
-#: :mod:`~forensics.readers.compiled.loader`) costs ~0.05 s and ~40 MiB, so the reference
-#: path is cheaper below ~2 MB (1.1 MB: 0.67 s against 0.72 s), the same at 2.2 MB (0.69 s
-#: both) and 3.3 MB (0.71 s both), and the compiled one cheaper above. A small post-mortem
-#: never imports numba or llvmlite.
-MIN_BYTES = 2 << 20
+#: ``forensics ingest`` processes, CPU medians of five paired rounds, load ~4.9, simulator log
+#: cuts, the path forced by :data:`PATH_ENV`), with the scanner loaded from its shared library
+#: (:mod:`~forensics.readers.compiled.loader`): 1.1 MB 0.54 s compiled against 0.55 s
+#: reference, 2.2 MB 0.60 s against 0.62 s; peak RSS ~20-35 MiB lower compiled. (Loaded by
+#: llvmlite instead, ~0.05 s and ~40 MiB more: the crossover was then ~2 MB.) A small
+#: post-mortem never imports numba or llvmlite.
+MIN_BYTES = 1 << 20
 #: Block size on this path: per block, the reference path's regexes are compiled again for
 #: the few lines left to it (~4 ms for ~120 lines, ~6 ms for ~1000), so bigger blocks than the
 #: reference's pay. Measured, whole process, 538 MB bench log, three paired rounds: 8 MB
