@@ -35,6 +35,7 @@ from replay.errors import ConfigError, DatasetError, NoTraceError
 from replay.heap import release_arrow
 from replay.config import RunConfig
 from replay.policy import Policy, Predicate
+from replay.stage_clock import CLOCK
 from replay.states import (ALL_STATES, CONTEXT_INTENT_STATES, CONTEXT_ONLY_STATES,
                            GENERATION_ONLY_STATES, RequestState, micro_batch_window, state_index)
 from replay.step import INTENT_CONTEXT, INTENT_GENERATION, INTENT_NONE, StepInputs
@@ -472,10 +473,11 @@ class FrameWindows:
                 rng.append(("iter", ">=", lo))
             if hi is not None:
                 rng.append(("iter", "<", hi))
-            if readers is not None:
-                frames = self._build(readers[0].read(lo, hi), readers[1].read(lo, hi), seen)
-            else:
-                frames = self._read(self._run_filter + rng, seen)
+            with CLOCK.stage("frames"):
+                if readers is not None:
+                    frames = self._build(readers[0].read(lo, hi), readers[1].read(lo, hi), seen)
+                else:
+                    frames = self._read(self._run_filter + rng, seen)
             object.__setattr__(frames, "role_before", role)
             yield frames
             # The role rule (Policy.dummy_role) keeps the last arrival's role: carry it over.

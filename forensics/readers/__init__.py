@@ -55,6 +55,7 @@ from forensics.readers.sources import recording_reads
 from forensics.report.summary import DatasetSummary, summarize
 from forensics.version import __version__
 from replay.heap import trim
+from replay.stage_clock import CLOCK
 
 logger = logging.getLogger(__name__)
 
@@ -199,7 +200,8 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
             "refused": [{"name": r.name, "reason": r.reason} for r in refused],
             "skipped": list(skipped),
         }
-        path = writer.finish(meta)
+        with CLOCK.stage("dataset write"):
+            path = writer.finish(meta)
         rows = dict(writer.rows)
     trim()   # the readers' freed blocks: the caller (a replay) would add its own on top
 
