@@ -7,7 +7,7 @@ hold. Everything that reads or writes those lines is built from it when imported
 * the reference reader (:mod:`forensics.readers.iteration_line`): names, columns, types, units,
   digit bounds, the format a field implies;
 * the compiled scanner's lookup arrays (:mod:`forensics.readers.native_scan`, used by
-  :mod:`forensics.readers._scan_kernel`): the same, as arrays indexed by a name's code;
+  :mod:`forensics.readers.compiled.scan_kernel`): the same, as arrays indexed by a name's code;
 * the simulator's writer (:mod:`forensics.simulate.log_writer`): which fields a format prints,
   in which order, with which separator and unit.
 

@@ -21,13 +21,15 @@ A frame line is taken when it has exactly ``kind: "frame"``, ``iter``, ``rank`` 
 decisions, each once, nothing else.
 
 Numbers are exact: a decimal ``m * 10**e`` with ``m < 2**53`` and ``|e| <= 22`` is one
-correctly rounded IEEE operation (Clinger's fast path, as in :mod:`_scan_kernel`); any other
-decimal's text is read by Python's ``float``, as ``json`` does.
+correctly rounded IEEE operation (Clinger's fast path, as in
+:mod:`~forensics.readers.compiled.scan_kernel`); any other decimal's text is read by Python's
+``float``, as ``json`` does.
 
-The kernels (:mod:`_json_kernel`) are numba ``cfunc`` functions called through ctypes (the GIL is
-released during a call): numba compiles them once per install (or kernel change) and
-:mod:`native_code` saves their object code, which later processes link with llvmlite alone
-(~0.03 s instead of ~0.9 s for loading numba and its cache).
+The kernels (:mod:`~forensics.readers.compiled.json_kernel`) are numba ``cfunc`` functions
+called through ctypes (the GIL is released during a call): numba compiles them once per install
+(or kernel change) and :mod:`~forensics.readers.compiled.loader` saves their object code, which
+later processes link with llvmlite alone (~0.03 s instead of ~0.9 s for loading numba and its
+cache).
 
 ``FORENSICS_INGEST_PATH`` (:data:`native_scan.PATH_ENV`) switches it as for logs:
 ``reference`` off, ``native`` on whatever the size. Without a saved object and numba (or
@@ -43,7 +45,7 @@ import numpy as np
 import pyarrow as pa
 
 from forensics.dataset.schema import EVENTS, FRAMES, STATS_READ, UNPARSED
-from forensics.readers import native_code
+from forensics.readers.compiled import loader
 from forensics.readers.json_object_lines import DeclineBlock
 from forensics.readers.native_scan import PATH_ENV, use_compiled  # PATH_ENV: this reader's switch too
 from forensics.readers.stats_columns import FLOAT_COLUMNS, INT_BOUNDS, TYPED_COLUMNS, StatsBatch
@@ -66,7 +68,8 @@ MAX_SLOTS = 256
 # failing test)
 OK, BAD_LINE, BAD_VALUE, UNKNOWN_KEY, FULL, NEW_OBJECT = 0, 1, 2, 3, 4, 5
 
-#: The C signatures of :mod:`_json_kernel`'s entry points (both sides are built from these):
+#: The C signatures of :mod:`~forensics.readers.compiled.json_kernel`'s entry points (both
+#: sides are built from these):
 #: each letter an argument, ``i`` an int64, the others pointers to ``b`` uint8, ``h`` int16,
 #: ``l`` int32, ``q`` int64, ``Q`` uint64, ``d`` float64, ``?`` bool; they return an int64.
 SIGNATURES = {"stats": "biQbiQiqiqdibiiiiqd?bildlbl?qq",
@@ -76,11 +79,11 @@ SIGNATURES = {"stats": "biQbiQiqiqdibiiiiqd?bildlbl?qq",
 PROTOTYPES = {name: ctypes.CFUNCTYPE(ctypes.c_int64, *(ctypes.c_int64 if c == "i"
                                                        else ctypes.c_void_p for c in spec))
               for name, spec in SIGNATURES.items()}
-#: The kernels as one saved object (:mod:`native_code`): numba compiles them once per install,
-#: later processes link them with llvmlite alone.
-LIBRARY = native_code.Library("json", "forensics.readers._json_kernel",
-                              ("_json_kernel.py", "json_scan.py"), PROTOTYPES,
-                              "JSON Lines scanner")
+#: The kernels as one saved object (:mod:`~forensics.readers.compiled.loader`): numba compiles
+#: them once per install, later processes link them with llvmlite alone.
+LIBRARY = loader.Library("json", "forensics.readers.compiled.json_kernel",
+                         ("json_kernel.py", "../json_scan.py"), PROTOTYPES,
+                         "JSON Lines scanner")
 
 _kernel = None
 
@@ -92,12 +95,12 @@ def enabled(size: int) -> bool:
 
 
 def kernel():
-    """The kernels' entry points (``PROTOTYPES`` and ``failed()``, :func:`native_code.
-    entry_points`), or None when neither a saved object nor numba can give them."""
+    """The kernels' entry points (``PROTOTYPES`` and ``failed()``,
+    :func:`loader.entry_points`), or None when neither a saved object nor numba can give them."""
     global _kernel
     if _kernel is None:
         try:
-            _kernel = native_code.entry_points(LIBRARY) or False
+            _kernel = loader.entry_points(LIBRARY) or False
         except Exception:   # numba refusing the kernels' options (``_nrt`` is private)
             _kernel = False
     return _kernel or None
@@ -105,11 +108,11 @@ def kernel():
 
 def ready():
     """The kernels when loaded or their saved object loads; else None, and a background build
-    is started (:func:`native_code.build_in_background`)."""
+    is started (:func:`loader.build_in_background`)."""
     global _kernel
     if _kernel is None:
         try:
-            _kernel = native_code.entry_points(LIBRARY, compile="background") or None
+            _kernel = loader.entry_points(LIBRARY, compile="background") or None
         except Exception:
             _kernel = False
     return _kernel or None
@@ -168,7 +171,7 @@ _TRACE: _TraceTables | None = None
 
 def word_table(names) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``names`` (each followed by its closing quote) as little-endian 8-byte words for
-    ``_json_kernel.name_here``: (words, first word of each name, length of each with the quote)."""
+    ``json_kernel.name_here``: (words, first word of each name, length of each with the quote)."""
     words, woffs, lens = [], [0], []
     for name in names:
         raw = name.encode() + b'"'
@@ -309,7 +312,7 @@ class _Template:
                 first_child[par + 1] = s
             last[par] = s
         col_of = [-1 if is_obj[s] else _COLUMNS.index.get(dotted[s], -1) for s in range(self.n)]
-        # the rows _json_kernel.stats_c unpacks (``first_child`` is indexed by slot + 1)
+        # the rows json_kernel.stats_c unpacks (``first_child`` is indexed by slot + 1)
         self.slots = _table(offs, parent, is_obj, next_sib, first_child, col_of, dotted_offs,
                             wo, wl)
         self.timestamp = next((s for s in range(self.n)

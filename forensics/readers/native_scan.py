@@ -5,7 +5,8 @@ many passes per field per block. Almost every line of a big log is the TRT-LLM P
 prefix followed by an iteration line of one of the variants V1..V5, so this module reads exactly
 those, in one numba-compiled loop per block (run without the GIL: the two worker threads run at
 once; the compile is paid once per install and its object file is linked with llvmlite alone
-afterwards, :mod:`native_code`), and leaves every other line to the reference path.
+afterwards, :mod:`~forensics.readers.compiled.loader`), and leaves every other line to the
+reference path.
 
 The rule that keeps results identical: a line is taken here ("fast") only when it has a shape
 whose reading is certain, and then its row equals the reference row value for value. A fast
@@ -48,8 +49,8 @@ from forensics.readers.line_prefix import spans
 #: ``native`` this one for every input whatever its size (when numba is importable).
 PATH_ENV = "FORENSICS_INGEST_PATH"
 #: Inputs smaller than this (bytes on disk) use the reference path. Measured (whole process,
-#: CPU, the object file loaded by llvmlite, :mod:`native_code`): ~0.05 s and ~45 MiB more than
-#: the reference path on a 2 MB log, even at 8 MB, 0.1 s less at 16 MB (0.91-0.97 s against
+#: CPU, the object file loaded by llvmlite, :mod:`~forensics.readers.compiled.loader`): ~0.05 s
+#: and ~45 MiB more than the reference path on a 2 MB log, even at 8 MB, 0.1 s less at 16 MB (0.91-0.97 s against
 #: 1.08-1.13 s). A small post-mortem never imports numba or llvmlite.
 MIN_BYTES = 16 << 20
 #: Block size on this path: per block, the reference path's regexes are compiled again for
@@ -163,24 +164,24 @@ def enabled(size: int) -> bool:
 
 
 def kernel():
-    """The compiled scanner's entry points (:func:`native_code.entry_points`, compiled here
+    """The compiled scanner's entry points (:func:`loader.entry_points`, compiled here
     when no saved object loads), or None when numba is not importable."""
     global _kernel
     if _kernel is None:
-        from forensics.readers import native_code
+        from forensics.readers.compiled import loader
 
-        _kernel = native_code.entry_points() or False
+        _kernel = loader.entry_points() or False
     return _kernel or None
 
 
 def ready():
     """The entry points when already loaded or their saved object loads; else None, and a
-    background build is started (:func:`native_code.build_in_background`)."""
+    background build is started (:func:`loader.build_in_background`)."""
     global _kernel
     if _kernel is None:
-        from forensics.readers import native_code
+        from forensics.readers.compiled import loader
 
-        _kernel = native_code.entry_points(compile="background") or None
+        _kernel = loader.entry_points(compile="background") or None
     return _kernel or None
 
 

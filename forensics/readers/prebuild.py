@@ -3,9 +3,9 @@
 
 For a container image or a shared cluster install, run once after ``pip install`` (as the user
 who installed it): the log and JSON Lines scanners are compiled and their objects saved into the
-package (``forensics/readers/_prebuilt``, else the per-user cache, or ``DIR``), so no user's
+package (``forensics/readers/compiled/_prebuilt``, else the per-user cache, or ``DIR``), so no user's
 first large ingest builds anything. By default for a portable CPU target
-(:data:`native_code.PORTABLE_CPU`: any machine of this architecture); ``--host`` for this
+(:data:`loader.PORTABLE_CPU`: any machine of this architecture); ``--host`` for this
 machine's CPU only (what a background build makes). Measured on a 67 MB log (whole warm
 ``forensics ingest`` processes, 6 interleaved pairs, load 6.4-6.6): portable median 1.95 s CPU,
 host-tuned 1.63 s.
@@ -15,14 +15,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from forensics.readers import json_scan, native_code
+from forensics.readers import json_scan
+from forensics.readers.compiled import loader
 
 
 def main(argv: list[str]) -> int:
     host = "--host" in argv
     rest = [a for a in argv if a != "--host"]
-    stems = native_code.prebuild([native_code.SCAN, json_scan.LIBRARY],
-                                 Path(rest[0]) if rest else None, portable=not host)
+    stems = loader.prebuild([loader.SCAN, json_scan.LIBRARY],
+                            Path(rest[0]) if rest else None, portable=not host)
     for stem in stems:
         print(stem)
     return 0

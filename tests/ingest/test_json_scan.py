@@ -481,8 +481,9 @@ def test_a_numba_that_refuses_the_kernels_turns_the_path_off(tmp_path):
             "        raise UnsupportedError('option _nrt')\n"
             "    return real(*a, **k)\n"
             "numba.njit = njit\n"
-            "from forensics.readers import json_scan, native_code, stats_json\n"
-            "native_code._cache_dirs = lambda: [__import__('pathlib').Path(sys.argv[2])]\n"
+            "from forensics.readers import json_scan, stats_json\n"
+            "from forensics.readers.compiled import loader\n"
+            "loader._cache_dirs = lambda: [__import__('pathlib').Path(sys.argv[2])]\n"
             "assert json_scan.kernel() is None and not json_scan.enabled(1 << 40)\n"
             "print(sum(b.stats.num_rows for b in stats_json.read_stats(sys.argv[1], 'x')))\n")
     out = subprocess.run([sys.executable, "-c", code, str(stats), str(tmp_path)],
@@ -496,11 +497,11 @@ def _saved_object(directory: Path) -> Path:
     """The kernels' object files saved into ``directory``; their common stem."""
     import llvmlite.binding as llvm
 
-    from forensics.readers import _json_kernel, native_code
+    from forensics.readers.compiled import json_kernel, loader
 
-    objects, meta = native_code._objects(_json_kernel.ENTRY_POINTS)
-    stem = directory / f"{json_scan.LIBRARY.stem}-{native_code._key(llvm, json_scan.LIBRARY)}"
-    assert native_code._save(stem, objects, meta)
+    objects, meta = loader._objects(json_kernel.ENTRY_POINTS)
+    stem = directory / f"{json_scan.LIBRARY.stem}-{loader._key(llvm, json_scan.LIBRARY)}"
+    assert loader._save(stem, objects, meta)
     return stem
 
 
@@ -510,8 +511,9 @@ def test_saved_object_runs_without_numba(tmp_path, monkeypatch):
     _saved_object(tmp_path / "cache")
     stats = _stats_file(tmp_path, 0, [])
     code = ("import sys; sys.modules['numba'] = None\n"
-            "from forensics.readers import json_scan, native_code, stats_json, trace_v1\n"
-            "assert json_scan.kernel() is not None and native_code._engines\n"
+            "from forensics.readers import json_scan, stats_json, trace_v1\n"
+            "from forensics.readers.compiled import loader\n"
+            "assert json_scan.kernel() is not None and loader._engines\n"
             "real = json_scan.stats, json_scan.frames\n"
             "took = []\n"
             "def spy(f):\n"
@@ -544,13 +546,13 @@ def test_damaged_object_file_is_not_loaded(tmp_path):
     """A damaged saved object of the JSON kernels is refused by its digest (LLVM would crash)."""
     import llvmlite.binding as llvm
 
-    from forensics.readers import native_code
+    from forensics.readers.compiled import loader
 
     stem = _saved_object(tmp_path)
-    assert native_code._load(llvm, stem, json_scan.LIBRARY) is not None
+    assert loader._load(llvm, stem, json_scan.LIBRARY) is not None
     obj = stem.parent / (stem.name + ".stats.o")
     obj.write_bytes(obj.read_bytes()[:1000])
-    assert native_code._load(llvm, stem, json_scan.LIBRARY) is None
+    assert loader._load(llvm, stem, json_scan.LIBRARY) is None
 
 
 def test_small_inputs_never_import_numba(tmp_path):

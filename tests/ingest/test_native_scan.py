@@ -222,7 +222,8 @@ def _native_rows_in_subprocess(log: Path, check: str, **env: str) -> list[str]:
     """Iteration rows of a native-path parse of ``log`` in a fresh process where numba cannot
     be imported (``check`` runs first), and whether the scanner reported an error."""
     code = ("import sys; sys.modules['numba'] = None\n"
-            "from forensics.readers import native_code, native_scan\n"
+            "from forensics.readers import native_scan\n"
+            "from forensics.readers.compiled import loader\n"
             "from forensics.readers.executor_log import parse_executor_log\n"
             f"{check}\n"
             "n = sum(b.iterations.num_rows for b in parse_executor_log(sys.argv[1], 'x', "
@@ -250,15 +251,14 @@ def test_saved_object_runs_without_numba(tmp_path):
     where numba cannot be imported, reads the same rows as the reference path."""
     import llvmlite.binding as llvm
 
-    from forensics.readers import _scan_kernel, native_code
+    from forensics.readers.compiled import loader, scan_kernel
 
-    objects, meta = native_code._objects(_scan_kernel.ENTRY_POINTS)
-    assert native_code._save(tmp_path / "cache" / f"scan-{native_code._key(llvm)}", objects,
-                             meta)
+    objects, meta = loader._objects(scan_kernel.ENTRY_POINTS)
+    assert loader._save(tmp_path / "cache" / f"scan-{loader._key(llvm)}", objects, meta)
     log = tmp_path / "bench.log"
     _bench_module().generate_bench(log, 1, "V3")
     rows = _native_rows_in_subprocess(
-        log, "assert native_scan.kernel() is not None and native_code._engines",
+        log, "assert native_scan.kernel() is not None and loader._engines",
         NUMBA_CACHE_DIR=str(tmp_path / "cache"))
     assert rows == [str(assert_same(log)["iterations"].num_rows), "False"]
     assert _fast_lines(log) > 1000
@@ -269,31 +269,32 @@ def test_damaged_object_file_is_not_loaded(tmp_path):
     functions read the block instead, with the same rows."""
     import llvmlite.binding as llvm
 
-    from forensics.readers import _scan_kernel, native_code
+    from forensics.readers.compiled import loader, scan_kernel
 
-    objects, meta = native_code._objects(_scan_kernel.ENTRY_POINTS)
-    stem = tmp_path / f"scan-{native_code._key(llvm)}"
-    assert native_code._save(stem, objects, meta)
-    assert native_code._load(llvm, stem) is not None
+    objects, meta = loader._objects(scan_kernel.ENTRY_POINTS)
+    stem = tmp_path / f"scan-{loader._key(llvm)}"
+    assert loader._save(stem, objects, meta)
+    assert loader._load(llvm, stem) is not None
     obj = stem.parent / (stem.name + ".scan.o")
     obj.write_bytes(obj.read_bytes()[:1000])
-    assert native_code._load(llvm, stem) is None
+    assert loader._load(llvm, stem) is None
     log = tmp_path / "bench.log"
     _bench_module().generate_bench(log, 1, "V5")
     code = ("import sys\n"
-            "from forensics.readers import native_code, native_scan\n"
+            "from forensics.readers import native_scan\n"
+            "from forensics.readers.compiled import loader\n"
             "from forensics.readers.executor_log import parse_executor_log\n"
-            "native_code._cache_dirs = lambda: [__import__('pathlib').Path(sys.argv[2])]\n"
+            "loader._cache_dirs = lambda: [__import__('pathlib').Path(sys.argv[2])]\n"
             "n = sum(b.iterations.num_rows for b in parse_executor_log(sys.argv[1], 'x', "
             "native=True))\n"
-            "print(n, not native_code._engines, 'numba' in sys.modules)\n")
+            "print(n, not loader._engines, 'numba' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code, str(log), str(tmp_path)],
                          capture_output=True, text=True, check=False,
                          env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert out.returncode == 0, out.stderr
     # numba's functions ran (no engine), and saved a good object again
     assert out.stdout.split() == [str(assert_same(log)["iterations"].num_rows), "True", "True"]
-    assert native_code._load(llvm, stem) is not None
+    assert loader._load(llvm, stem) is not None
 
 
 def test_small_inputs_never_import_numba(tmp_path):

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from forensics import user_cache
-from forensics.readers import json_scan, native_code, native_scan
+from forensics.readers import json_scan, native_scan
+from forensics.readers.compiled import loader
 
 
 @pytest.fixture
@@ -18,16 +19,16 @@ def cold(monkeypatch, tmp_path):
     """A fresh cache directory for the scanners' objects and no scanner loaded in this
     process; Popen recorded. numba's own cache stays the user's (what the suite compiled
     already), set as this module sets it, so that a compile here is a cache load."""
-    numba_dir = os.environ.get(native_code.CACHE_ENV) or str(user_cache.user_cache_dir() / "numba")
-    monkeypatch.setenv(native_code.CACHE_ENV, numba_dir)
-    monkeypatch.setattr(native_code, "_numba_dir_set", numba_dir)
+    numba_dir = os.environ.get(loader.CACHE_ENV) or str(user_cache.user_cache_dir() / "numba")
+    monkeypatch.setenv(loader.CACHE_ENV, numba_dir)
+    monkeypatch.setattr(loader, "_numba_dir_set", numba_dir)
     monkeypatch.setenv(user_cache.CACHE_DIR_ENV, str(tmp_path / "cache"))
     monkeypatch.delenv(native_scan.PATH_ENV, raising=False)
     monkeypatch.setattr(native_scan, "_kernel", None)
     monkeypatch.setattr(json_scan, "_kernel", None)
-    monkeypatch.setattr(native_code, "_announced", set())
+    monkeypatch.setattr(loader, "_announced", set())
     started = []
-    monkeypatch.setattr(native_code.subprocess, "Popen", lambda argv, **k: started.append(argv))
+    monkeypatch.setattr(loader.subprocess, "Popen", lambda argv, **k: started.append(argv))
     return started
 
 
@@ -43,20 +44,20 @@ def test_user_cache_dir_follows_the_convention(monkeypatch, tmp_path):
 
 
 def test_a_cold_cache_starts_one_background_build_and_says_so(cold, tmp_path, caplog):
-    with caplog.at_level(logging.WARNING, logger=native_code.__name__):
+    with caplog.at_level(logging.WARNING, logger=loader.__name__):
         assert not native_scan.enabled(native_scan.MIN_BYTES)
         assert not native_scan.enabled(native_scan.MIN_BYTES)    # no second build
     (argv,) = cold
     stem, module, lock = argv[-3:]
-    assert argv[1:3] == ["-m", "forensics.readers.native_code"]
-    assert module == "forensics.readers._scan_kernel"
+    assert argv[1:3] == ["-m", "forensics.readers.compiled.loader"]
+    assert module == "forensics.readers.compiled.scan_kernel"
     assert Path(stem).parent == tmp_path / "cache" / "native" and Path(lock).is_file()
     notes = [r.getMessage() for r in caplog.records]
     assert len(notes) == 1 and "in the background" in notes[0]
     assert "reference reader" in notes[0]
     # the builder (run here: the kernels are compiled in this process already) saves the
     # object and frees the lock; the next ingest loads it
-    assert native_code.main([stem, module, lock]) == 0
+    assert loader.main([stem, module, lock]) == 0
     assert not Path(lock).exists()
     assert native_scan.enabled(native_scan.MIN_BYTES)
     assert sorted(p.name[len(Path(stem).name):] for p in Path(stem).parent.iterdir()) == [
@@ -73,7 +74,7 @@ def test_an_unwritable_cache_is_no_error(cold, tmp_path, monkeypatch, caplog):
     blocker = tmp_path / "file"
     blocker.write_text("a file where the cache directory would go")
     monkeypatch.setenv(user_cache.CACHE_DIR_ENV, str(blocker / "cache"))
-    with caplog.at_level(logging.WARNING, logger=native_code.__name__):
+    with caplog.at_level(logging.WARNING, logger=loader.__name__):
         assert not native_scan.enabled(1 << 40) and not json_scan.enabled(1 << 40)
     assert cold == []
     notes = [r.getMessage() for r in caplog.records]
@@ -83,10 +84,10 @@ def test_an_unwritable_cache_is_no_error(cold, tmp_path, monkeypatch, caplog):
 def test_a_stale_build_lock_is_taken_over(tmp_path):
     lock = tmp_path / "scan-x.building"
     lock.write_text("1")
-    assert not native_code._take_lock(lock)          # a live build
-    old = lock.stat().st_mtime - native_code.STALE_BUILD_S - 1
+    assert not loader._take_lock(lock)          # a live build
+    old = lock.stat().st_mtime - loader.STALE_BUILD_S - 1
     os.utime(lock, (old, old))
-    assert native_code._take_lock(lock)              # a builder killed long ago
+    assert loader._take_lock(lock)              # a builder killed long ago
 
 
 def test_a_prebuilt_portable_object_in_the_package_is_loaded(cold, tmp_path, monkeypatch):
@@ -96,12 +97,12 @@ def test_a_prebuilt_portable_object_in_the_package_is_loaded(cold, tmp_path, mon
     checked is where and under which key the loader looks.)"""
     import llvmlite.binding as llvm
 
-    from forensics.readers import _scan_kernel
+    from forensics.readers.compiled import scan_kernel
 
-    monkeypatch.setattr(native_code, "PREBUILT_DIR", tmp_path / "_prebuilt")
-    objects, meta = native_code._objects(_scan_kernel.ENTRY_POINTS)
-    key = native_code._key(llvm, native_code.SCAN, portable=True)
-    assert key != native_code._key(llvm, native_code.SCAN)
-    assert native_code._save(tmp_path / "_prebuilt" / f"scan-{key}", objects, meta)
+    monkeypatch.setattr(loader, "PREBUILT_DIR", tmp_path / "_prebuilt")
+    objects, meta = loader._objects(scan_kernel.ENTRY_POINTS)
+    key = loader._key(llvm, loader.SCAN, portable=True)
+    assert key != loader._key(llvm, loader.SCAN)
+    assert loader._save(tmp_path / "_prebuilt" / f"scan-{key}", objects, meta)
     assert native_scan.enabled(native_scan.MIN_BYTES)
     assert cold == []

@@ -431,8 +431,8 @@ def _scan_for(table_digest):
         line has only bytes its grammar names; the other lines' bytes set ``odd``: 1 for a ``\\r``
         or NUL, 2 for a byte >= 0x80 (the caller checks the UTF-8). ``pred``
         (int64, filled with -1) is scratch: no allocation here, so the compiled code needs no
-        runtime (see :mod:`forensics.readers.native_code`). Lines -1 when ``buf`` has more lines
-        than the outputs have rows (the caller then counts them and calls again)."""
+        runtime (see :mod:`forensics.readers.compiled.loader`). Lines -1 when ``buf`` has more
+        lines than the outputs have rows (the caller then counts them and calls again)."""
         table_digest  # noqa: B018 (a closure cell: keys numba's cache to the table)
         n = len(buf)
         cap = len(starts)
@@ -475,7 +475,7 @@ def count_newlines(buf):
 
 _P8, _P64 = types.CPointer(types.uint8), types.CPointer(types.int64)
 _PF, _PB = types.CPointer(types.float64), types.CPointer(types.boolean)
-#: C signatures of the entry points (``native_code`` calls them through ctypes).
+#: C signatures of the entry points (``loader`` calls them through ctypes).
 SCAN_SIG = types.int64(_P8, types.int64, types.int64, _P64, _P64, _P64, _P64, _PF, _PB, _P64,
                        _PB, _P8, _P8, _P64, _P64)
 COUNT_SIG = types.int64(_P8, types.int64)
@@ -512,5 +512,5 @@ def count_c(buf, n):
     return count_newlines(numba.carray(buf, (n,)))
 
 
-#: The entry points, by the names :mod:`forensics.readers.native_code` knows them.
+#: The entry points, by the names :mod:`forensics.readers.compiled.loader` knows them.
 ENTRY_POINTS = {"scan": scan_c, "count": count_c}

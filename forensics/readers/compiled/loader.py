@@ -21,7 +21,7 @@ error.
 
 When: an ingest never stalls on the compile (:func:`entry_points` with
 ``compile="background"``, what the readers ask for by input size): without a saved object it
-starts one builder process (``python -m forensics.readers.native_code``, detached, one per
+starts one builder process (``python -m forensics.readers.compiled.loader``, detached, one per
 library and machine at a time: a lock file beside the object), says so in one line, and reads
 this input with the reference path; the next ingest loads the object. Asked for explicitly
 (``FORENSICS_INGEST_PATH=native``, or :func:`entry_points` with the default ``compile="here"``)
@@ -32,6 +32,11 @@ compiles for the host's features). The few symbols numba's wrappers name outside
 are resolved here: the Python C API from the process; numba's own helpers (GIL, exception
 and NRT calls, reached only on error paths the kernel does not have) by small definitions
 below. A saved object is checked against its digest first: LLVM crashes on a damaged one.
+
+What of numba's internals (and of llvmlite) this needs is pinned by version in
+:mod:`forensics.readers.compiled.numba_internals`: with another version installed that lacks
+one, a warning names it and the scanner runs from numba's own functions (numba changed) or the
+input is read with the reference reader (llvmlite changed).
 """
 from __future__ import annotations
 
@@ -52,6 +57,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from forensics.readers.compiled import numba_internals
 from forensics.user_cache import user_cache_dir, writable, writable_cache_dir
 
 logger = logging.getLogger(__name__)
@@ -67,7 +73,7 @@ PORTABLE_CPU = "generic"
 _HERE = Path(__file__).resolve().parent
 #: Objects built ahead of use (:mod:`forensics.readers.prebuild`), inside the installed package.
 PREBUILT_DIR = _HERE / "_prebuilt"
-_SOURCES = ("_scan_kernel.py", "native_scan.py", "../dataset/log_fields.py")
+_SOURCES = ("scan_kernel.py", "../native_scan.py", "../../dataset/log_fields.py")
 
 # Definitions of the symbols numba's cfunc wrappers take from numba's own libraries. The
 # wrapper calls them only when the kernel returned an error status (its code has none to
@@ -111,7 +117,7 @@ _STUBBED = ("numba_gil_ensure", "numba_gil_release", "numba_do_raise",
 
 _I64 = ctypes.c_int64
 _PTR = ctypes.c_void_p
-#: ctypes prototypes of the entry points (``_scan_kernel.SCAN_SIG`` / ``COUNT_SIG``).
+#: ctypes prototypes of the entry points (``scan_kernel.SCAN_SIG`` / ``COUNT_SIG``).
 PROTOTYPES = {
     "scan": ctypes.CFUNCTYPE(_I64, _PTR, _I64, _I64, *([_PTR] * 12)),
     "count": ctypes.CFUNCTYPE(_I64, _PTR, _I64),
@@ -130,8 +136,9 @@ class Library:
     title: str = "compiled scanner"  # what the notes call it
 
 
-#: The log scanner (:mod:`forensics.readers._scan_kernel`).
-SCAN = Library("scan", "forensics.readers._scan_kernel", _SOURCES, PROTOTYPES, "log scanner")
+#: The log scanner (:mod:`forensics.readers.compiled.scan_kernel`).
+SCAN = Library("scan", "forensics.readers.compiled.scan_kernel", _SOURCES, PROTOTYPES,
+               "log scanner")
 
 #: The MCJIT engines holding loaded code: never dropped (freeing one frees the code that
 #: functions handed out still point to).
@@ -186,6 +193,14 @@ def entry_points(lib: Library = SCAN, *, compile: str = "here") -> dict[str, Any
         import llvmlite.binding as llvm
     except ImportError:
         return None
+    gone = numba_internals.llvmlite_missing(llvm)
+    if gone:   # nothing saved can be linked: numba's own functions when asked to compile here
+        if lib.stem not in _announced:
+            _announced.add(lib.stem)
+            logger.warning("%s: the saved %s cannot be linked; inputs are read with the "
+                           "reference reader", numba_internals.changed("llvmlite", gone),
+                           lib.title)
+        return _compile(None, lib) if compile == "here" else None
     key = _key(llvm, lib)
     for d in _cache_dirs():
         loaded = _load(llvm, d / f"{lib.stem}-{key}", lib)
@@ -343,9 +358,10 @@ def _load(llvm: Any, stem: Path, lib: Library = SCAN) -> dict[str, Any] | None:
     return funcs
 
 
-def _compile(key: str, lib: Library = SCAN) -> dict[str, Any] | None:
+def _compile(key: str | None, lib: Library = SCAN) -> dict[str, Any] | None:
     """Compile with numba (numba's own cache makes this cheap after the first time), save the
-    object for the next processes, and return numba's functions."""
+    object for the next processes (under ``key``; None: save nothing), and return numba's
+    functions."""
     if importlib.util.find_spec("numba") is None:
         return None
     _numba_cache()
@@ -354,15 +370,19 @@ def _compile(key: str, lib: Library = SCAN) -> dict[str, Any] | None:
     try:
         ENTRY_POINTS = importlib.import_module(lib.module).ENTRY_POINTS
     except Exception as e:   # no numba, or numba refusing to compile or cache here
-        logger.warning("the %s could not be compiled (%s); inputs are read with the reference "
-                       "reader", lib.title, e)
+        logger.warning("the %s could not be compiled (%s)%s; inputs are read with the reference "
+                       "reader", lib.title, e, numba_internals.version_note())
         return None
     funcs: dict[str, Any] = {name: lib.prototypes[name](cf.address)
                              for name, cf in ENTRY_POINTS.items()}
     funcs["failed"] = lambda: False   # numba's wrapper reports an error itself
+    if key is None:
+        return funcs
     try:
         objects, meta = _objects(ENTRY_POINTS)
-    except Exception:   # numba internals moved: run from numba's functions, save nothing
+    except Exception as e:   # numba internals moved: run from numba's functions, save nothing
+        logger.warning("%s: the %s runs from numba's own functions and is not saved (each "
+                       "process imports numba)", e, lib.title)
         return funcs
     for d in _cache_dirs():
         if _save(d / f"{lib.stem}-{key}", objects, meta):
@@ -372,15 +392,12 @@ def _compile(key: str, lib: Library = SCAN) -> dict[str, Any] | None:
 
 def _objects(entry: dict[str, Any]) -> tuple[dict[str, bytes], dict[str, Any]]:
     """Each entry point's object file (a cfunc's library holds its callees' code too), and
-    what :func:`_load` needs to know of them."""
+    what :func:`_load` needs to know of them. Raises :class:`numba_internals.NumbaChanged` when
+    the installed numba lacks what this reads."""
     undefined: set[str] = set()
     objects = {}
     for name, cf in entry.items():
-        lib = cf._library
-        # the optimised IR numba keeps for linking (there also when loaded from its cache),
-        # emitted by numba's own target machine
-        module = lib._get_module_for_linking()
-        objects[name] = lib._codegen._tm.emit_object(module)
+        module, objects[name] = numba_internals.object_code(cf)
         undefined |= {f.name for f in module.functions if f.is_declaration}
         undefined |= {g.name for g in module.global_variables if g.is_declaration}
     meta = {"symbols": {name: cf.native_name for name, cf in entry.items()},
@@ -436,7 +453,7 @@ def prebuild(libraries: list[Library], directory: Path | None = None, *,
 
 
 def main(argv: list[str]) -> int:
-    """The background builder: ``python -m forensics.readers.native_code STEM MODULE LOCK``
+    """The background builder: ``python -m forensics.readers.compiled.loader STEM MODULE LOCK``
     compiles the kernels of ``MODULE`` and saves their object at ``STEM``, then removes
     ``LOCK``."""
     stem, module, lock = Path(argv[0]), argv[1], Path(argv[2])

@@ -1,7 +1,7 @@
 """The compiled JSON Lines scanners of :mod:`forensics.readers.json_scan` (imports numba:
 imported only to compile them, once per install: later processes load the entry points'
-saved object, :mod:`forensics.readers.native_code`). Module-level functions and constant
-arrays, so numba's cache works; the conventions of :mod:`forensics.readers._scan_kernel`
+saved object, :mod:`forensics.readers.compiled.loader`). Module-level functions and constant
+arrays, so numba's cache works; the conventions of :mod:`forensics.readers.compiled.scan_kernel`
 (``cache``, ``nogil``, ``cfunc`` entry points over raw pointers).
 
 ``_nrt=False`` (a private numba option): these functions allocate nothing (the caller passes
@@ -695,7 +695,7 @@ def stats(buf, words, names, offs, nw, nwo, nwl, parent, is_obj, next_sib, first
 
 
 # ------------------------------------------------------------------------ entry points
-# cfuncs over raw pointers (no numba runtime needed to call them: native_code saves their
+# cfuncs over raw pointers (no numba runtime needed to call them: the loader saves their
 # object code and links it with llvmlite alone). Tables are packed into few arrays: ``slots``
 # (9, S + 1) and ``cols`` (3, C) of the stats template, ``keys`` and ``states`` (4, K + 1) of
 # the frame scanner; json_scan builds them (the rows are named there).
