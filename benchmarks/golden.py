@@ -12,6 +12,8 @@ The first form runs, with the checkout's own `forensics` (whatever is first on t
 - the same for ../shared/samples/real-logs when it exists (skipped otherwise),
 and writes the results as text files under --out. Absolute paths, temporary directories and
 timings are replaced by fixed tokens so two checkouts compare equal when they behave alike.
+Each run starts with an empty per-user cache (``FORENSICS_CACHE_DIR`` in its temporary
+directory): a cached result of earlier code or another process never stands in for this one's.
 The second form prints every difference between two such directories (exit 1 when any).
 """
 from __future__ import annotations
@@ -56,7 +58,8 @@ def _normalise(text: str, tmp: Path) -> str:
 
 def _run(args: list[str], tmp: Path) -> tuple[int, str, str]:
     proc = subprocess.run([sys.executable, "-m", "forensics", *args], capture_output=True, text=True,
-                          cwd=tmp, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          cwd=tmp, env={**os.environ, "PYTHONPATH": str(ROOT),
+                                        "FORENSICS_CACHE_DIR": str(tmp / ".user-cache")})
     return proc.returncode, _normalise(proc.stdout, tmp), _normalise(proc.stderr, tmp)
 
 

@@ -6,7 +6,7 @@ directory, then times whole processes, each a fresh interpreter with no cached d
 included), in paired interleaved rounds:
 
 - ``streamed``: ``forensics postmortem DIR -o REPORT -q`` as a user runs it: the replay reads
-  the run in iteration windows (``replay.frames.FrameWindows``) and keeps decisions and ledgers
+  the run in iteration windows (``replay.frame_windows.FrameWindows``) and keeps decisions and ledgers
   in Parquet files, so memory should stay flat in the number of iterations;
 - ``one window`` (the baseline): the same post-mortem with one window holding the whole run
   (``postmortem(..., window=10**9)``), which is what the straightforward in-memory code does:

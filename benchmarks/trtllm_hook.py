@@ -21,7 +21,7 @@ from pathlib import Path
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
-from replay.engine import run  # noqa: E402
+from replay.walk import run  # noqa: E402
 from replay.frames import RunFrames  # noqa: E402
 from replay.resolve import resolve_policy  # noqa: E402
 

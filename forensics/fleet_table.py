@@ -27,7 +27,7 @@
     ``near_miss_skips > 0 or near_miss_cap > 0``.
 ``diverged_iter`` (Int64)
     first iteration where the replay departs from a recorded decision; after it the replay
-    answers "what this version decides on the same request mix" (``replay.engine``), so a
+    answers "what this version decides on the same request mix" (``replay.walk``), so a
     verdict of a policy other than the recording build is a counterfactual.
 
 Configuration columns (one row per run): ``input``, ``run``, ``build`` (the recording build),
@@ -63,8 +63,8 @@ from forensics.output_dir import atomic_path
 from forensics.readers import as_dataset, on_cluster
 from forensics.simulate import get_scenario, simulate
 from forensics.version import __version__
-from replay.engine import replay_windows, stream_windows
-from replay.engine import run as replay_run
+from replay.streaming import replay_windows, stream_windows
+from replay.walk import run as replay_run
 from replay.frames import RunFrames
 from replay.resolve import resolve_policies
 
@@ -136,7 +136,7 @@ def fleet_table(runs: Iterable[PathLike] | PathLike | pd.DataFrame, policies: Se
             parallel first. The table is the same as without a client.
         done: called with ``(finished, total)`` after each input (a progress bar).
         window: iterations per replay window; a run longer than one window (or than
-            ``replay.engine.STREAM_MIN_FRAMES`` frames by default) is replayed in windows, in
+            ``replay.streaming.STREAM_MIN_FRAMES`` frames by default) is replayed in windows, in
             bounded memory, with the same verdicts.
 
     Raises:
@@ -197,7 +197,7 @@ def input_rows(source: PathLike, label: str, extra: dict[str, Any], policies: Se
     """The fleet rows of one input (one per traced run, or per run and policy): ingest, replay
     under every policy, metrics. One task of :func:`fleet_table`; ``label`` is the ``input``
     column, ``source`` what is read (the input itself or a dataset ingested from it). A long
-    run is replayed in windows (``replay.engine.stream_windows``; ``window`` iterations each),
+    run is replayed in windows (``replay.streaming.stream_windows``; ``window`` iterations each),
     one policy at a time, in bounded memory."""
 
     pols = resolve_policies(list(policies) if policies else None)

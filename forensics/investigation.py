@@ -38,8 +38,9 @@ from forensics.report.narrative import comparison_policy
 from forensics.report.paths import clean_builds
 from forensics.report.summary import summarize
 from forensics.verdicts import matches_log_crash, story_policy
-from replay.engine import replay_windows
-from replay.frames import FrameWindows, RunFrames
+from replay.streaming import replay_windows
+from replay.frame_windows import FrameWindows
+from replay.frames import RunFrames
 from replay.leak_table import LEAK_COLUMNS as _REPLAY_LEAK_COLUMNS
 from replay.leak_table import leak_frame
 from replay.resolve import resolve_policies, resolve_policy
@@ -164,7 +165,7 @@ class Investigation:
 
     @cached_property
     def windows(self):
-        """The run read in iteration windows (:class:`replay.frames.FrameWindows`): what the
+        """The run read in iteration windows (:class:`replay.frame_windows.FrameWindows`): what the
         replays stream over, holding one window in memory."""
         self._need_trace()
         return FrameWindows(self.dataset, run=self.run)

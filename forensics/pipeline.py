@@ -25,10 +25,12 @@ from forensics.report.paths import witness_files
 from forensics.report.summary import summarize
 from forensics.report.timeline import TIMELINE_FILE, story_timeline_json
 from forensics.report.write import write_report
-from replay.engine import replay_windows, run_all
-from replay.frames import FrameWindows, RunFrames
+from replay.frame_windows import FrameWindows
+from replay.frames import RunFrames
 from replay.resolve import resolve_policies
 from replay.stage_clock import CLOCK
+from replay.streaming import replay_windows
+from replay.walk import run_all
 
 #: Where the dataset is cached inside the report directory.
 DATASET_DIR = ".dataset"

@@ -145,7 +145,7 @@ def replay_revision(frames: Any, repo: str | Path, revision: str,
                     config: Optional[RunConfig] = None, isolate: bool = False) -> RevisionVerdict:
     """Replay ``frames`` under ``trtllm:REPO@revision`` (its code in a confined child process
     with ``isolate``, ``replay.isolation``)."""
-    from replay.engine import run
+    from replay.walk import run
     root = Path(repo)
     sha = resolve_revision(root, revision)
     subject = _subject(root, sha)

@@ -3,7 +3,7 @@
 A frame is what a rank held at pad entry (traces/FORMAT.md). The replay only needs per-frame
 counts, so the requests table is reduced with ``bincount`` to arrays of shape ``(I, R)``:
 real requests, requests in the scheduler window, requests first seen this iteration, and so on.
-Recorded dummies are dropped here (each policy carries its own, see ``replay.engine``).
+Recorded dummies are dropped here (each policy carries its own, see ``replay.walk``).
 
 Iterations where some rank has no frame cannot be replayed (the all-gather needs every rank);
 they are dropped and listed in ``dropped_iters``.
@@ -22,7 +22,7 @@ import json
 import logging
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -35,17 +35,19 @@ from replay.errors import ConfigError, DatasetError, NoTraceError
 from replay.heap import release_arrow
 from replay.config import RunConfig
 from replay.policy import Policy, Predicate
-from replay.stage_clock import CLOCK
 from replay.states import (ALL_STATES, CONTEXT_INTENT_STATES, CONTEXT_ONLY_STATES,
                            GENERATION_ONLY_STATES, RequestState, micro_batch_window, state_index)
 from replay.step import INTENT_CONTEXT, INTENT_GENERATION, INTENT_NONE, StepInputs
+
+if TYPE_CHECKING:
+    from replay.frame_windows import SeenBefore
 
 log = logging.getLogger(__name__)
 
 _CONFIG_KEYS = ("expected_multiplier", "enable_attention_dp", "model_arch", "dkv_enabled")
 
 
-def _np(col, dtype=None, fill=None) -> np.ndarray:
+def column_array(col, dtype=None, fill=None) -> np.ndarray:
     """An Arrow column as numpy, nulls replaced by ``fill``."""
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
@@ -145,7 +147,7 @@ class RunFrames:
     intent: np.ndarray = None  # type: ignore[assignment]
     ctx_arrived: np.ndarray = None  # type: ignore[assignment]
     gen_arrived: np.ndarray = None  # type: ignore[assignment]
-    #: A window of a run (:class:`FrameWindows`): the dummy role carried in from the rows
+    #: A window of a run (``replay.frame_windows.FrameWindows``): the dummy role carried in from the rows
     #: before it (the last arrival before the window was context-only).
     role_before: bool = False
     #: ``(N,)`` each real request's ``replay.states.state_index`` (int8): the predicates'
@@ -188,7 +190,7 @@ class RunFrames:
         figures in benchmarks/trace_ingest.py).
         """
         files_of = getattr(ds, "files", None)
-        run, source, config, several = _run_config(ds.arrow("runs"), run)
+        run, source, config, several = run_config(ds.arrow("runs"), run)
         frame_files = files_of("frames", run=run) if files_of else []
         request_files = files_of("requests", run=run) if files_of else []
         if len(frame_files) != 1 or len(request_files) != 1:
@@ -198,30 +200,30 @@ class RunFrames:
         frames = pq.read_table(frame_files[0], schema=FRAMES,
                                columns=[c for c in FRAMES.names if c not in ("run", "source")],
                                filters=[("run", "==", run)] if only else None)
-        return cls._build(run, source, config, frames, _read_real_requests(request_files[0], only))
+        return cls.from_parts(run, source, config, frames, _read_real_requests(request_files[0], only))
 
     @classmethod
     def from_tables(cls, runs, frames, requests, run: str | None = None) -> RunFrames:
         """From ``runs``, ``frames`` and ``requests`` tables (Arrow or pandas, dataset schema)."""
         runs, frames, requests = _as_arrow(runs), _as_arrow(frames, FRAMES), _as_arrow(requests)
-        run, source, config, several = _run_config(runs, run)
+        run, source, config, several = run_config(runs, run)
         if several:  # a single-run input needs no (costly) string filter
             frames = frames.filter(pc.equal(frames.column("run"), run))
             requests = requests.filter(pc.equal(requests.column("run"), run))
-        return cls._build(run, source, config, frames, _real_requests(requests))
+        return cls.from_parts(run, source, config, frames, real_requests(requests))
 
     @classmethod
-    def _build(cls, run: str, source: str, config: RunConfig, frames: pa.Table,
+    def from_parts(cls, run: str, source: str, config: RunConfig, frames: pa.Table,
                requests: tuple[np.ndarray, ...], *, first_iter: int | None = None,
-               seen: _SeenBefore | None = None) -> RunFrames:
-        """``requests``: :func:`_real_requests` of the run (real requests only, compact).
+               seen: SeenBefore | None = None) -> RunFrames:
+        """``requests``: :func:`real_requests` of the run (real requests only, compact).
 
-        A window of a run (:class:`FrameWindows`) passes the run's ``first_iter`` and the
+        A window of a run (``replay.frame_windows.FrameWindows``) passes the run's ``first_iter`` and the
         first-seen iterations of the windows before it (``seen``, updated here).
         """
         R = config.tp_size
-        f_iter = _np(frames.column("iter"), np.int64)
-        f_rank = _np(frames.column("rank"), np.int64)
+        f_iter = column_array(frames.column("iter"), np.int64)
+        f_rank = column_array(frames.column("rank"), np.int64)
         if f_rank.size and (f_rank.min() < 0 or f_rank.max() >= R):
             raise DatasetError(f"run {run!r}: a frame rank is outside [0, {R})", path=source)
         all_iters, per_iter = np.unique(f_iter, return_counts=True)
@@ -242,7 +244,7 @@ class RunFrames:
             return g.reshape(I, R)
 
         def col(name, fill, dtype):
-            return _np(frames.column(name), dtype, fill)
+            return column_array(frames.column(name), dtype, fill)
 
         num_req = col("num_requests", 0, np.int64)
         num_dummy = col("num_dummies", 0, np.int64)
@@ -410,251 +412,7 @@ class RunFrames:
         return out
 
 
-#: Frames (iterations x ranks) per window of :class:`FrameWindows`: about 30 MB of arrays for a
-#: fleet-hour mix of 16 requests a frame, whatever the run's length.
-WINDOW_FRAMES = 1 << 16
-
-
-class FrameWindows:
-    """One run's frames read as consecutive iteration windows, one :class:`RunFrames` at a time.
-
-    Iterating yields the windows in iteration order; each is what ``RunFrames.from_dataset``
-    holds for those iterations (same arrays, same first-seen iterations: the windows before it
-    are remembered, a few bytes per distinct request), so a replay that carries its state across
-    the window edges (``replay.engine.StreamReplay``) decides exactly what a whole-run replay
-    decides while holding one window in memory. Windows split on iteration values, never inside
-    an iteration; each reads its rows through ``Dataset.arrow(..., filters=...)``, which skips
-    the row groups outside it.
-
-    Fields:
-        run, source, config: as :class:`RunFrames`.
-        iters: every replayed iteration (every rank has a frame).
-        dropped_iters: iterations some rank has no frame for.
-        size: iterations (with a frame) per window.
-
-    ``starts``: the iterations where windows begin, instead of every ``size`` iterations.
-    """
-
-    def __init__(self, ds: Any, run: str | None = None, size: int | None = None,
-                 starts: Iterable[int] | None = None):
-        self._ds = ds
-        self.run, self.source, self.config, several = _run_config(ds.arrow("runs"), run)
-        self._run_filter = [("run", "==", self.run)] if several else []
-        R = self.config.tp_size
-        all_iters, per_iter = _frames_per_iteration(ds, self.run if several else None)
-        self.iters = all_iters[per_iter == R]
-        self.dropped_iters = tuple(int(x) for x in all_iters[per_iter != R])
-        self.size = int(size) if size else max(1, WINDOW_FRAMES // max(R, 1))
-        if self.size < 1:
-            raise ValueError("window size must be at least one iteration")
-        self._first_iter = int(all_iters[0]) if all_iters.size else 0
-        #: Start of each window (the first one also takes anything before it); ``starts``
-        #: chooses them (tests put edges at a crash or inside a leak).
-        self._starts = all_iters[::self.size] if starts is None else np.unique(
-            np.r_[all_iters[:1], np.asarray(list(starts), np.int64)])
-
-    @property
-    def num_ranks(self) -> int:
-        return int(self.config.tp_size)
-
-    def __len__(self) -> int:
-        return max(1, int(self._starts.size))
-
-    def __iter__(self):
-        seen = _SeenBefore(self.num_ranks)
-        starts = [int(x) for x in self._starts]
-        role = False
-        readers = self._range_readers()
-        for k in range(len(self)):
-            rng = []
-            lo = starts[k] if k > 0 else None
-            hi = starts[k + 1] if k + 1 < len(starts) else None
-            if lo is not None:
-                rng.append(("iter", ">=", lo))
-            if hi is not None:
-                rng.append(("iter", "<", hi))
-            with CLOCK.stage("frames"):
-                if readers is not None:
-                    frames = self._build(readers[0].read(lo, hi), readers[1].read(lo, hi), seen)
-                else:
-                    frames = self._read(self._run_filter + rng, seen)
-            object.__setattr__(frames, "role_before", role)
-            yield frames
-            # The role rule (Policy.dummy_role) keeps the last arrival's role: carry it over.
-            events = np.flatnonzero(frames.ctx_arrived | frames.gen_arrived)
-            if events.size:
-                role = bool(frames.ctx_arrived[events[-1]])
-
-    def at(self, iters: Iterable[int]) -> RunFrames:
-        """The frames of some iterations only (for explanations: requests, states, ``alloc_ok``).
-
-        Their first-seen fields (``new_real``, ``max_first_seen``, ``req_first``) count only
-        these iterations; the replay never reads a frame built this way.
-        """
-        wanted = sorted({int(x) for x in iters})
-        return self._read(self._run_filter + [("iter", "in", wanted)], None)
-
-    def _read(self, filters: list[tuple], seen: _SeenBefore | None) -> RunFrames:
-        ds = self._ds
-        frames = ds.arrow("frames", columns=_FRAME_COLUMNS, filters=filters or None)
-        req = ds.arrow("requests", columns=_REQUEST_COLUMNS, filters=filters or None)
-        return self._build(frames, req, seen)
-
-    def _build(self, frames: pa.Table, req: pa.Table, seen: _SeenBefore | None) -> RunFrames:
-        parts = _real_requests(req)
-        del req
-        return RunFrames._build(self.run, self.source, self.config, frames, parts,
-                                first_iter=self._first_iter, seen=seen)
-
-    def _range_readers(self) -> tuple[_IterRangeReader, _IterRangeReader] | None:
-        """Readers of the run's frames and requests files by row group, when the run has one
-        file of each to itself with iteration statistics (a dataset of layout 2.x); else None
-        (windows are read through ``Dataset.arrow`` filters)."""
-        files_of = getattr(self._ds, "files", None)
-        if files_of is None:
-            return None
-        out = []
-        for table, columns in (("frames", _FRAME_COLUMNS), ("requests", _REQUEST_COLUMNS)):
-            files = files_of(table, run=self.run)
-            if len(files) != 1 or (self._run_filter and len(files_of(table)) == 1):
-                return None   # several files, or one file holding every run (layout 1.x)
-            if not set(columns) <= set(pq.read_schema(files[0]).names):
-                return None   # an older layout (requests.state_value was state)
-            # The types Dataset.arrow gives (the dataset's schema), from an empty read.
-            schema = self._ds.arrow(table, columns=columns, filters=[("iter", "<", -2 ** 62)]).schema
-            reader = _IterRangeReader.open(files[0], columns, schema)
-            if reader is None:
-                return None
-            out.append(reader)
-        return out[0], out[1]
-
-
-_FRAME_COLUMNS = [c for c in FRAMES.names if c not in ("run", "source")]
-
-
-class _IterRangeReader:
-    """The rows of consecutive iteration ranges of one Parquet file, read by row group.
-
-    The row groups a range needs are found by their ``iter`` statistics; a row group shared by
-    two windows is read once (the last one is kept). Rows come in file order, as a filtered
-    ``Dataset.arrow`` read gives them: a slice where the file is in iteration order (the
-    usual case), else a filter. Measured on a 32x100k dataset: half the CPU of a filtered
-    dataset read.
-    """
-
-    def __init__(self, pf: pq.ParquetFile, columns: list[str], schema: pa.Schema,
-                 lo: np.ndarray, hi: np.ndarray):
-        self.pf, self.columns, self.schema = pf, columns, schema
-        self.lo, self.hi = lo, hi
-        self._last: tuple[int, pa.Table] | None = None
-
-    @classmethod
-    def open(cls, path, columns: list[str], schema: pa.Schema) -> _IterRangeReader | None:
-        """A reader, or None when some row group has no ``iter`` statistics."""
-        pf = pq.ParquetFile(path)
-        md = pf.metadata
-        at = pf.schema_arrow.get_field_index("iter")
-        lo, hi = [], []
-        for i in range(md.num_row_groups):
-            st = md.row_group(i).column(at).statistics
-            if st is None or not st.has_min_max:
-                return None
-            lo.append(int(st.min))
-            hi.append(int(st.max))
-        return cls(pf, columns, schema, np.array(lo, np.int64), np.array(hi, np.int64))
-
-    def _group(self, i: int) -> pa.Table:
-        if self._last is None or self._last[0] != i:
-            # A column added to the schema after the file was written reads as nulls.
-            have = set(self.pf.schema_arrow.names)
-            t = self.pf.read_row_group(i, columns=[c for c in self.columns if c in have])
-            for c in self.columns:
-                if c not in have:
-                    t = t.append_column(self.schema.field(c), pa.nulls(t.num_rows,
-                                                                        self.schema.field(c).type))
-            self._last = (i, t.select(self.columns))
-        return self._last[1]
-
-    def read(self, lo: int | None, hi: int | None) -> pa.Table:
-        """Rows with ``lo <= iter < hi`` (None: unbounded), in file order."""
-        keep = np.ones(self.lo.size, bool)
-        if lo is not None:
-            keep &= self.hi >= lo
-        if hi is not None:
-            keep &= self.lo < hi
-        parts = [self._group(int(i)) for i in np.flatnonzero(keep)]
-        if not parts:
-            return self.schema.empty_table()
-        t = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-        it = _np(t.column("iter"), np.int64)
-        if it.size and (it[1:] >= it[:-1]).all():
-            a = 0 if lo is None else int(np.searchsorted(it, lo, side="left"))
-            b = it.size if hi is None else int(np.searchsorted(it, hi, side="left"))
-            t = t.slice(a, b - a)
-        else:
-            mask = np.ones(it.size, bool)
-            if lo is not None:
-                mask &= it >= lo
-            if hi is not None:
-                mask &= it < hi
-            t = t.filter(pa.array(mask))
-        return t.cast(self.schema) if t.schema != self.schema else t
-
-
-def _frames_per_iteration(ds: Any, run: str | None) -> tuple[np.ndarray, np.ndarray]:
-    """Every frame iteration of the run and its number of frames, a row group at a time."""
-    vals, counts = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-    batches = ds.batches("frames", ["iter"] + (["run"] if run is not None else [])) \
-        if hasattr(ds, "batches") else ds.arrow("frames", columns=["iter", "run"]).to_batches()
-    for b in batches:
-        if run is not None:
-            b = b.filter(pc.equal(b.column("run"), run))
-        v, c = np.unique(_np(b.column("iter"), np.int64), return_counts=True)
-        vals.append(v)
-        counts.append(c)
-    u, inv = np.unique(np.concatenate(vals), return_inverse=True)
-    return u, np.bincount(inv, weights=np.concatenate(counts), minlength=u.size).astype(np.int64)
-
-
-class _SeenBefore:
-    """The first iteration each (rank, request id) was seen in the windows read so far.
-
-    Per rank, a sorted array of ids and their first iteration: memory is per distinct request
-    (an hour of a 32-rank fleet has a few hundred thousand), not per request row.
-    """
-
-    def __init__(self, R: int):
-        self.ids = [np.zeros(0, np.int64) for _ in range(R)]
-        self.first = [np.zeros(0, np.int64) for _ in range(R)]
-
-    def update(self, rank: np.ndarray, rid: np.ndarray, first: np.ndarray) -> np.ndarray:
-        """``first`` (first seen within this window, per row) with every id seen in an earlier
-        window given its earlier iteration; this window's new ids are remembered."""
-        if not rid.size:
-            return first
-        out = first.astype(np.int64)
-        order = np.argsort(rank, kind="stable")
-        bounds = np.searchsorted(rank[order], np.arange(len(self.ids) + 1))
-        for r in range(len(self.ids)):
-            rows = order[bounds[r]:bounds[r + 1]]
-            if not rows.size:
-                continue
-            ids, known = rid[rows], self.ids[r]
-            hit = np.zeros(rows.size, bool)
-            if known.size:
-                at = np.minimum(np.searchsorted(known, ids), known.size - 1)
-                hit = known[at] == ids
-                out[rows[hit]] = self.first[r][at[hit]]
-            new_ids, j = np.unique(ids[~hit], return_index=True)
-            if new_ids.size:   # sorted merge: one copy, no sort of what is already known
-                at = np.searchsorted(known, new_ids)
-                self.ids[r] = np.insert(known, at, new_ids)
-                self.first[r] = np.insert(self.first[r], at, out[rows[~hit]][j])
-        return out.astype(first.dtype) if first.dtype != out.dtype and \
-            out.max() <= np.iinfo(first.dtype).max and out.min() >= np.iinfo(first.dtype).min else out
-
-
-def _run_config(runs: pa.Table, run: str | None) -> tuple[str, str, RunConfig, bool]:
+def run_config(runs: pa.Table, run: str | None) -> tuple[str, str, RunConfig, bool]:
     """The chosen run's key, source and configuration, and whether the input holds several runs."""
     names = [str(x) for x in runs.column("run").to_pylist()] if runs.num_rows else []
     if not names:
@@ -701,7 +459,7 @@ _GENERATION_ONLY = _state_lut(GENERATION_ONLY_STATES)
 #: an older layout has the code in ``state`` (:func:`_code_column`).
 _REQ_COLUMNS = (("iter", np.int64), ("rank", np.int32), ("request_id", np.int64),
                 ("state_value", np.int16), ("pos", np.int32))
-_REQUEST_COLUMNS = [name for name, _ in _REQ_COLUMNS] + ["dummy"]
+REQUEST_COLUMNS = [name for name, _ in _REQ_COLUMNS] + ["dummy"]
 
 
 def _code_column(names: Iterable[str]) -> str:
@@ -711,12 +469,12 @@ def _code_column(names: Iterable[str]) -> str:
 
 
 def _request_columns(names: Iterable[str]) -> list[str]:
-    """:data:`_REQUEST_COLUMNS` as a requests file with these column names holds them."""
+    """:data:`REQUEST_COLUMNS` as a requests file with these column names holds them."""
     code = _code_column(names)
-    return [code if c == "state_value" else c for c in _REQUEST_COLUMNS]
+    return [code if c == "state_value" else c for c in REQUEST_COLUMNS]
 
 
-def _real_requests(t: pa.Table | pa.RecordBatch) -> tuple[np.ndarray, ...]:
+def real_requests(t: pa.Table | pa.RecordBatch) -> tuple[np.ndarray, ...]:
     """``(iter, rank, request_id, state code, pos)`` of the real (non-dummy) requests, compact
     dtypes."""
     dummy = t.column("dummy")
@@ -725,12 +483,12 @@ def _real_requests(t: pa.Table | pa.RecordBatch) -> tuple[np.ndarray, ...]:
     out = []
     for name, dtype in _REQ_COLUMNS:
         c = t.column(code if name == "state_value" else name)
-        out.append(_np(c.filter(keep) if keep is not None else c, dtype, 0))
+        out.append(column_array(c.filter(keep) if keep is not None else c, dtype, 0))
     return tuple(out)
 
 
 def _read_real_requests(file: Path, run: str | None) -> tuple[np.ndarray, ...]:
-    """:func:`_real_requests` of a requests Parquet file, read batch by batch into arrays
+    """:func:`real_requests` of a requests Parquet file, read batch by batch into arrays
     sized by the file's row count (pages past the real requests are never touched)."""
     pf = pq.ParquetFile(file)
     total = pf.metadata.num_rows
@@ -741,7 +499,7 @@ def _read_real_requests(file: Path, run: str | None) -> tuple[np.ndarray, ...]:
     for batch in pf.iter_batches(batch_size=1 << 18, columns=columns):
         if run is not None:
             batch = batch.filter(pc.equal(batch.column("run"), run))
-        parts = _real_requests(batch)
+        parts = real_requests(batch)
         k = parts[0].size
         for buf, part in zip(bufs, parts):
             buf[n:n + k] = part
@@ -766,10 +524,10 @@ def _real_batch(recorded: np.ndarray, window_real: np.ndarray, exact: np.ndarray
 
 
 def _first_seen(rank: np.ndarray, rid: np.ndarray, it: np.ndarray, R: int,
-                seen: _SeenBefore | None = None) -> np.ndarray:
+                seen: SeenBefore | None = None) -> np.ndarray:
     """The first iteration each (rank, request id) appears, for every request row; with
     ``seen`` (the windows before), an id seen there keeps its earlier iteration and this
-    window's new ids are remembered (``_SeenBefore.update``, on the distinct ids only)."""
+    window's new ids are remembered (``SeenBefore.update``, on the distinct ids only)."""
     if not rid.size:
         return np.zeros(0, np.int32)
     # int32 when every iteration fits (4 bytes a request, not 8); the values are the same.
@@ -841,8 +599,8 @@ def _bool_code(frames: pa.Table, name: str) -> np.ndarray:
     if not frames.num_rows:
         return np.zeros(0, np.int8)
     c = frames.column(name)
-    vals = _np(c, np.int8, False)
-    nulls = _np(c.is_null(), bool)
+    vals = column_array(c, np.int8, False)
+    nulls = column_array(c.is_null(), bool)
     return np.where(nulls, -1, vals).astype(np.int8)
 
 
@@ -853,4 +611,5 @@ def _segment_max(out: np.ndarray, index: np.ndarray, values: np.ndarray) -> None
     out[index[starts]] = np.maximum(out[index[starts]], mx)
 
 
-__all__ = ["ALL_STATES", "FrameWindows", "RunFrames", "WINDOW_FRAMES"]
+__all__ = ["ALL_STATES", "REQUEST_COLUMNS", "RunFrames", "column_array", "real_requests",
+           "run_config"]

@@ -13,7 +13,7 @@
   written, and the arenas grow with the hours read (:func:`large_blocks_mapped`).
 
 Elsewhere than glibc the glibc parts do nothing. The ingest's reader threads
-(``forensics.readers.parallel``) and the replay's window threads (:mod:`replay.engine`) both
+(``forensics.readers.parallel``) and the replay's window threads (:mod:`replay.streaming`) both
 use these, and :func:`usable_cores` to size their thread pools.
 """
 from __future__ import annotations

@@ -253,7 +253,7 @@ def case_config(frames: Any, case: Behaviour) -> Any:
 
 def observe(frames: Any, policy: Policy, config: Any = None) -> Observation:
     """Replay ``frames`` under ``policy`` and reduce the result to an :class:`Observation`."""
-    from replay.engine import run
+    from replay.walk import run
     try:
         result = run(frames, config, policy)
     except PolicyError as e:

@@ -1,6 +1,6 @@
 """The straightforward replay: a loop over iterations, ranks and per-request Python objects.
 
-Same semantics as ``replay.engine`` (read its docstring), written the obvious way: each rank's
+Same semantics as ``replay.walk`` (read its docstring), written the obvious way: each rank's
 ``active_requests`` is a list of request objects, the carried dummy is an object in it, removal
 checks whether it is the last element. It is the speed baseline of ``benchmarks/replay.py`` and
 the oracle the engine is tested against (``tests/replay/test_properties.py``).
@@ -18,8 +18,8 @@ from replay.config import RunConfig
 from replay.frames import RunFrames
 from replay.policy import AllocFailure, EntryCheck, FrameView, PadOutcome, Policy, Predicate
 from replay.resolve import resolve_policy
-from replay.results import (Crash, Divergence, Leak, ReplayResult, crash_message, fleet_skips,
-                            replay_both_ways)
+from replay.model_variants import replay_both_ways
+from replay.results import Crash, Divergence, Leak, ReplayResult, crash_message, fleet_skips
 from replay.states import ALL_STATES, RequestState, micro_batch_window
 
 
@@ -46,7 +46,7 @@ def run_reference(frames: RunFrames, config: RunConfig | None = None,
     pol = resolve_policy(policy if policy is not None else "newest")
     cfg = config or frames.config
     models = pol.model_dependent(cfg)
-    if models:  # model unknown, a gate reads it: both ways, as replay.engine.run does
+    if models:  # model unknown, a gate reads it: both ways, as replay.walk.run does
         return replay_both_ways(pol, cfg, models, lambda c: _reference_one(frames, pol, c))
     return _reference_one(frames, pol, cfg)
 

@@ -43,15 +43,16 @@ row for row, are :attr:`ReplayResult.leak_records`.
 from __future__ import annotations
 
 import dataclasses
-import os
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from replay.config import RunConfig
 from replay.policy import Policy
+from replay.table_storage import DeferredTable, StoredTable, filter_frame
+
+if TYPE_CHECKING:
+    from replay.model_variants import GatedReplay
 
 DECISION_COLUMNS = ("iter", "rank", "active", "real", "schedulable", "window_real", "expected",
                     "expected_source", "carried_dummy", "carried_last", "padded", "pad_role",
@@ -151,277 +152,6 @@ class Divergence:
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-class DeferredTable:
-    """A table built from arrays on first use (``ReplayResult`` of an in-memory replay): a
-    post-mortem reads the decisions of a few policies only, and building a DataFrame costs
-    more than replaying a small run (measured on the bundled sample)."""
-
-    def __init__(self, build: Callable[[], pd.DataFrame]):
-        self.build = build
-
-
-class StoredTable:
-    """A decisions or ledger table in a Parquet file, read when asked.
-
-    A streamed replay (``replay.engine.replay_windows``) writes its tables window by window;
-    :meth:`read` returns them (or the rows a filter keeps) with the dtypes of the in-memory
-    table, rows in the in-memory order (``sort_by``).
-    """
-
-    def __init__(self, path: str | os.PathLike, dtypes: dict[str, Any], sort_by: str | None = None,
-                 frame: pd.DataFrame | None = None, pieces: list[Piece] | None = None):
-        self.path = Path(path)
-        self.dtypes = dict(dtypes)
-        self.sort_by = sort_by
-        #: The whole table when it is small (``TableWriter.KEEP_ROWS``): read without the file.
-        self._frame = frame
-        #: Where the rows are, in order, when some live in other files (a streamed replay
-        #: writes a window two policies decide alike once, ``replay.engine.SharedWindows``);
-        #: None: they are the whole of ``path``.
-        self.pieces = pieces
-        #: What the file's directory lives as long as (a ``TemporaryDirectory``), or None.
-        self.owner: Any = None
-
-    @property
-    def num_rows(self) -> int:
-        if self.pieces is not None:
-            return sum(p.rows for p in self.pieces)
-        import pyarrow.parquet as pq
-        return int(pq.ParquetFile(self.path).metadata.num_rows)
-
-    def _arrow(self, columns: list[str] | None, filters: list[tuple] | None):
-        """The rows ``filters`` keep as an Arrow table, from the file or from the pieces (those
-        whose iterations a filter on ``iter`` excludes are not read)."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-        if self.pieces is None:
-            return pq.read_table(self.path, columns=columns, filters=filters or None)
-        expr = pq.filters_to_expression(filters) if filters else None
-        read = None if columns is None else list(dict.fromkeys(
-            list(columns) + [f[0] for f in filters or ()]))
-        parts = []
-        for piece in self.pieces:
-            if filters and not piece.may_hold(filters):
-                continue
-            batches = list(piece.batches(read))
-            if batches:
-                t = pa.Table.from_batches(batches)
-                t = t.filter(expr) if expr is not None else t
-                parts.append(t.select(columns) if columns is not None else t)
-        if not parts:   # typed, empty
-            first = self.pieces[0] if self.pieces else None
-            schema = pq.read_schema(first.path if first is not None else self.path)
-            empty = schema.empty_table()
-            return empty.select(columns) if columns is not None else empty
-        return pa.concat_tables(parts)
-
-    def read(self, filters: list[tuple] | None = None,
-             columns: list[str] | None = None) -> pd.DataFrame:
-        """The rows ``filters`` keep (``pyarrow.parquet`` filters), or every row."""
-        if self._frame is not None:
-            df = filter_frame(self._frame, filters).copy()
-            if self.sort_by is not None and len(df) and not df[self.sort_by].is_monotonic_increasing:
-                df = df.sort_values(self.sort_by, kind="stable").reset_index(drop=True)
-            return df[list(columns)] if columns is not None else df
-        cols = None if columns is None else list(dict.fromkeys(
-            list(columns) + ([self.sort_by] if self.sort_by else [])))
-        df = self._arrow(cols, filters).to_pandas()
-        for name, dtype in self.dtypes.items():
-            if name not in df.columns:
-                continue
-            if isinstance(dtype, pd.CategoricalDtype):
-                df[name] = df[name].astype("object").astype(dtype)
-            elif df[name].dtype != dtype:
-                df[name] = df[name].astype(dtype)
-        if self.sort_by is not None and len(df) and not df[self.sort_by].is_monotonic_increasing:
-            df = df.sort_values(self.sort_by, kind="stable")
-        df = df.reset_index(drop=True)
-        return df[list(columns)] if columns is not None else df
-
-    def frames(self, columns: list[str]):
-        """The rows of ``columns`` as DataFrames, a row group at a time (bounded memory); a
-        table kept in memory is one frame, with no Arrow round trip."""
-        if self._frame is not None:
-            yield self._frame[list(columns)]
-            return
-        for b in self.batches(columns):
-            yield b.to_pandas()
-
-    def batches(self, columns: list[str]):
-        """The file's rows in record batches of ``columns`` (a scan in bounded memory)."""
-        if self._frame is not None:
-            import pyarrow as pa
-            yield pa.RecordBatch.from_pandas(self._frame[list(columns)], preserve_index=False)
-            return
-        if self.pieces is not None:
-            for piece in self.pieces:
-                yield from piece.batches(columns)
-            return
-        import pyarrow.parquet as pq
-        pf = pq.ParquetFile(self.path)
-        for i in range(pf.num_row_groups):   # a row group at a time (iter_batches reads ahead)
-            yield from pf.read_row_group(i, columns=columns).to_batches()
-
-
-@dataclasses.dataclass(frozen=True)
-class Piece:
-    """Consecutive rows of a stored table in a Parquet file: ``rows`` rows from row
-    ``first_row``, of iterations ``iter_lo`` to ``iter_hi``."""
-
-    path: Path
-    first_row: int
-    rows: int
-    iter_lo: int
-    iter_hi: int
-
-    def may_hold(self, filters: list[tuple]) -> bool:
-        """False when a filter on ``iter`` excludes every iteration of the piece."""
-        lo, hi = self.iter_lo, self.iter_hi
-        for col, op, val in filters:
-            if col != "iter":
-                continue
-            if op == "in":
-                vals = [int(v) for v in val]
-                if not any(lo <= v <= hi for v in vals):
-                    return False
-            elif ((op == "==" and not lo <= val <= hi) or (op == "<" and lo >= val)
-                  or (op == "<=" and lo > val) or (op == ">" and hi <= val)
-                  or (op == ">=" and hi < val)):
-                return False
-        return True
-
-    def batches(self, columns: list[str] | None):
-        """The piece's rows of ``columns``, a row group at a time."""
-        import pyarrow.parquet as pq
-        pf = pq.ParquetFile(self.path)
-        start, end, at = self.first_row, self.first_row + self.rows, 0
-        for i in range(pf.num_row_groups):
-            n = pf.metadata.row_group(i).num_rows
-            if at < end and at + n > start:
-                t = pf.read_row_group(i, columns=columns)
-                a = max(start - at, 0)
-                yield from t.slice(a, min(end, at + n) - at - a).to_batches()
-            at += n
-            if at >= end:
-                break
-
-
-class TableWriter:
-    """Append DataFrames of one table to a Parquet file (one row group each), then hand back
-    the :class:`StoredTable`. The file appears complete or not at all (written beside, renamed)."""
-
-    def __init__(self, path: str | os.PathLike, empty: pd.DataFrame, sort_by: str | None = None,
-                 statistics: list[str] | None = None):
-        self.path = Path(path)
-        #: The columns whose row-group statistics are written (None: every column). Readers
-        #: skip row groups by the columns they filter on; statistics of the others cost
-        #: writing time only (the decisions: 16 % of a write without them, measured).
-        self.statistics = statistics
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
-        self.dtypes = dict(empty.dtypes)    # until the first rows say otherwise
-        self.sort_by = sort_by
-        self._empty = empty
-        self._writer = None
-        self._schema = None
-        self._buffer: list[pd.DataFrame] = []
-        self._buffered = 0
-        self._kept: pd.DataFrame | None = None
-        #: Rows handed to :meth:`write` so far: where the next rows start in the file.
-        self.rows = 0
-
-    #: Rows gathered before a row group is written (small windows share one).
-    ROWS_PER_GROUP = 1 << 16
-    #: A table of at most this many rows, written in one piece, stays in memory as well: a
-    #: small run's figures and chains then read no file back (a few hundred KiB at most).
-    KEEP_ROWS = 4096
-
-    def write(self, df) -> None:
-        """Append rows: a DataFrame, or an Arrow table of the schema ``pa.Table.from_pandas``
-        gives such a DataFrame (pandas metadata included; one writer takes one kind)."""
-        if not len(df):
-            return
-        self._buffer.append(df)
-        self._buffered += len(df)
-        self.rows += len(df)
-        if self._buffered >= self.ROWS_PER_GROUP:
-            self._flush()
-
-    def _flush(self) -> None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-        if not self._buffer:
-            return
-        arrow = isinstance(self._buffer[0], pa.Table)
-        if arrow:
-            table = self._buffer[0] if len(self._buffer) == 1 else pa.concat_tables(self._buffer)
-            df = None
-        else:
-            df = self._buffer[0] if len(self._buffer) == 1 else pd.concat(self._buffer, ignore_index=True)
-        self._buffer, self._buffered = [], 0
-        if self._writer is None:
-            if arrow:
-                self._schema = table.schema
-                # a slice keeps the dictionaries: the categories of the dtypes are all there
-                self.dtypes = dict(table.slice(0, 0).to_pandas().dtypes)
-                self._kept = table.to_pandas() if table.num_rows <= self.KEEP_ROWS else None
-            else:
-                self.dtypes = dict(df.dtypes)
-                # nthreads=1: a pool of threads per call costs more than it saves on a window
-                # (and the windowed replay already runs policies on threads)
-                table = pa.Table.from_pandas(df, preserve_index=False, nthreads=1)
-                self._schema = table.schema
-                self._kept = df if len(df) <= self.KEEP_ROWS else None
-            self._writer = pq.ParquetWriter(self._tmp, self._schema, compression="zstd",
-                                            write_statistics=self.statistics
-                                            if self.statistics is not None else True)
-        else:
-            if not arrow:
-                table = pa.Table.from_pandas(df, schema=self._schema, preserve_index=False, nthreads=1)
-            self._kept = None
-        self._writer.write_table(table)
-
-    def describe(self, table) -> None:
-        """Take the dtypes of ``table`` (an Arrow table :meth:`write` would take) while no row
-        is written: a table whose rows all live in other files (:meth:`close` ``pieces``) reads
-        back with the dtypes of the rows it holds."""
-        if self._writer is None and not self._buffer:
-            self.dtypes = dict(table.slice(0, 0).to_pandas().dtypes)
-
-    def close(self, pieces: list[Piece] | None = None) -> StoredTable:
-        """The table written; ``pieces``: where its rows are when some live in other files
-        (None, or every piece this file's own rows in order: the whole file)."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-        self._flush()
-        if self._writer is None:
-            pq.write_table(pa.Table.from_pandas(self._empty, preserve_index=False), self._tmp)
-            self._kept = None
-        else:
-            self._writer.close()
-        os.replace(self._tmp, self.path)
-        kept = self._kept.reset_index(drop=True) if self._kept is not None else None
-        if pieces is not None and all(p.path == self.path for p in pieces):
-            pieces = None   # its own rows, in order: the whole file
-        return StoredTable(self.path, self.dtypes, self.sort_by,
-                           frame=kept if pieces is None else None, pieces=pieces)
-
-
-def filter_frame(df: pd.DataFrame, filters: list[tuple] | None) -> pd.DataFrame:
-    """``df`` rows kept by ``[(column, op, value), ...]`` (ANDed), as the Parquet filters read."""
-    if not filters:
-        return df
-    import numpy as np
-    keep = np.ones(len(df), bool)
-    for col, op, val in filters:
-        c = df[col]
-        m = {"==": lambda: c == val, "!=": lambda: c != val, "<": lambda: c < val,
-             "<=": lambda: c <= val, ">": lambda: c > val, ">=": lambda: c >= val,
-             "in": lambda: c.isin(list(val)), "not in": lambda: ~c.isin(list(val))}[op]()
-        keep &= pd.array(m, dtype="boolean").fillna(False).to_numpy(dtype=bool)
-    return df[keep].reset_index(drop=True)
 
 
 @dataclasses.dataclass(frozen=True, eq=False, init=False)
@@ -676,97 +406,6 @@ class ReplayResult:
         }
 
 
-#: Verdict words from best to worst (the primary result of a gated replay is the worst).
-VERDICT_ORDER = ("clean", "leak", "crash")
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class GatedReplay:
-    """A run whose model is unknown, replayed under a version whose gates read the model: once
-    per model inside a gate and once with a model outside every gate.
-
-    Fields:
-        policy: the version's name.
-        models: the models inside its gates (``pretrained_config.model_type``), sorted.
-        variants: ``((model, result), ...)``, one per model, then ``(None, result)`` outside.
-        shown: the model whose replay is the primary result (None: outside): the worst verdict,
-            outside on a tie, so a gated fix is never called clean unless it is clean either way.
-    """
-
-    policy: str
-    models: tuple[str, ...]
-    variants: tuple[tuple["str | None", "ReplayResult"], ...]
-    shown: "str | None"
-
-    def variant(self, model: "str | None") -> "ReplayResult":
-        for m, r in self.variants:
-            if m == model:
-                return r
-        raise KeyError(f"no replay under model {model!r}; replayed: "
-                       + ", ".join(str(m) for m, _ in self.variants))
-
-    def verdicts(self) -> dict["str | None", str]:
-        return {m: r.verdict for m, r in self.variants}
-
-    def summary(self) -> str:
-        """``leak unless the model is DeepSeek-V4`` (the outside verdict, then the exceptions)."""
-        from replay.policy import model_name
-        v = self.verdicts()
-        outside = v[None]
-        inside = {m: w for m, w in v.items() if m is not None}
-        if all(w == outside for w in inside.values()):
-            return f"{outside} whatever the model"
-        if len(set(inside.values())) == 1:
-            w = next(iter(inside.values()))
-            names = " or ".join(model_name(m) for m in inside)
-            if w == "clean":
-                return f"{outside} unless the model is {names}"
-            return f"{outside}; {w} if the model is {names}"
-        parts = ", ".join(f"{w} if the model is {model_name(m)}" for m, w in inside.items())
-        return f"{outside} for other models; {parts}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"models": list(self.models), "shown": self.shown, "summary": self.summary(),
-                "verdicts": {("other" if m is None else m): w for m, w in self.verdicts().items()}}
-
-
-def replay_both_ways(policy: Policy, config: RunConfig, models: tuple[str, ...],
-                     replay_one) -> "ReplayResult":
-    """Replay under each model of ``models`` and under a model outside every gate, and return
-    the worst replay carrying every variant (:class:`GatedReplay`); ``replay_one(config)``
-    replays one configuration. The primary result keeps ``config`` (model unknown)."""
-    return combine_model_variants(policy, config, models, [
-        (m, replay_one(c)) for m, c in model_variants(config, models)])
-
-
-def model_variants(config: RunConfig, models: tuple[str, ...]
-                   ) -> list[tuple[str | None, RunConfig]]:
-    """The configurations a run of unknown model is replayed under: each model of ``models``,
-    then (``None``) a model outside every gate."""
-    return ([(m, dataclasses.replace(config, model_arch=m)) for m in models]
-            + [(None, dataclasses.replace(config, model_arch=OUTSIDE_MODEL))])
-
-
-def combine_model_variants(policy: Policy, config: RunConfig, models: tuple[str, ...],
-                           variants: list[tuple[str | None, "ReplayResult"]]) -> "ReplayResult":
-    """The worst of the per-model replays (:func:`model_variants` order), carrying them all."""
-    rank = {w: i for i, w in enumerate(VERDICT_ORDER)}
-    shown, best = None, variants[-1][1]
-    for m, r in variants[:-1]:
-        if rank[r.verdict] > rank[best.verdict]:
-            shown, best = m, r
-    gated = GatedReplay(policy=policy.name, models=tuple(models), variants=tuple(variants),
-                        shown=shown)
-    label = "a model outside the gate" if shown is None else f"model {shown}"
-    note = (f"the run does not name its model and {policy.name}'s gates read it: replayed per "
-            f"model ({gated.summary()}); the decisions shown assume {label}")
-    return best.with_changes(config=config, gated=gated, notes=best.notes + (note,))
-
-
-#: The model_arch a replay "outside every gate" assumes (no gate names it).
-OUTSIDE_MODEL = "(other model)"
-
-
 def fleet_skips(decisions: pd.DataFrame) -> tuple[int, ...]:
     """Iterations whose replayed ``can_queue`` is False (NA at a crash row is not a skip)."""
     if decisions.empty:
@@ -792,10 +431,6 @@ def results_json(results: dict[str, ReplayResult]) -> dict[str, Any]:
 
 __all__ = [
     "DECISION_COLUMNS",
-    "GatedReplay",
-    "OUTSIDE_MODEL",
-    "VERDICT_ORDER",
-    "replay_both_ways",
     "DIVERGENCE_FIELDS",
     "LEDGER_COLUMNS",
     "Crash",
@@ -803,10 +438,7 @@ __all__ = [
     "Leak",
     "fatal_first",
     "ReplayResult",
-    "Piece",
-    "StoredTable",
-    "TableWriter",
     "crash_message",
-    "filter_frame",
+    "fleet_skips",
     "results_json",
 ]

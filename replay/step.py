@@ -6,7 +6,7 @@
 calls it one iteration at a time. Arrays have shape ``(..., R)``: the last axis is the rank and
 fleet-wide decisions (the all-gathers) reduce over it.
 
-Per rank, in loop order (see ``replay.engine`` for the assumptions):
+Per rank, in loop order (see ``replay.walk`` for the assumptions):
 
 1. ``active = n_real + carried`` (what ``gather_all_rank_states`` all-gathers; a leaked dummy counts).
 2. ``expected``: the recorded value when there is one and every rank's replayed count equals its

@@ -163,7 +163,7 @@ def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], fo
         from forensics.pipeline import postmortem
         from replay.isolation import isolate_specs
         # What every traced post-mortem imports on its way, here with the collector off.
-        for name in ("forensics.cluster", "forensics.readers", "replay.engine", "replay.frames"):
+        for name in ("forensics.cluster", "forensics.readers", "replay.streaming", "replay.frames"):
             importlib.import_module(name)
 
     show = progress_enabled(quiet)

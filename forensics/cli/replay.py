@@ -102,9 +102,9 @@ def command(inputs, policies, run_id, isolate, as_json, verbose, quiet) -> None:
       forensics replay trace.jsonl --policy prefix-2026 --policy fix-16161 --json
       forensics replay crash.ds --policy trtllm:~/src/TensorRT-LLM#v1.2.0 --isolate
     """
-    from replay.engine import replay_input
     from replay.isolation import isolate_specs
     from replay.results import results_json
+    from replay.streaming import replay_input
 
     with library_errors():
         chosen = list(policies) or None

@@ -573,7 +573,7 @@ class Dataset:
 
         ``filters``: ``[(column, op, value), ...]`` ANDed (``pyarrow.parquet`` filters) with
         ``filter``; row groups whose statistics exclude them are not read, so a windowed reader
-        (an iteration range of a fleet-hour run, ``replay.frames.FrameWindows``) reads only its
+        (an iteration range of a fleet-hour run, ``replay.frame_windows.FrameWindows``) reads only its
         part.
         """
         files = self.files(table)

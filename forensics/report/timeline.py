@@ -41,7 +41,7 @@ import pandas as pd
 from forensics.version import __version__
 from forensics.output_dir import write_atomic
 from forensics.report.windows import IterWindows, choose_windows
-from replay.frames import FrameWindows
+from replay.frame_windows import FrameWindows
 from replay.results import ReplayResult
 from replay.states import ALL_STATES, NUM_STATES
 
@@ -71,7 +71,7 @@ def timeline(result: ReplayResult, *, title: str | None = None) -> dict[str, Any
     """The trace-event document of one replay (a pure function of the result).
 
     Args:
-        result: a replay (``replay.engine.run_all`` / ``replay_windows``) of one policy.
+        result: a replay (``replay.walk.run_all`` / ``replay_windows``) of one policy.
         title: shown in ``otherData``; default ``"RUN under POLICY"``.
 
     Returns:

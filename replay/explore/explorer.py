@@ -30,7 +30,7 @@ from replay.explore.model import Reasons
 from replay.explore.result import ExploreResult, Witness, describe_key
 from replay.explore.search import Search
 from replay.explore.space import DEFAULT_BOUND, KV_OUTCOMES, Bound, ConfigSpace, KvOutcome
-from replay.explore.witness import confirm, schedule_records
+from replay.explore.witness import confirm, run_record, schedule_records
 from replay.policy import Policy
 from replay.resolve import resolve_policy
 
@@ -217,11 +217,16 @@ def explore(policy: str | Policy, space: ConfigSpace = ConfigSpace(), bound: Bou
         ref_name = refs[k[1] - 1].name if k[0] == "diverge" else None
         if ref_name is not None and len(refs) > 1:
             slug = f"{ref_name}--{slug}"
-        records = [dict(r, build=pol.name) if r.get("kind") == "run" else r for r in records]
+        # A search shared by configurations that decide alike ran under the first of them: the
+        # run record names the configuration the witness is reported for, so a witness does not
+        # depend on which configuration a process happened to explore first.
+        witness_config = dataclasses.replace(config, tp_size=f.ranks)
+        records = [run_record(witness_config, pol.name) if r.get("kind") == "run" else r
+                   for r in records]
         confirmed = confirm(records, pol, KIND_OF[kind]) if check and not refs else None
         result.witnesses.append(Witness(
             kind=kind, cause=cause, description=description,
-            config=dataclasses.replace(config, tp_size=f.ranks), ranks=f.ranks,
+            config=witness_config, ranks=f.ranks,
             iterations=f.iterations, requests=f.requests, records=tuple(records),
             configs=counts.get(k, 1), confirmed=confirmed, slug=slug, against=ref_name))
     return result

@@ -5,7 +5,7 @@ in the frontier is decided at once: the moves' frame features (``replay.explore.
 are gathered into ``(N, R)`` ``StepInputs`` and handed to ``replay.step.decide``, the engine's
 own step function; a policy with a ``pad_hook`` (``trtllm:`` real code through the lockstep
 stand-in, ``py:`` candidates) has its pad step decided by the hook for each distinct fleet frame
-first (``replay.engine.hook_outcomes``, cached). Reductions:
+first (``replay.walk.hook_outcomes``, cached). Reductions:
 
 * **rank permutation**: a fleet state is its sorted tuple of rank states, and ranks holding the
   same rank state choose their moves as a multiset (one order of equal choices);
@@ -27,7 +27,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from replay.config import RunConfig
-from replay.engine import hook_outcomes
+from replay.walk import hook_outcomes
 from replay.explore.mechanisms import (KIND_CRASH, KIND_ERROR, KIND_HANG, KIND_LEAK, KIND_WASTE,
                                        DIVERGENCE_FIELDS, crash_kind_of_message)
 from replay.explore.model import Reasons, Tables

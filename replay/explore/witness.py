@@ -14,7 +14,7 @@ from typing import Any, Optional
 import numpy as np
 
 from replay.config import RunConfig
-from replay.engine import run
+from replay.walk import run
 from replay.frames import RunFrames
 from replay.explore.classes import arrival_state
 from replay.explore.mechanisms import KIND_CRASH, KIND_HANG, KIND_LEAK, KIND_WASTE

@@ -254,7 +254,8 @@ def _write_old_shaped(src: Path, dst: Path, version: str) -> None:
 
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 def test_an_older_dataset_loads_with_names(two_runs, tmp_path, version):
-    from replay.frames import FrameWindows, RunFrames
+    from replay.frame_windows import FrameWindows
+    from replay.frames import RunFrames
     old = tmp_path / "old.ds"
     _write_old_shaped(two_runs, old, version)
     assert pq.read_schema(old / "requests" / "run-00000.parquet").field("state").type == pa.int16()

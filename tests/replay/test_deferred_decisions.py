@@ -8,9 +8,11 @@ import pandas as pd
 import pytest
 
 from forensics.readers import as_dataset
-from replay.engine import replay_windows, run_all
-from replay.frames import FrameWindows, RunFrames
-from replay.results import DeferredTable
+from replay.frame_windows import FrameWindows
+from replay.frames import RunFrames
+from replay.streaming import replay_windows
+from replay.walk import run_all
+from replay.table_storage import DeferredTable
 
 SAMPLE = Path(__file__).resolve().parents[2] / "traces" / "samples" / "nvbug-6438685"
 

@@ -2,6 +2,8 @@
 closing it, and the reductions changing no verdict (issue 24 items 1 and 6)."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -190,3 +192,21 @@ def test_a_py_candidate_is_explored_and_differs_from_its_base(tmp_path):
     diff = explore(spec, NVBUG_SPACE, Bound(ranks=2, requests=1, iterations=2), against="prefix-2026")
     first = {w.cause for w in diff.witnesses if w.size == (1, 1, 1)}
     assert {"padded: 1 vs 0", "crash: hang in a collective vs none"} <= first
+
+
+def test_a_shared_search_reports_the_configuration_asked_for():
+    """prefix-2026 decides the NVBug space alike under deepseek_v4 and llama (no model gate), so
+    a second exploration reuses the first one's search; its witness must still be a trace of the
+    configuration explored second (a post-mortem's cached witnesses once named deepseek_v4 for a
+    llama path, depending on which path the process explored first)."""
+    cache: dict = {}
+    deepseek = dataclasses.replace(NVBUG_SPACE, models=("deepseek_v4",))
+    first = explore("prefix-2026", deepseek, Bound(ranks=2, requests=2, iterations=3), cache=cache)
+    second = explore("prefix-2026", NVBUG_SPACE, Bound(ranks=2, requests=2, iterations=3),
+                     cache=cache)
+    assert second.searches == 0  # the search was shared
+    assert first.witnesses and second.witnesses
+    for res, model in ((first, "deepseek_v4"), (second, "llama")):
+        runs = [r for w in res.witnesses for r in w.records if r["kind"] == "run"]
+        assert {r["model_arch"] for r in runs} == {model}
+        assert {w.config.model_arch for w in res.witnesses} == {model}

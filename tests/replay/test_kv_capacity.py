@@ -20,7 +20,7 @@ import pytest
 
 from forensics.simulate import LengthDist, Workload, simulate
 from replay import RunConfig, get_policy
-from replay.engine import run
+from replay.walk import run
 from replay.frames import RunFrames
 from replay.policy import FrameView, KvPrecheck
 from replay.reference_loop import run_reference

@@ -12,8 +12,10 @@ import pandas as pd
 import pytest
 
 from forensics.readers import as_dataset
-from replay.engine import replay_windows, run_all
-from replay.frames import FrameWindows, RunFrames
+from replay.frame_windows import FrameWindows
+from replay.frames import RunFrames
+from replay.streaming import replay_windows
+from replay.walk import run_all
 
 SAMPLES = Path(__file__).resolve().parents[2] / "traces" / "samples"
 SAMPLE_DIRS = sorted(p for p in SAMPLES.iterdir() if (p / "trace.jsonl").is_file()) \
@@ -210,7 +212,7 @@ def test_replay_input_streams_like_in_memory(sample, tmp_path):
     and equals the in-memory replay of the same input; the files live with the results."""
     import gc
 
-    from replay.engine import replay_input
+    from replay.streaming import replay_input
     whole = replay_input([sample / "trace.jsonl"], cache_dir=tmp_path / "ds")
     assert not any(r.stored for r in whole.values())
     streamed = replay_input([tmp_path / "ds"], window=7)
@@ -237,7 +239,7 @@ def test_fleet_and_replay_cli_stream_like_in_memory(tmp_path):
     from forensics.cli import cli
     from forensics.fleet_table import fleet_table
     from forensics.simulate import simulate
-    import replay.engine as engine
+    import replay.streaming as streaming
 
     simulate("nvbug-6438685", out_dir=tmp_path / "sim", policy="legacy-2025", iters=300)
     inputs = [str(tmp_path / "sim"), *(str(p) for p in SAMPLE_DIRS)]
@@ -247,12 +249,12 @@ def test_fleet_and_replay_cli_stream_like_in_memory(tmp_path):
     runner = CliRunner()
     args = ["replay", str(tmp_path / "sim")]
     before = [runner.invoke(cli, args + extra) for extra in ([], ["--json"])]
-    old = engine.STREAM_MIN_FRAMES
-    engine.STREAM_MIN_FRAMES = 1     # every run is long: forensics replay streams
+    old = streaming.STREAM_MIN_FRAMES
+    streaming.STREAM_MIN_FRAMES = 1     # every run is long: forensics replay streams
     try:
         after = [runner.invoke(cli, args + extra) for extra in ([], ["--json"])]
     finally:
-        engine.STREAM_MIN_FRAMES = old
+        streaming.STREAM_MIN_FRAMES = old
     for b, a in zip(before, after):
         assert b.exit_code == a.exit_code == 1
         assert a.output == b.output
@@ -297,7 +299,7 @@ def test_policies_deciding_alike_share_their_rows(tmp_path):
     a time) and gets what the in-memory replay holds."""
     import pyarrow.parquet as pq
 
-    from replay.results import filter_frame
+    from replay.table_storage import filter_frame
 
     sample = SAMPLES / "nvbug-6438685" / "trace.jsonl"
     if not sample.is_file():
@@ -373,7 +375,7 @@ def test_mechanisms_of_a_streamed_replay_read_a_few_iterations(tmp_path):
     the file of a streamed replay is not read whole (a fleet hour holds millions of rows)."""
     from forensics.report.chain import mechanisms
     from forensics.simulate import simulate
-    from replay.results import StoredTable
+    from replay.table_storage import StoredTable
 
     simulate("nvbug-6438685", out_dir=tmp_path / "sim", policy="legacy-2025", iters=300,
              write=("trace",))

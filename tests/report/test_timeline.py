@@ -24,7 +24,7 @@ from forensics.readers import as_dataset
 from forensics.report.timeline import (DETAIL_RADIUS, MAX_BLOCKS, US_PER_ITER, timeline,
                                        timeline_json, write_timeline)
 from replay.config import RunConfig
-from replay.engine import run_all
+from replay.walk import run_all
 from replay.frames import RunFrames
 from replay.resolve import resolve_policies
 from replay.results import Crash, Leak, ReplayResult

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from forensics.simulate import SCENARIOS, simulate
-from replay import engine
+from replay import walk
 from replay.frames import RunFrames
 
 REPO = Path(__file__).resolve().parents[2]
@@ -100,7 +100,7 @@ def test_replaying_the_trace_under_its_policy_reproduces_every_decision(tmp_path
     the leaks; and the scenario's documented verdict must hold."""
     res = simulate(name, policy=policy, out_dir=tmp_path, write=("trace",))
     rf = RunFrames.from_records(_records(res.files["trace"]), source=str(res.files["trace"]))
-    rep = engine.run(rf, policy=policy)
+    rep = walk.run(rf, policy=policy)
     assert rep.first_divergence is None
     s = res.summary
     if s.crash_iter is None:
@@ -116,10 +116,10 @@ def test_the_crash_is_found_by_ingest_and_replay(tmp_path, nvbug):
     from forensics.readers import ingest
     ingest([nvbug.files["log"].parent], tmp_path / "ds")
     ds = load(tmp_path / "ds")
-    rep = engine.run(RunFrames.from_dataset(ds), policy="prefix-2026")
+    rep = walk.run(RunFrames.from_dataset(ds), policy="prefix-2026")
     assert rep.crash is not None
     assert (rep.crash.iter, rep.crash.rank) == (nvbug.summary.crash_iter, nvbug.summary.crash_ranks[0])
-    assert engine.run(RunFrames.from_dataset(ds), policy="fix-16161").crash is None
+    assert walk.run(RunFrames.from_dataset(ds), policy="fix-16161").crash is None
 
 
 @pytest.mark.parametrize("fmt", ["V1", "V2", "V3", "V4", "V5"])
@@ -181,7 +181,7 @@ def test_a_post_pad_dummy_of_a_skipped_iteration_is_rolled_back_and_replays(tmp_
     res = simulate(w, policy="newest", iters=6, seed=0, out_dir=tmp_path, write=("trace",))
     assert res.summary.leaked_dummies == 0 and res.summary.skipped_iters == 1
     rf = RunFrames.from_records(_records(res.files["trace"]), source=str(res.files["trace"]))
-    rep = engine.run(rf, policy="newest")
+    rep = walk.run(rf, policy="newest")
     assert rep.first_divergence is None and rep.leaks.empty
     assert rep.ledger[["rank", "iter_created", "origin", "removal_path"]].values.tolist()[0] == \
         [1, 1, "postpad", "rollback"]

@@ -24,7 +24,7 @@ from trtllm_checkouts import ERAS, RECORDS, place
 
 from forensics.errors import PolicyError
 from replay.bisect import bisect, watched_commits
-from replay.engine import run
+from replay.walk import run
 from replay.frames import RunFrames
 from replay.resolve import resolve_policy
 from replay.trtllm_source import era_of

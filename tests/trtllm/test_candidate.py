@@ -14,7 +14,7 @@ from trtllm_checkouts import RECORDS
 from forensics.errors import PolicyError
 from replay.candidate import parse_spec
 from replay.config import RunConfig
-from replay.engine import run
+from replay.walk import run
 from replay.frames import RunFrames
 from replay.policy import FrameView
 from replay.resolve import resolve_policy

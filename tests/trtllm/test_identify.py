@@ -18,7 +18,7 @@ from trtllm_checkouts import ERA_FIXTURES, place_era
 
 from replay.catalogue import CATALOGUE
 from replay.config import RunConfig
-from replay.engine import run
+from replay.walk import run
 from replay.frames import RunFrames
 from replay.identify import battery, identify
 from replay.policy import Policy

@@ -24,7 +24,7 @@ from forensics.cli import cli
 from forensics.errors import PolicyError
 from replay import isolation
 from replay.bisect import bisect
-from replay.engine import run
+from replay.walk import run
 from replay.frames import RunFrames
 from replay.identify import identify
 from replay.isolation import isolate_specs, isolated_policy, namespaces_available, runs_code

@@ -12,7 +12,7 @@ import pytest
 from trtllm_checkouts import ERA_FIXTURES, RECORDS, place, place_era
 
 from replay.config import RunConfig
-from replay.engine import run
+from replay.walk import run
 from replay.frames import RunFrames
 from replay.policy import FrameView
 from replay.reference_loop import run_reference

@@ -19,7 +19,7 @@ import pytest
 from trtllm_checkouts import place
 
 from replay.config import RunConfig
-from replay.engine import run
+from replay.walk import run
 from replay.frames import RunFrames
 from replay.policy import FrameView
 from replay.resolve import resolve_policy
