@@ -395,11 +395,32 @@ class _Block:
     wrappers: dict[str, pa.Array] = dataclasses.field(default_factory=dict)  # WRAPPER_FIELDS
     wrap_head: np.ndarray | None = None  # logger lines that may wrap onto the next lines
 
+    # Python copies of what the sequential stage reads line by line, made once per block on
+    # first use (an Arrow scalar per line cost the tracebacks of a log most of that stage):
+    # the non-iteration lines' bodies and raw text, and whether any wrapper is set.
+    _bodies: list[str] | None = dataclasses.field(default=None, repr=False)
+    _raws: list[str] | None = dataclasses.field(default=None, repr=False)
+    _no_wrappers: bool | None = dataclasses.field(default=None, repr=False)
+
     def wrappers_at(self, i: int) -> dict[str, Any]:
+        if self._no_wrappers is None:
+            self._no_wrappers = all(v.null_count == len(v) for v in self.wrappers.values())
+        if self._no_wrappers:
+            return dict.fromkeys(self.wrappers)
         return {k: v[i].as_py() for k, v in self.wrappers.items()}
 
     def body_at(self, i: int) -> str:
-        return self.body[int(self.body_index[i])].as_py()
+        """The body of non-iteration line ``i``."""
+        if self._bodies is None:
+            self._bodies = self.body.to_pylist()
+        return self._bodies[self.body_index[i]]
+
+    def raw_at(self, i: int) -> str:
+        """The text of non-iteration line ``i`` as read (wrappers included)."""
+        if self._raws is None:
+            self._raws = (pc.filter(self.lines, pa.array(~self.is_iter)) if self.is_iter.any()
+                          else self.lines).to_pylist()
+        return self._raws[self.body_index[i]]
 
 
 def _mask(a: pa.Array) -> np.ndarray:
@@ -462,10 +483,12 @@ class _Features:
 
 
 def _features(lines: pa.Array, line_no: pa.Array, source: str,
-              layouts: iteration_line.Layouts) -> _Features:
-    """The reference path's per-line work over ``lines`` (their numbers ``line_no``)."""
+              layouts: iteration_line.Layouts,
+              known: line_prefix.Known | None = None) -> _Features:
+    """The reference path's per-line work over ``lines`` (their numbers ``line_no``);
+    ``known``: the prefixes a compiled scan already read (the same values, fewer patterns)."""
     n = len(lines)
-    pre = line_prefix.strip(lines)
+    pre = line_prefix.strip(lines, known)
     is_iter = iteration_line.starts_iteration(lines, pre.body_offset)
     rest = pre.body_offset < 0
     if rest.any():   # prefixes the fast path did not read: the regex
@@ -474,7 +497,8 @@ def _features(lines: pa.Array, line_no: pa.Array, source: str,
                                                       ITERATION_MATCH))
     other = ~is_iter
     other_lines = pc.filter(lines, pa.array(other)) if is_iter.any() else lines
-    body = line_prefix.bodies(other_lines)
+    body = line_prefix.bodies(other_lines, None if known is None else
+                              known.take(other) if is_iter.any() else known)
     is_cand = np.zeros(n, dtype=bool)
     is_cand[other] = _mask(pc.match_substring_regex(body, log_events.CANDIDATE_PATTERN))
     is_collector = np.zeros(n, dtype=bool)
@@ -575,6 +599,7 @@ class _Scanned:
     fast_rows: pa.Table
     prefix_ranks: pa.Array
     severities: pa.Array
+    known: line_prefix.Known | None = None   # the other lines' prefixes the scan read
 
 
 def _scanned(block: bytes | bytearray, scan: native_scan.Scan, source: str,
@@ -602,9 +627,11 @@ def _scanned(block: bytes | bytearray, scan: native_scan.Scan, source: str,
                       is_cand=np.zeros(n, dtype=bool), is_collector=np.zeros(n, dtype=bool),
                       body_lead=np.zeros(n, dtype=bool), iterations=fast_rows)
         return _finish(lines, f, None, None, streams)
+    known = native_scan.known_prefixes(scan)
     return _Scanned(n=n, other=other, fast_line=scan.fast_line, lines=lines,
                     fast_rows=fast_rows, prefix_ranks=native_scan.prefix_ranks(scan),
-                    severities=native_scan.severities(scan))
+                    severities=native_scan.severities(scan),
+                    known=None if known is None else known.take(other))
 
 
 def _finish_scanned(parts: list[_Scanned], source: str, layouts: iteration_line.Layouts,
@@ -616,7 +643,9 @@ def _finish_scanned(parts: list[_Scanned], source: str, layouts: iteration_line.
     base = np.cumsum([0] + [p.n for p in parts[:-1]])
     lines = pa.concat_arrays([p.lines.take(pa.array(p.other)) for p in parts])
     line_no = pa.array(np.concatenate([p.other + 1 + b for p, b in zip(parts, base)]))
-    sub = _features(lines, line_no, source, layouts)
+    known = None if any(p.known is None for p in parts) else \
+        line_prefix.Known.concat([p.known for p in parts])
+    sub = _features(lines, line_no, source, layouts, known)
     body_at = np.concatenate([[0], np.cumsum(~sub.is_iter)])
     row_at = np.concatenate([[0], np.cumsum(sub.is_iter)])
     blocks = []
@@ -741,7 +770,7 @@ class _Scanner:
                     if not ev.accepts(body, bool(has_logger[j]), coll):
                         self._finish(s, ev)
                         return
-                    ev.add(b.first_line + j, body, b.lines[j].as_py(), coll)
+                    ev.add(b.first_line + j, body, b.raw_at(j), coll)
                 else:
                     if not ev.accepts(body, bool(has_logger[j])):
                         self._finish(s, ev)
@@ -774,7 +803,7 @@ class _Scanner:
                         s = int(b.stream[i])
                         if s in self.open:
                             self._finish(s, self.open[s])
-                        scan(s, log_events.Wrapped(row, body, b.lines[i].as_py()), int(i))
+                        scan(s, log_events.Wrapped(row, body, b.raw_at(i)), int(i))
                     else:
                         self.events.append(row)
                     continue
@@ -788,7 +817,7 @@ class _Scanner:
                     rank = b.rank_ffill[i].as_py()
                     if rank is None:
                         rank = self.last_rank
-                raw = b.lines[i].as_py()
+                raw = b.raw_at(i)
                 line = b.first_line + int(i)
                 how = traceback_opens(body)
                 if how is not None:

@@ -1,21 +1,21 @@
 """One compiled pass over a block of JSON Lines that writes typed columns: IterationStats lines
 (the ``stats`` table) and request-state trace frame lines (``frames``/``requests``).
 
-Why: the ``msgspec`` paths (:mod:`stats_fast`, :mod:`trace_fast`) decode each line into Python
-structs and gather every column back out of them with Python calls (``attrgetter``, lists,
-``pa.array``): that gathering, not the parse, is most of their time. This module reads the
-bytes once in a compiled loop straight into the columns' buffers (a stats block's typed
-columns, ``fields`` map and timestamps: Python only wraps them as Arrow arrays), for the line
-shapes the simulator and TensorRT-LLM write, and declines any
-block holding a line it does not take with certainty; a declined block goes to the
-``msgspec`` path and from there, if need be, to the per-line reader, so rows, line numbers,
-``unparsed`` rows and errors are the same whichever path reads a block.
+Why: the reference readers (:mod:`stats_json`, :mod:`trace_v1`) decode each line into Python
+objects and build rows from them, one Python call at a time. This module reads the bytes once
+in a compiled loop straight into the columns' buffers (a stats block's typed columns,
+``fields`` map and timestamps: Python only wraps them as Arrow arrays), for the line shapes the
+simulator and TensorRT-LLM write, and declines any block holding a line it does not take with
+certainty; a declined block goes to the reference reader, which is this module's
+specification, so rows, line numbers, ``unparsed`` rows and errors are the same whichever path
+reads a block.
 
 A stats line is taken when it is one object (whitespace between tokens allowed) whose keys
 are those of the file's shape in the shape's order (a subset; the shape is learnt from the
-first line and grown by lines with more keys, as :mod:`stats_fast` does) and whose values are
-strict JSON numbers (integers of at most 18 digits), true/false/null, strings without
-escapes or control characters, or objects where the shape has one; no lists, no key twice.
+first line, :func:`object_shape`, and grown by lines with more keys, :func:`merge_shapes`)
+and whose values are strict JSON numbers (integers of at most 18 digits), true/false/null,
+strings without escapes or control characters, or objects where the shape has one; no lists,
+no key twice.
 A frame line is taken when it has exactly ``kind: "frame"``, ``iter``, ``rank`` and
 ``requests`` (``{"id", "state", "dummy"?}`` with an exact state name) and any optional
 decisions, each once, nothing else.
@@ -33,31 +33,33 @@ cache).
 
 ``FORENSICS_INGEST_PATH`` (:data:`native_scan.PATH_ENV`) switches it as for logs:
 ``reference`` off, ``native`` on whatever the size. Without a saved object and numba (or
-without llvmlite) the ``msgspec`` path reads everything.
+without llvmlite), and while the kernels build in the background, the reference reader reads
+everything.
 """
 from __future__ import annotations
 
 import ctypes
 import json
+import re
 import threading
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from forensics.dataset.schema import EVENTS, FRAMES, STATS_READ, UNPARSED
 from forensics.readers.compiled import loader
-from forensics.readers.json_object_lines import DeclineBlock
 from forensics.readers.native_scan import PATH_ENV, use_compiled  # PATH_ENV: this reader's switch too
 from forensics.readers.stats_columns import FLOAT_COLUMNS, INT_BOUNDS, TYPED_COLUMNS, StatsBatch
-from forensics.readers.stats_fast import merge_shapes, object_shape
-from forensics.readers.trace_fast import OPTIONAL, FrameColumns
+from forensics.readers.frame_columns import OPTIONAL, FrameColumns
 
-#: Inputs smaller than this (bytes on disk) are read without the kernels (and without
-#: llvmlite). Measured (whole ``forensics ingest`` processes, CPU, back to back, load ~7):
-#: the kernels loaded from their saved object cost ~0.03 s (numba's own cache cost ~0.9 s);
-#: 5 MB of stats or trace cost the same either way, 21 MB of stats 1.3-1.6 s against 2.0 s,
-#: 26 MB of trace 1.35-1.55 s against 1.4-2.0 s. The log scanner's threshold is the same.
-MIN_BYTES = 16 << 20
+#: Inputs smaller than this (bytes on disk) are read by the reference reader alone (without
+#: llvmlite). Measured (whole ``forensics ingest`` processes, CPU medians of three paired rounds,
+#: load ~16): loading the kernels' saved object costs ~0.1 s (llvmlite's import most of it);
+#: the reference reader reads ~8 MB of stats or ~12 MB of trace a second, so below ~1 MB it
+#: costs less than that load (0.5 MB of stats: 0.81 s by the reference reader, 0.82 s
+#: compiled; 1 MB: 0.81 s against 0.83 s).
+MIN_BYTES = 1 << 20
 #: Block size on this path (whole lines): 2, 4 and 8 MB cost the same CPU (32x20000, in
 #: process); 4 MB peaked ~30 MiB lower than 8 MB.
 BLOCK_BYTES = 4 << 20
@@ -86,6 +88,10 @@ LIBRARY = loader.Library("json", "forensics.readers.compiled.json_kernel",
                          "JSON Lines scanner")
 
 _kernel = None
+
+
+class DeclineBlock(Exception):
+    """The block needs the reference reader."""
 
 
 def enabled(size: int) -> bool:
@@ -206,7 +212,7 @@ def _words(buf: np.ndarray) -> np.ndarray:
 
 
 def frames(block: bytes, line: int, tp_size: int):
-    """The :class:`~forensics.readers.trace_fast.FrameColumns` of ``block`` (whole lines, the
+    """The :class:`~forensics.readers.frame_columns.FrameColumns` of ``block`` (whole lines, the
     first being line ``line``), or None when a line is not a frame this scanner takes."""
 
     global _TRACE
@@ -320,6 +326,57 @@ class _Template:
 
 
 _TEMPLATE: _Template | None = None
+#: Deepest nesting of objects a stats shape takes (IterationStats nests two levels).
+MAX_DEPTH = 8
+_NAME = re.compile(r"[A-Za-z0-9_]+\Z")
+
+
+def _family(v: Any) -> str:
+    t = type(v)
+    return "bool" if t is bool else "num" if t is int or t is float else "str" if t is str \
+        else "any"
+
+
+def object_shape(obj: dict, depth: int = 0) -> tuple:
+    """The nesting of an object's keys in key order: ``((name, sub-shape), ...)``, a leaf's
+    sub-shape being the family of its value (``bool``, ``num``, ``str``; ``any`` for null).
+
+    Raises:
+        DeclineBlock: not an object (a line ``[1, 2]``), a list, a key name other than
+            ``[A-Za-z0-9_]+``, or nesting deeper than ``MAX_DEPTH``.
+    """
+    if type(obj) is not dict or depth >= MAX_DEPTH:
+        raise DeclineBlock()
+    out = []
+    for k, v in obj.items():
+        if not _NAME.match(k):
+            raise DeclineBlock()
+        if type(v) is dict:
+            out.append((k, object_shape(v, depth + 1)))
+        elif type(v) is list:
+            raise DeclineBlock()
+        else:
+            out.append((k, _family(v)))
+    return tuple(out)
+
+
+def merge_shapes(shape: tuple, other: tuple) -> tuple:
+    """``shape`` with the keys only ``other`` has, each placed after its predecessor there."""
+    out = list(shape)
+    for i, (k, sub) in enumerate(other):
+        at = next((j for j, (name, _) in enumerate(out) if name == k), None)
+        if at is None:
+            before = other[i - 1][0] if i else None
+            pos = next((j + 1 for j, (name, _) in enumerate(out) if name == before), 0)
+            out.insert(pos, (k, sub))
+        elif type(sub) is tuple and type(out[at][1]) is tuple:
+            out[at] = (k, merge_shapes(out[at][1], sub))
+        elif (type(sub) is tuple) != (type(out[at][1]) is tuple):
+            raise DeclineBlock()        # an object in one line, a scalar in another
+        elif sub != out[at][1]:
+            out[at] = (k, "any")
+    return tuple(out)
+
 #: How many lines with keys the shape lacks one block may teach before it is declined.
 MAX_LEARN = 8
 
@@ -491,4 +548,5 @@ def _repeated(text: str, n: int) -> pa.StringArray:
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw * n))
 
 
-__all__ = ["BLOCK_BYTES", "MIN_BYTES", "enabled", "frames", "kernel", "newlines", "stats"]
+__all__ = ["BLOCK_BYTES", "MIN_BYTES", "DeclineBlock", "enabled", "frames", "kernel",
+           "merge_shapes", "newlines", "object_shape", "stats"]

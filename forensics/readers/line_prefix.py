@@ -144,6 +144,38 @@ class Prefixes:
     body_offset: np.ndarray
 
 
+#: Prefix shapes a compiled scan recognised (:class:`Known`): not read (the grammar reads it),
+#: the commonest prefix (:data:`COMMON_MATCH`), the C++ logger's ``[TensorRT-LLM][LEVEL]``
+#: at the line's start (no rank), or no prefix possible (the grammar matches nothing: the line
+#: is its own body, e.g. a traceback's frame and source lines).
+SHAPE_OTHER, SHAPE_COMMON, SHAPE_CPP, SHAPE_BARE = range(4)
+#: Severity letters by the index a compiled scan gives (:attr:`Known.severity`).
+SEVERITY_LETTERS = "FEWIVD"
+
+
+@dataclasses.dataclass(frozen=True)
+class Known:
+    """What a compiled scan already read of each line's prefix (numpy arrays of the lines'
+    length), so that :func:`strip` and :func:`bodies` run their patterns over the other lines
+    only. Fields: ``shape`` (``SHAPE_*``), ``body_offset`` (byte offset of the body in the
+    line; shapes COMMON, CPP, BARE), ``rank`` (the ``[RANK n]`` of shape COMMON),
+    ``severity`` (index into :data:`SEVERITY_LETTERS`; shapes COMMON and CPP)."""
+
+    shape: np.ndarray
+    body_offset: np.ndarray
+    rank: np.ndarray
+    severity: np.ndarray
+
+    def take(self, mask: np.ndarray) -> Known:
+        """The lines selected by ``mask`` (a bool array or indices)."""
+        return Known(*(getattr(self, f.name)[mask] for f in dataclasses.fields(self)))
+
+    @staticmethod
+    def concat(parts: list[Known]) -> Known:
+        return Known(*(np.concatenate([getattr(p, f.name) for p in parts])
+                       for f in dataclasses.fields(Known)))
+
+
 #: Docker's json-file log driver writes each line as ``{"log": "...\\n", "stream": ..., "time": ...}``.
 DOCKER_START = '{"log":'
 
@@ -193,8 +225,17 @@ PREFIX_MATCH_UNDATED = _uncaptured(PREFIX_PATTERN.replace(
 DATED_LINE = r"^(?:> ?)*\d{4}-\d\d-\d\dT"
 
 
-def bodies(lines: pa.Array) -> pa.Array:
-    """The lines with every recognised wrapper removed."""
+def bodies(lines: pa.Array, known: Known | None = None) -> pa.Array:
+    """The lines with every recognised wrapper removed (``known``: the prefixes a compiled
+    scan read, cut by offset; the pattern runs over the other lines)."""
+    if known is not None and len(lines) and (known.shape != SHAPE_OTHER).any():
+        rest = np.flatnonzero(known.shape == SHAPE_OTHER)
+        off, data, _raw = string_offsets(lines)
+        cut = spans(data, off[:-1] + known.body_offset, off[1:]).take(
+            pa.array(np.arange(0, 2 * len(lines), 2)))
+        if len(rest) == 0:
+            return cut
+        return _merge_rows(cut, bodies(lines.take(pa.array(rest))), rest)
     dated = pc.any(pc.match_substring_regex(lines, DATED_LINE)).as_py()
     return pc.replace_substring_regex(lines, PREFIX_MATCH if dated else PREFIX_MATCH_UNDATED,
                                       "", max_replacements=1)
@@ -288,7 +329,54 @@ def _collectors(f: dict[str, pa.Array]) -> tuple[pa.Array, pa.Array, pa.Array] |
 _NULL_STR = pa.scalar(None, pa.string())
 
 
-def strip(lines: pa.Array) -> Prefixes:
+def _merge_rows(values: pa.Array, other: pa.Array, at: np.ndarray) -> pa.Array:
+    """``values`` with its rows ``at`` replaced by ``other``'s, in order."""
+    n = len(values)
+    order = np.arange(n, dtype=np.int64)
+    order[at] = n + np.arange(len(at))
+    return pa.concat_arrays([values, other.cast(values.type)]).take(pa.array(order))
+
+
+def _strip_known(lines: pa.Array, known: Known) -> Prefixes:
+    """:func:`strip` of lines whose prefixes a compiled scan partly read (``known``): the
+    read shapes' fields from its values, the grammar over the other lines only."""
+    n = len(lines)
+    shape = known.shape
+    common, cpp = shape == SHAPE_COMMON, shape == SHAPE_CPP
+    logger = common | cpp
+    off, data, _raw = string_offsets(lines)
+    evens = pa.array(np.arange(0, 2 * n, 2))
+    start = off[:-1].astype(np.int64)
+    log_time = spans(data, start + np.where(common, 1, 0), start + np.where(common, 20, 0))\
+        .take(evens)
+    log_time = pc.if_else(pa.array(common), log_time, _NULL_STR)
+    severity = pa.array(np.array(list(SEVERITY_LETTERS), dtype=object)[known.severity.astype(
+        np.int64) % len(SEVERITY_LETTERS)], pa.string(), mask=~logger)
+    rank = pa.array(known.rank.astype(np.int32), pa.int32(), mask=~common)
+    none = pa.nulls(n, pa.string())
+    pre = Prefixes(launcher_rank=pa.nulls(n, pa.int32()), logger_rank=rank, severity=severity,
+                   log_time=log_time, collector_time=none, collector=none, host=none,
+                   has_logger=logger, is_cpp=cpp,
+                   body_offset=np.where(common, known.body_offset, -1).astype(np.int64))
+    rest = np.flatnonzero(shape == SHAPE_OTHER)
+    if len(rest) == 0:
+        return pre
+    sub = strip(lines.take(pa.array(rest)))
+    merged = {}
+    for f in dataclasses.fields(Prefixes):
+        mine, theirs = getattr(pre, f.name), getattr(sub, f.name)
+        if isinstance(mine, np.ndarray):
+            out = mine.copy()
+            out[rest] = theirs
+            merged[f.name] = out
+        elif theirs.null_count == len(theirs) and mine.null_count == n:
+            merged[f.name] = mine
+        else:
+            merged[f.name] = _merge_rows(mine, theirs, rest)
+    return Prefixes(**merged)
+
+
+def strip(lines: pa.Array, known: Known | None = None) -> Prefixes:
     """What each line's wrappers say.
 
     Example: ``[1,5]<stderr>:[11/30/2026-12:00:00] [TRT-LLM] [RANK 5] [W] hi`` gives
@@ -296,7 +384,11 @@ def strip(lines: pa.Array) -> Prefixes:
 
     The commonest prefix (:data:`COMMON_MATCH`) is read by byte offsets; only the other lines
     go through the full grammar, and the two results are interleaved back into line order.
+    With ``known`` (what a compiled scan read), only the lines of shape ``SHAPE_OTHER`` are
+    matched at all.
     """
+    if known is not None and len(lines) and (known.shape != SHAPE_OTHER).any():
+        return _strip_known(lines, known)
     n = len(lines)
     hit = pc.fill_null(pc.match_substring_regex(lines, COMMON_MATCH), False)\
         .to_numpy(zero_copy_only=False)

@@ -43,7 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from forensics.dataset import log_fields
-from forensics.readers.line_prefix import spans
+from forensics.readers.line_prefix import Known, spans
 
 #: Environment switch: ``reference`` forces the reference (Arrow/RE2) path for every input,
 #: ``native`` this one for every input whatever its size (when numba is importable).
@@ -194,7 +194,8 @@ class Scan:
     of each fast row, in order); per fast row, ``ints`` (``I_*`` rows), ``floats`` (``F_*``),
     ``valid`` (ints then floats; False = null), ``fneed``/``fspan`` (a decimal whose text Arrow
     must read, and its byte span), ``fmt`` (index into :data:`FORMATS`), ``sev`` (index into
-    :data:`SEVERITIES`).
+    :data:`SEVERITIES`); per line, what the scan read of the prefix of a line it did not take
+    (:func:`known_prefixes`: ``shape``, ``boff``, ``lrank``, ``lsev``).
     """
 
     n: int
@@ -208,6 +209,10 @@ class Scan:
     fneed: np.ndarray
     fmt: np.ndarray
     sev: np.ndarray
+    shape: np.ndarray
+    boff: np.ndarray
+    lrank: np.ndarray
+    lsev: np.ndarray
 
 
 def scan_block(block: bytes | bytearray) -> Scan | None:
@@ -263,8 +268,13 @@ def _scan(entry, block: bytes | bytearray, buf: np.ndarray, cap: int) -> Scan | 
     sev = np.empty(cap, np.uint8)
     pred = np.full(32, -1, np.int64)
     out = np.zeros(2, np.int64)
+    shape = np.empty(cap, np.uint8)
+    boff = np.empty(cap, np.int64)
+    lrank = np.empty(cap, np.int64)
+    lsev = np.empty(cap, np.uint8)
     n = entry["scan"](at, len(buf), cap, *(a.ctypes.data for a in (
-        starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev, pred, out)))
+        starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev, pred, out,
+        shape, boff, lrank, lsev)))
     k, odd = int(out[0]), int(out[1])
     if entry["failed"]():
         raise RuntimeError("the native scanner returned an error (a bug: please report it)")
@@ -278,7 +288,8 @@ def _scan(entry, block: bytes | bytearray, buf: np.ndarray, cap: int) -> Scan | 
         except UnicodeDecodeError:
             return None
     return Scan(n, starts[:n], ends[:n], fast_line[:k], ints[:, :k], floats[:, :k],
-                valid[:, :k], fspan[:, :k], fneed[:, :k], fmt[:k], sev[:k])
+                valid[:, :k], fspan[:, :k], fneed[:, :k], fmt[:k], sev[:k], shape[:n], boff[:n],
+                lrank[:n], lsev[:n])
 
 
 _FORMATS = pa.array(FORMATS)
@@ -288,6 +299,12 @@ _SEVERITIES = pa.array(list(SEVERITIES))
 def severities(scan: Scan) -> pa.Array:
     """The fast rows' severity letters."""
     return _SEVERITIES.take(pa.array(scan.sev))
+
+
+def known_prefixes(scan: Scan) -> Known | None:
+    """What the scan read of every line's prefix (meaningful for the lines it did not take):
+    the reference path's patterns then run over the lines of shape ``SHAPE_OTHER`` only."""
+    return Known(shape=scan.shape, body_offset=scan.boff, rank=scan.lrank, severity=scan.lsev)
 
 
 def prefix_ranks(scan: Scan) -> pa.Array:

@@ -1,6 +1,5 @@
 """The ``stats`` table's typed columns and the batch a stats reader yields: one definition that
-the general reader (``stats_json``), the block reader (``stats_fast``) and the compiled scanner
-(``json_scan``) share."""
+the reference reader (``stats_json``) and the compiled scanner (``json_scan``) share."""
 from __future__ import annotations
 
 from dataclasses import dataclass

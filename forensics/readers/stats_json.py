@@ -23,12 +23,12 @@ Bad input, decided so that nothing is lost and a corrupt file is never half-beli
   and one ``input_truncated`` error event (``line`` one past the last line read, a line that
   does not exist, as the log parser does) records it.
 
-Speed: JSON Lines are read in blocks of whole lines, for big files by a compiled byte scanner
-(:mod:`forensics.readers.json_scan`), else (or when it declines a block) by typed ``msgspec``
-decoding (:mod:`forensics.readers.stats_fast`; ``benchmarks/trace_ingest.py`` measures both); a
-block neither can reproduce exactly (a bad line, a key order that differs, escapes, ...) goes
-through the per-object parser below, so rows, line numbers and ``unparsed`` are the same either
-way.
+Speed: JSON Lines are read in blocks of whole lines, by a compiled byte scanner
+(:mod:`forensics.readers.json_scan`) when the input is big enough and the scanner is ready
+(``benchmarks/trace_ingest.py`` measures it); any other input, and any block the scanner cannot
+reproduce exactly (a bad line, a key order that differs, escapes, ...), goes through the
+per-object parser below, the scanner's specification, so rows, line numbers and ``unparsed``
+are the same either way.
 
 Line accounting: lines outside every object (``[``, ``]``, blank lines) go to ``unparsed``, so
 every line is the ``line`` of a row or inside a row's ``line``..``line_end``. A line that
@@ -49,7 +49,7 @@ import pyarrow as pa
 
 from forensics.dataset.schema import EVENTS, STATS_READ, UNPARSED
 from forensics.errors import InputError, StatsFormatError
-from forensics.readers import json_scan, stats_fast
+from forensics.readers import json_scan
 from forensics.readers.event_kinds import INPUT_TRUNCATED
 from forensics.readers.json_object_lines import LineBlocks
 from forensics.readers.sources import compression_of, content_size, decompressed_chunks, open_raw
@@ -66,6 +66,9 @@ READ_BYTES = 1 << 20
 #: An object may span at most this many characters before it is declared malformed.
 MAX_OBJECT_CHARS = 256 << 20
 BATCH_ROWS = 8192
+#: Bytes of whole lines per block when the compiled scanner is off (each block goes through
+#: the per-object parser).
+BLOCK_BYTES = 2 << 20
 
 
 def _flatten(obj: Any, prefix: str, out: dict[str, Any]) -> None:
@@ -269,13 +272,12 @@ def read_stats(path: str | os.PathLike, source: str, *,
 def _read(chunks: Iterator[tuple[bytes, int, str | None]], source: str,
           progress: Callable[[int], None] | None, native: bool = False,
           reader: Any = None) -> Iterator[StatsBatch]:
-    """JSON Lines in blocks of whole lines (vectorised: :mod:`json_scan` when ``native``, then
-    :mod:`stats_fast`); anything else, and the tail after the last newline, through the
-    per-object parser (:func:`_parse`). ``reader``: the plain file ``chunks`` reads, read
+    """JSON Lines in blocks of whole lines (by :mod:`json_scan` when ``native``, else and when
+    it declines a block by the per-object parser, :func:`_parse`); anything else, and the tail
+    after the last newline, through the per-object parser. ``reader``: the plain file ``chunks`` reads, read
     straight into the blocks' buffer (``chunks`` then reads what the blocks did not)."""
 
-    block_bytes, fast = (json_scan.BLOCK_BYTES, _native_first) if native \
-        else (stats_fast.BLOCK_BYTES, stats_fast.fast_block)
+    block_bytes = json_scan.BLOCK_BYTES if native else BLOCK_BYTES
     error: list[str] = []
     done: list[bool] = []
 
@@ -312,7 +314,7 @@ def _read(chunks: Iterator[tuple[bytes, int, str | None]], source: str,
         if not cut:
             break              # no newline in a whole block: per-object from here on
         block = blocks.peek(cut)
-        batches = _block(block, line, source, fast)
+        batches = _block(block, line, source, native)
         if batches is None:
             break              # an object runs past the block: per-object from here on
         blocks.skip(cut)
@@ -326,22 +328,15 @@ def _read(chunks: Iterator[tuple[bytes, int, str | None]], source: str,
     yield from _parse(text, _Rows(source), source, array_allowed=layout != "lines")
 
 
-def _native_first(block: bytes, line: int, source: str) -> StatsBatch | None:
-    """The block read by :mod:`json_scan`, else by :mod:`stats_fast` (None: neither)."""
-
-    got = json_scan.stats(block, line, source)
-    return got if got is not None else stats_fast.fast_block(block, line, source)
-
-
 class _Straddle(Exception):
     """A block's last object continues past the block (a multi-line object)."""
 
 
-def _block(block: bytes, line: int, source: str, fast_block) -> list[StatsBatch] | None:
-    """The batches of one block of whole lines starting at ``line``: vectorised when every line
-    is one plain object, else per object (bad lines to ``unparsed``); None when an object
-    continues past the block."""
-    fast = fast_block(block, line, source)
+def _block(block: bytes, line: int, source: str, native: bool) -> list[StatsBatch] | None:
+    """The batches of one block of whole lines starting at ``line``: by :mod:`json_scan` when
+    ``native`` and it takes the block, else per object (bad lines to ``unparsed``); None when an
+    object continues past the block."""
+    fast = json_scan.stats(block, line, source) if native else None
     if fast is not None:
         return [fast]
     text = _Text(iter([(block, 0, None)]), None, start_line=line)

@@ -11,9 +11,10 @@ same reader concatenated. Batch boundaries do not change the rows: duplicate ``(
 frames are checked against every earlier batch (a byte per frame key kept, see
 :mod:`forensics.readers.frame_keys`), and every error names
 the same file and line as an unbatched read would. Blocks of plain frame lines are read
-vectorised: for big files by a compiled byte scanner (:mod:`forensics.readers.json_scan`), else
-(or when it declines) by :mod:`forensics.readers.trace_fast`; any block both decline is read
-line by line here, so the rows and errors are the same whichever path reads a block.
+read by a compiled byte scanner (:mod:`forensics.readers.json_scan`) when the input is big
+enough and the scanner is ready; any other block, and any block it declines, is read line by
+line here (the specification of the scanner), so the rows and errors are the same whichever
+path reads a block.
 
 Example:
     >>> t = read_trace("run.jsonl", "run.jsonl")          # doctest: +SKIP
@@ -39,12 +40,12 @@ from forensics.dataset.schema import EVENTS, FRAMES, REQUESTS, RUNS, UNPARSED
 from forensics.errors import TraceFormatError
 from forensics.readers import json_scan
 from forensics.readers.event_kinds import INPUT_TRUNCATED
+from forensics.readers.frame_columns import FIXED, OPTIONAL, FrameColumns
 from forensics.readers.frame_keys import FrameKeys
 from forensics.readers.json_object_lines import LineBlocks
 from forensics.readers.sources import (DecompressionError, compression_of, content_size,
                                        decompressed_chunks, open_raw)
 from forensics.readers.surrogates import escaped
-from forensics.readers.trace_fast import BLOCK_BYTES, FrameColumns, fast_frames
 from replay.states import (CURRENT_NUMBERING, RequestState, UnknownStateError, numbering_decoder,
                            parse_state)
 
@@ -68,13 +69,13 @@ _RUN_BOOLS = ("disaggregated", "overlap_scheduler")
 _HEAD_RE = re.compile(r'"kind"\s*:\s*"run"')
 _FORMAT_RE = re.compile(r'"format"\s*:\s*"adp-trace"')
 _READ_BYTES = 1 << 20
+#: Bytes of whole lines per block read line by line (the scanner's blocks: ``json_scan``).
+BLOCK_BYTES = 2 << 20
 
 # Optional recorded decisions of a frame, from the schema (every column after the fixed ones):
 # int64 columns must be JSON ints, bool columns true/false; absent or null stays null.
-_FRAME_FIXED = ("run", "source", "line", "iter", "rank", "num_requests", "num_dummies")
-_FRAME_INTS = tuple(f.name for f in FRAMES if f.name not in _FRAME_FIXED and pa.types.is_integer(f.type))
-_FRAME_BOOLS = tuple(f.name for f in FRAMES if f.name not in _FRAME_FIXED and pa.types.is_boolean(f.type))
-_FRAME_OPTIONAL = tuple(f.name for f in FRAMES if f.name not in _FRAME_FIXED)
+_FRAME_INTS = tuple(f.name for f in FRAMES if f.name not in FIXED and pa.types.is_integer(f.type))
+_FRAME_BOOLS = tuple(f.name for f in FRAMES if f.name not in FIXED and pa.types.is_boolean(f.type))
 
 # Fast path of the state lookup: exact names, prefixed names and int values. Anything else
 # (other case, spaces, digit strings, bad values) goes through ``parse_state`` and its errors.
@@ -169,8 +170,8 @@ def iter_trace(path: str | os.PathLike, source: str | None = None, *,
     stop: dict[str, Any] = {}
     native = json_scan.enabled(content_size(path))   # decompressed: zstd JSON is ~1/60
     for block in _blocks(path, progress, stop, json_scan.BLOCK_BYTES if native else BLOCK_BYTES):
-        # Lines up to the run record one by one; then the block vectorised when it is plain
-        # frame lines (trace_fast), else line by line (exact errors naming file and line).
+        # Lines up to the run record one by one; then the block by the compiled scanner when
+        # it takes it, else line by line (exact errors naming file and line).
         while block and not builder.first_record_seen:
             cut = block.find(b"\n") + 1 or len(block)
             builder.add_line(_decode(block[:cut]), lineno)
@@ -179,11 +180,8 @@ def iter_trace(path: str | os.PathLike, source: str | None = None, *,
         if not block:
             continue
         fast = None
-        if builder.run is not None:
-            if native:
-                fast = json_scan.frames(block, lineno, builder.tp_size)
-            if fast is None:
-                fast = fast_frames(block, lineno, builder.tp_size)
+        if native and builder.run is not None:
+            fast = json_scan.frames(block, lineno, builder.tp_size)
         if fast is not None:
             lineno += fast.n_frames
             while fast.n_frames:
@@ -373,7 +371,7 @@ class _Builder:
 
     def _new_batch(self) -> None:
         self.frames: dict[str, list] = {n: [] for n in ("line", "iter", "rank", "num_requests",
-                                                        "num_dummies", *_FRAME_OPTIONAL)}
+                                                        "num_dummies", *OPTIONAL)}
         self.req_id = array("q")
         self.req_state = array("h")
         self.req_dummy = array("b")
@@ -392,7 +390,7 @@ class _Builder:
         return self.sealed_requests + len(self.req_id)
 
     def add_frames(self, cols: FrameColumns) -> None:
-        """Append frames read by the vectorised path (``trace_fast``), after the ones so far.
+        """Append frames read by the compiled scanner (``json_scan``), after the ones so far.
 
         Their keys join the batch's for the one duplicate check of both paths.
         """
@@ -412,7 +410,7 @@ class _Builder:
             line=np.asarray(f["line"], np.int64), iter=np.asarray(f["iter"], np.int64),
             rank=np.asarray(f["rank"], np.int32), num_requests=np.asarray(f["num_requests"], np.int32),
             num_dummies=np.asarray(f["num_dummies"], np.int32),
-            optional={k: pa.array(f[k], FRAMES.field(k).type) for k in _FRAME_OPTIONAL},
+            optional={k: pa.array(f[k], FRAMES.field(k).type) for k in OPTIONAL},
             req_id=np.frombuffer(self.req_id, np.int64).copy(),
             req_state=np.frombuffer(self.req_state, np.int16).copy(),
             req_dummy=np.frombuffer(self.req_dummy, np.int8).astype(bool)))
@@ -584,7 +582,7 @@ class _Builder:
             del ids[n_before:], states[n_before:], dummies[n_before:]
             raise self.error("frame: a request id is outside the signed 64-bit range", line) from None
         opt = {}
-        for key in _FRAME_OPTIONAL:
+        for key in OPTIONAL:
             v = rec.get(key)
             if v is not None:
                 if key in _FRAME_INTS and not _is_int(v):
@@ -598,7 +596,7 @@ class _Builder:
         f["rank"].append(rank)
         f["num_requests"].append(len(reqs))
         f["num_dummies"].append(n_dummy)
-        for key in _FRAME_OPTIONAL:
+        for key in OPTIONAL:
             f[key].append(opt[key])
 
     def _request(self, pos: int, req: Any, line: int) -> tuple[int, int, bool]:

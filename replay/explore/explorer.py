@@ -28,7 +28,7 @@ from replay.config import RunConfig
 from replay.explore.mechanisms import KIND_OF
 from replay.explore.model import Reasons
 from replay.explore.result import ExploreResult, Witness, describe_key
-from replay.explore.search import Search
+from replay.explore.search import Search, decision_key
 from replay.explore.space import DEFAULT_BOUND, KV_OUTCOMES, Bound, ConfigSpace, KvOutcome
 from replay.explore.witness import confirm, run_record, schedule_records
 from replay.policy import Policy
@@ -44,10 +44,7 @@ def behaviour_key(policy: Policy, config: RunConfig) -> tuple:
     configuration is its own key."""
     if policy.pad_hook is not None:
         return (policy.name, config)
-    return (policy.predicate(config), policy.uses_forward_intent(config),
-            policy.alloc_failure_for(config), policy.rolls_back(config), policy.postpads(config),
-            policy.prechecks(config), policy.pads_run(config), policy.gated(config),
-            policy.cap, policy.entry_check, policy.dummy_role, config.cap, config.max_batch_size,
+    return (decision_key(policy, config), config.cap, config.max_batch_size,
             config.disaggregated, config.overlap_scheduler, config.encoder_decoder,
             config.enable_attention_dp, config.expected_multiplier)
 

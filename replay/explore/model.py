@@ -16,6 +16,7 @@ state into the ``replay.step.StepInputs`` columns of its frame, once per (rank s
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 from typing import Optional
@@ -72,6 +73,34 @@ _INT_FIELDS = ("n_real", "window_real", "new_real", "intent", "arrived", "reason
 _BOOL_FIELDS = ("all_before_ctx", "ctx_new", "gen_new", "carried", "carried_last")
 
 
+@dataclasses.dataclass(frozen=True)
+class _Block:
+    """The moves of one ``(tokens, carries a dummy, processed, previous can_queue)`` and their
+    frame features (reasons as labels), the same in every table of one key."""
+
+    moves: tuple[Move, ...]
+    frames: tuple
+    cols: dict
+    reasons: tuple[str, ...]
+
+
+#: Move blocks per table key, most recently used last (every table of one key reads them: a
+#: configuration space's searches that sum the same class masks enumerate each move once).
+_BLOCKS: "collections.OrderedDict[tuple, dict]" = collections.OrderedDict()
+_BLOCKS_KEPT = 32
+
+
+def _blocks_for(key: tuple) -> dict:
+    got = _BLOCKS.get(key)
+    if got is None:
+        got = _BLOCKS[key] = {}
+        while len(_BLOCKS) > _BLOCKS_KEPT:
+            _BLOCKS.popitem(last=False)
+    else:
+        _BLOCKS.move_to_end(key)
+    return got
+
+
 class Tables:
     """Rank states, their moves and each move's frame features, for one config (the pad count
     ``sched_real{k}`` once per policy ``k``: a differential run decides both on one table).
@@ -121,6 +150,12 @@ class Tables:
         self._l_before = self.c_before.tolist()
         self._l_ctx_only = self.c_ctx_only.tolist()
         self._l_gen_only = self.c_gen_only.tolist()
+        key = (self.config.disaggregated, self.limit, self.kv,
+               tuple(tuple(m.tolist()) for m in self.c_sched + self.c_counts),
+               tuple(self._l_intent_sched))
+        #: Move blocks shared with every table of the same key in this process (rank states
+        #: interned per table, so ids stay numbered as this table's search meets them).
+        self._blocks = _blocks_for(key)
         self.states: list[RankState] = []
         self._state_ids: dict[RankState, int] = {}
         self._moves_of: dict[tuple[int, bool], tuple[int, int]] = {}
@@ -151,9 +186,23 @@ class Tables:
         key = (sid, bool(can_queue_prev))
         got = self._moves_of.get(key)
         if got is None:
+            state = self.states[sid]
+            tokens, dummy, processed = state
+            bkey = (tokens, dummy > 0, processed, bool(can_queue_prev))
+            block = self._blocks.get(bkey)
+            if block is None:
+                block = self._blocks[bkey] = self._block(state, bool(can_queue_prev))
             first = len(self.moves)
-            for move in self._enumerate(self.states[sid], bool(can_queue_prev)):
-                self._add(sid, move)
+            n = len(block.moves)
+            self.moves.extend(block.moves)
+            self.frames.extend(block.frames)
+            cols = self._cols
+            for name, values in block.cols.items():
+                cols[name].extend(values)
+            cols["state"].extend([sid] * n)
+            cols["dummy"].extend([dummy] * n)
+            intern = self.reasons.id  # in move order: ids are numbered as the search meets them
+            cols["reason"].extend([intern(label) for label in block.reasons])
             got = self._moves_of[key] = (first, len(self.moves))
         return got
 
@@ -189,36 +238,42 @@ class Tables:
             return True
         return any(not any(mask[c] for c in classes) for mask in self._l_masks)
 
-    def _add(self, sid: int, move: Move) -> None:
-        tokens, dummy, processed = self.states[sid]
+    def _block(self, state: RankState, can_queue_prev: bool) -> "_Block":
+        """Every move of a rank state and its features, but for the columns naming the state
+        itself (``state``, ``dummy``) and the reason ids (labels here)."""
+        tokens, dummy, processed = state
         start = processed == START
         carried = dummy > 0
-        frame = [(f, a, False) for (c, a), f in zip(tokens, move.fates) if f >= 0]
-        frame += [(c, int(carried), not start) for c in move.arrivals]
-        classes = [c for c, _, _ in frame]
-        news = [c for c, _, n in frame if n]
-        cols = self._cols
-        cols["n_real"].append(len(frame))
-        for k, mask in enumerate(self._l_sched):
-            cols[f"sched_real{k}"].append(sum(mask[c] for c in classes))
-        window = self._l_window
-        cols["window_real"].append(sum(window[c] for c in classes))
-        cols["new_real"].append(len(news))
-        intent = (INTENT_CONTEXT if any(self._l_intent_ctx[c] for c in classes) else
-                  INTENT_GENERATION if any(self._l_intent_sched[c] for c in classes) else INTENT_NONE)
-        cols["intent"].append(intent)
-        cols["arrived"].append(len(move.arrivals))
-        cols["reason"].append(self.reasons.id(self._reason(classes)))
-        cols["state"].append(sid)
-        cols["dummy"].append(dummy)
-        cols["all_before_ctx"].append(bool(classes) and all(self._l_before[c] for c in classes))
-        cols["ctx_new"].append(any(self._l_ctx_only[c] for c in news))
-        cols["gen_new"].append(any(self._l_gen_only[c] for c in news))
-        cols["carried"].append(carried)
-        cols["carried_last"].append(carried and not any(a for _, a, _ in frame))
-        cols["kv"].append(move.kv)
-        self.moves.append(move)
-        self.frames.append(tuple(frame))
+        names = ([f"sched_real{k}" for k in range(len(self._l_sched))]
+                 + [n for n in _INT_FIELDS + _BOOL_FIELDS if n not in ("state", "dummy", "reason")])
+        cols: dict[str, list] = {n: [] for n in names}
+        moves, frames, reasons = [], [], []
+        for move in self._enumerate(state, can_queue_prev):
+            frame = [(f, a, False) for (c, a), f in zip(tokens, move.fates) if f >= 0]
+            frame += [(c, int(carried), not start) for c in move.arrivals]
+            classes = [c for c, _, _ in frame]
+            news = [c for c, _, n in frame if n]
+            cols["n_real"].append(len(frame))
+            for k, mask in enumerate(self._l_sched):
+                cols[f"sched_real{k}"].append(sum(mask[c] for c in classes))
+            window = self._l_window
+            cols["window_real"].append(sum(window[c] for c in classes))
+            cols["new_real"].append(len(news))
+            intent = (INTENT_CONTEXT if any(self._l_intent_ctx[c] for c in classes) else
+                      INTENT_GENERATION if any(self._l_intent_sched[c] for c in classes)
+                      else INTENT_NONE)
+            cols["intent"].append(intent)
+            cols["arrived"].append(len(move.arrivals))
+            reasons.append(self._reason(classes))
+            cols["all_before_ctx"].append(bool(classes) and all(self._l_before[c] for c in classes))
+            cols["ctx_new"].append(any(self._l_ctx_only[c] for c in news))
+            cols["gen_new"].append(any(self._l_gen_only[c] for c in news))
+            cols["carried"].append(carried)
+            cols["carried_last"].append(carried and not any(a for _, a, _ in frame))
+            cols["kv"].append(move.kv)
+            moves.append(move)
+            frames.append(tuple(frame))
+        return _Block(moves=tuple(moves), frames=tuple(frames), cols=cols, reasons=tuple(reasons))
 
     def _reason(self, classes: list[int]) -> str:
         """Why a rank holding ``classes`` might schedule 0 without a dummy: the classes the

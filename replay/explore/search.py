@@ -82,25 +82,38 @@ def _combos(k: int, g: int, canonical: bool) -> np.ndarray:
     return out.reshape(-1, g)
 
 
-def _joint(ranges: list[tuple[int, int]], sids: tuple[int, ...], canonical: bool) -> np.ndarray:
-    """Every joint move of one fleet state, ``(M, R)`` global choice ids."""
+@functools.lru_cache(maxsize=4096)
+def _joint_local(shape: tuple[tuple[int, int], ...], canonical: bool) -> np.ndarray:
+    """Every joint move of a fleet state as ``(M, R)`` move indices within each rank's range:
+    ``shape`` is per rank ``(moves, group)`` (ranks of one group hold one rank state; the
+    canonical enumeration takes their moves as a multiset)."""
     blocks = []
     if canonical:
         r = 0
-        while r < len(sids):
+        while r < len(shape):
+            k, grp = shape[r]
             g = 1
-            while r + g < len(sids) and sids[r + g] == sids[r]:
+            while r + g < len(shape) and shape[r + g][1] == grp:
                 g += 1
-            a, b = ranges[r]
-            blocks.append(_combos(b - a, g, True) + a)
+            blocks.append(_combos(k, g, True))
             r += g
     else:
-        blocks = [np.arange(a, b, dtype=np.int64)[:, None] for a, b in ranges]
+        blocks = [np.arange(k, dtype=np.int64)[:, None] for k, _ in shape]
     out = blocks[0]
     for blk in blocks[1:]:
         out = np.concatenate([np.repeat(out, len(blk), axis=0),
                               np.tile(blk, (len(out), 1))], axis=1)
+    out.setflags(write=False)
     return out
+
+
+def _joint(ranges: list[tuple[int, int]], sids: tuple[int, ...], canonical: bool) -> np.ndarray:
+    """Every joint move of one fleet state, ``(M, R)`` global choice ids (``sids`` sorted)."""
+    group = [0] * len(sids)
+    for r in range(1, len(sids)):
+        group[r] = group[r - 1] + (sids[r] != sids[r - 1])
+    shape = tuple((b - a, g) for (a, b), g in zip(ranges, group))
+    return _joint_local(shape, canonical) + np.array([a for a, _ in ranges], np.int64)
 
 
 class Search:
@@ -133,6 +146,8 @@ class Search:
         self._views: list = []
         self._tables: dict[int, Tables] = {}
         self.hook_messages: dict = {}
+        self._gathered_for: Optional[np.ndarray] = None
+        self._gathered: dict[str, np.ndarray] = {}
 
     # ------------------------------------------------------------------ the search
     def run(self, ranks: int, iterations: int, found: dict[tuple, Found],
@@ -163,11 +178,12 @@ class Search:
             self.stats.levels = max(self.stats.levels, depth + 1)
             outs = self.decide_rows(tables, G, f_role[P])
             inp, out, _ = outs[0]
-            req = f_req[P] + tables.col("arrived")[G].sum(axis=1)
+            req = f_req[P] + self.at(tables, "arrived", G).sum(axis=1)
             alive, agree = self._record(tables, G, P, outs, f_agree[P], req, depth, parents,
                                         found, ranks)
-            # Successors of the transitions that neither crashed nor lost every reference.
-            if not alive.any():
+            # Successors of the transitions that neither crashed nor lost every reference (none
+            # after the last iteration: those states would never be expanded).
+            if not alive.any() or depth == iterations - 1:
                 break
             nxt = self.successors(tables, G, inp, out)
             role = np.zeros(len(G), np.int64)
@@ -201,6 +217,16 @@ class Search:
             f_sids, f_cq, f_role, f_agree, f_req = nxt[pick], cq[pick], role[pick], agree[pick], req[pick]
             self.stats.states += len(pick)
 
+    def at(self, tables: Tables, name: str, G: np.ndarray) -> np.ndarray:
+        """``tables.col(name)[G]``, gathered once per level (the transitions ``G``)."""
+        if self._gathered_for is not G:
+            self._gathered_for = G
+            self._gathered = {}
+        got = self._gathered.get(name)
+        if got is None:
+            got = self._gathered[name] = tables.col(name)[G]
+        return got
+
     def tables(self, ranks: int) -> Tables:
         """The move tables of this search's configuration for ``ranks`` ranks (kept: a
         witness's choice ids refer to them)."""
@@ -212,14 +238,21 @@ class Search:
     def decide_rows(self, tables: Tables, G: np.ndarray, role_in: np.ndarray) -> list:
         """Every policy's ``(inputs, outputs, role)`` for the transitions ``G`` (``(N, R)``
         choice ids) from states whose carried dummy roles are ``role_in`` (bit k: policy k's)."""
-        ctx = tables.col("ctx_new")[G].any(axis=1)
-        gen = tables.col("gen_new")[G].any(axis=1)
+        ctx = self.at(tables, "ctx_new", G).any(axis=1)
+        gen = self.at(tables, "gen_new", G).any(axis=1)
         kv_fields = tables.kv_fields()
         outs = []
+        decided: dict = {}  # decision key -> the first policy deciding so (decided once)
         for k, pol in enumerate(self.policies):
             before = (role_in >> k) & 1
+            key = decision_key(pol, tables.config) if pol.pad_hook is None else ("hook", k)
+            j = decided.get(key)
+            if j is not None and np.array_equal(before, (role_in >> j) & 1):
+                outs.append(outs[j])
+                continue
+            decided.setdefault(key, k)
             role = _role_table(pol)[before * 4 + ctx * 2 + gen]
-            inp = _inputs(tables, G, k, role, kv_fields)
+            inp = _inputs(functools.partial(self.at, tables), G, k, role, kv_fields)
             pad = (self._hook_pads(pol, tables.config, tables, G, inp, role)
                    if pol.pad_hook is not None else None)
             outs.append((inp, decide(pol, tables.config, inp, pad=pad), role))
@@ -253,11 +286,16 @@ class Search:
         res = {f: np.zeros((n, R), bool) for f in ("padded", "role_context", "alloc_failed",
                                                    "crash", "surplus")}
         # What the hook sees, rank by rank (requests, expected, KV, new): identical fleet frames
-        # are decided once.
+        # are decided once, and so are fleet frames that differ only in the order of their
+        # ranks (the search already takes the code to be rank-symmetric: a fleet state is its
+        # sorted tuple of rank states); the hook sees the ranks in sorted order.
         view = self._view_ids(tables, pol)[G]
+        perm = np.lexsort((expected, view), axis=1)
+        back = np.argsort(perm, axis=1)
+        view = np.take_along_axis(view, perm, axis=1)
+        expected = np.take_along_axis(np.asarray(expected, np.int64), perm, axis=1)
         code = np.concatenate([view, expected, role[:, None].astype(np.int64)], axis=1)
-        uniq, inv = np.unique(code, axis=0, return_inverse=True)
-        inv = inv.reshape(-1)
+        uniq, inv = _unique_rows(code)
         outcome_rows = []
         for u in uniq.tolist():
             key = (tuple(u), id(pol))
@@ -273,11 +311,11 @@ class Search:
         table = {f: np.array([[getattr_outcome(oc, f) for oc in row] for row in outcome_rows], bool)
                  for f in res}
         for f in res:
-            res[f] = np.asfortranarray(table[f][inv])
+            res[f] = np.asfortranarray(np.take_along_axis(table[f][inv], back, axis=1))
         for t in np.flatnonzero(res["crash"].any(axis=1)).tolist():
             for r in range(R):
                 if res["crash"][t, r]:
-                    msg = outcome_rows[inv[t]][r].crash
+                    msg = outcome_rows[inv[t]][int(back[t, r])].crash
                     self.hook_messages[(tuple(int(x) for x in G[t]), r)] = msg
         return PadDecision(**res)
 
@@ -318,7 +356,8 @@ class Search:
     def _leak_cause(self, tables: Tables, G: np.ndarray, o: StepOutputs) -> np.ndarray:
         """Per transition: the smallest reason among the ranks that scheduled 0."""
         kv_reason = np.array([self.reasons.id(f"KV {k.name}") for k in self.kv])
-        reason = np.where(o.alloc_failed, kv_reason[tables.col("kv")[G]], tables.col("reason")[G])
+        reason = np.where(o.alloc_failed, kv_reason[self.at(tables, "kv", G)],
+                          self.at(tables, "reason", G))
         zero = o.batch == 0
         big = np.iinfo(np.int64).max
         cause = np.where(zero, reason, big).min(axis=1)
@@ -330,9 +369,9 @@ class Search:
         inp, out, _ = outs[0]
         kinds = self._crash_kinds(out, G)
         crash = (kinds > 0).any(axis=1)
-        carried_cause = np.where(inp.carried, tables.col("dummy")[G], 0)
+        carried_cause = np.where(inp.carried, self.at(tables, "dummy", G), 0)
         kv_reason = np.array([self.reasons.id(f"KV {k.name}") for k in self.kv])
-        frame_reason = tables.col("reason")[G]
+        frame_reason = self.at(tables, "reason", G)
         big = np.iinfo(np.int64).max
         events = []
         for kind in (KIND_CRASH, KIND_HANG, KIND_ERROR):
@@ -341,7 +380,7 @@ class Search:
             if not hit.any():
                 continue
             cause = {KIND_CRASH: np.where(carried_cause > 0, carried_cause, frame_reason),
-                     KIND_HANG: kv_reason[tables.col("kv")[G]],
+                     KIND_HANG: kv_reason[self.at(tables, "kv", G)],
                      KIND_ERROR: frame_reason}[kind]
             events.append((kind, hit, np.where(on, cause, big).min(axis=1)))
         ok = ~crash
@@ -354,13 +393,18 @@ class Search:
                                                         carried_cause, big).min(axis=1)))
         for kind, hit, cause in events:
             cause = np.where(cause == big, 0, cause)
-            pairs = [((kind, int(c)), hit & (cause == c)) for c in np.unique(cause[hit]).tolist()]
+            seen = np.flatnonzero(np.bincount(cause[hit])).tolist()  # reason ids are small
+            pairs = [((kind, c), hit & (cause == c)) for c in seen if (kind, c) not in found]
             self._note(found, pairs, req, G, P, depth, parents, ranks)
         agree = agree_in.copy()
+        differences: dict = {}  # per distinct decision (policies deciding alike share one)
         for k in range(1, len(outs)):
             live = ((agree_in >> (k - 1)) & 1).astype(bool)
-            diverged, dkeys = _divergence(outs[0][1], outs[k][1], kinds,
-                                          self._crash_kinds(outs[k][1], G), live)
+            first = differences.get(id(outs[k]))
+            if first is None:
+                first = differences[id(outs[k])] = _first_difference(
+                    outs[0][1], outs[k][1], kinds, self._crash_kinds(outs[k][1], G))
+            diverged, dkeys = _divergence(first, live)
             agree &= ~(diverged.astype(np.int64) << (k - 1))
             self._note(found, [(("diverge", k) + key, m) for key, m in dkeys], req, G, P, depth,
                        parents, ranks)
@@ -393,6 +437,22 @@ class Search:
                                requests=int(req[best]), path=tuple(reversed(rows)))
 
 
+def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(rows, axis=0, return_inverse=True)`` (the inverse flat) of non-negative int
+    rows, through one packed int per row when the columns' ranges fit in 62 bits."""
+    if not len(rows):
+        return rows, np.zeros(0, np.int64)
+    span = rows.max(axis=0) + 1
+    if rows.min() < 0 or float(np.prod(span.astype(float))) >= 2.0 ** 62:
+        uniq, inv = np.unique(rows, axis=0, return_inverse=True)
+        return uniq, inv.reshape(-1)
+    packed = np.zeros(len(rows), np.int64)
+    for c in range(rows.shape[1]):
+        packed = packed * int(span[c]) + rows[:, c]
+    _, first, inv = np.unique(packed, return_index=True, return_inverse=True)
+    return rows[first], inv.reshape(-1)
+
+
 def getattr_outcome(outcome, field: str) -> bool:
     """A ``PadOutcome`` as the ``PadDecision`` field ``field``."""
     if field == "role_context":
@@ -410,23 +470,23 @@ def _role_table(policy: Policy) -> np.ndarray:
                      for p in (0, 1) for c in (0, 1) for g in (0, 1)], bool)
 
 
-def _inputs(tables: Tables, G: np.ndarray, k: int, role: np.ndarray,
+def _inputs(at: Callable[[str, np.ndarray], np.ndarray], G: np.ndarray, k: int, role: np.ndarray,
             kv_fields: dict[str, np.ndarray]) -> StepInputs:
-    """``(N, R)`` step inputs of the transitions ``G`` for policy ``k``."""
-    c = tables.col
+    """``(N, R)`` step inputs of the transitions ``G`` for policy ``k`` (``at(name, G)``: a
+    table column gathered at ``G``)."""
     shape = G.shape
-    kv = c("kv")[G]
+    kv = at("kv", G)
     extra = {name: values[kv] for name, values in kv_fields.items()}
     alloc = extra.pop("alloc_ok", np.ones(shape, bool, order="F"))
     minus = np.full(shape, -1, np.int64, order="F")
     role_col = np.empty(shape, bool, order="F")
     role_col[:] = role[:, None]
-    return StepInputs(n_real=c("n_real")[G], sched_real=c(f"sched_real{k}")[G],
-                      window_real=c("window_real")[G], new_real=c("new_real")[G],
-                      all_before_ctx=c("all_before_ctx")[G], alloc_ok=alloc.astype(bool),
+    return StepInputs(n_real=at("n_real", G), sched_real=at(f"sched_real{k}", G),
+                      window_real=at("window_real", G), new_real=at("new_real", G),
+                      all_before_ctx=at("all_before_ctx", G), alloc_ok=alloc.astype(bool),
                       real_batch=minus, expected_recorded=minus, recorded_counts=minus,
-                      carried=c("carried")[G], carried_last=c("carried_last")[G],
-                      intent=c("intent")[G].astype(np.int8),
+                      carried=at("carried", G), carried_last=at("carried_last", G),
+                      intent=at("intent", G).astype(np.int8),
                       role_context=role_col, **extra)
 
 
@@ -482,10 +542,11 @@ def _level_keys(rows: np.ndarray, packed: bool) -> np.ndarray:
     return np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1)
 
 
-def _divergence(a: StepOutputs, b: StepOutputs, kinds_a: np.ndarray, kinds_b: np.ndarray,
-                live: np.ndarray):
-    """Transitions (among ``live``) where two policies decide differently, and the divergence
-    keys ``(field, a value, b value)`` of the first differing field (the first rank differing)."""
+def _first_difference(a: StepOutputs, b: StepOutputs, kinds_a: np.ndarray,
+                      kinds_b: np.ndarray) -> tuple:
+    """Per transition, where two policies first decide differently: ``(field index, a value,
+    b value, field names)``, the index -1 where they agree (the first differing field, the
+    first rank differing)."""
     n = len(kinds_a)
     first_field = np.full(n, -1)
     va = np.zeros(n, np.int64)
@@ -496,21 +557,38 @@ def _divergence(a: StepOutputs, b: StepOutputs, kinds_a: np.ndarray, kinds_b: np
         x = np.asarray(x).astype(np.int64)
         y = np.asarray(y).astype(np.int64)
         diff = x != y
-        row = diff.any(axis=1) & (first_field < 0) & live
+        row = diff.any(axis=1) & (first_field < 0)
         if row.any():
             idx = np.flatnonzero(row)
             r = np.argmax(diff[idx], axis=1)
             va[idx] = x[idx, r]
             vb[idx] = y[idx, r]
             first_field[idx] = i
-    diverged = first_field >= 0
+    return first_field, va, vb, [c[0] for c in cols]
+
+
+def _divergence(first: tuple, live: np.ndarray):
+    """Transitions (among ``live``) where two policies decide differently, and the divergence
+    keys ``(field, a value, b value)`` of the first differing field (``_first_difference``)."""
+    first_field, va, vb, names = first
+    diverged = (first_field >= 0) & live
     keys = []
     if diverged.any():
         combo = np.stack([first_field, va, vb], axis=1)[diverged]
         for f, x, y in np.unique(combo, axis=0).tolist():
             mask = diverged & (first_field == f) & (va == x) & (vb == y)
-            keys.append(((cols[f][0], x, y), mask))
+            keys.append(((names[f], x, y), mask))
     return diverged, keys
 
 
-__all__ = ["Found", "Search", "SearchStats"]
+def decision_key(policy: Policy, config: RunConfig) -> tuple:
+    """Everything a catalogue policy's step decision reads of the policy under ``config``
+    (``replay.step.decide``, the pad count, the dummy role): policies with one key decide every
+    transition alike."""
+    return (policy.predicate(config), policy.uses_forward_intent(config),
+            policy.alloc_failure_for(config), policy.rolls_back(config), policy.postpads(config),
+            policy.prechecks(config), policy.pads_run(config), policy.gated(config),
+            policy.cap, policy.entry_check, policy.dummy_role)
+
+
+__all__ = ["Found", "Search", "SearchStats", "decision_key"]

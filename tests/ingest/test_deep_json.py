@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import forensics
-from forensics.readers import stats_fast, trace_fast
+from forensics.readers import json_scan
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_LINE = (REPO / "traces" / "samples" / "healthy" / "trace.jsonl").read_text().splitlines()[0]
@@ -85,12 +85,14 @@ def test_deep_trace_record_refused_with_file_and_line(depth, tmp_path):
 
 
 @pytest.mark.parametrize("depth", [5000, 20000])
-def test_fast_paths_decline_deep_blocks(depth):
-    """In-process too: the fast readers decline (the per-object readers decide)."""
+@pytest.mark.skipif(json_scan.kernel() is None, reason="numba not importable")
+def test_compiled_paths_decline_deep_blocks(depth, monkeypatch):
+    """In-process too: the compiled scanner declines (the per-object readers decide)."""
+    monkeypatch.setattr(json_scan, "_TEMPLATE", None)
     deep = _deep(depth).encode()
-    assert stats_fast.fast_block(b'{"iter": 1, "a": ' + deep + b"}\n", 1, "s") is None
+    assert json_scan.stats(b'{"iter": 1, "a": ' + deep + b"}\n", 1, "s") is None
     frame = b'{"kind": "frame", "iter": 0, "rank": 0, "requests": [], "a": ' + deep + b"}\n"
-    assert trace_fast.fast_frames(frame, 2, 4) is None
+    assert json_scan.frames(frame, 2, 4) is None
     assert json.loads(b'{"kind": "frame", "iter": 0, "rank": 0, "requests": []}')  # sanity
 
 

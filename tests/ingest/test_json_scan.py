@@ -1,7 +1,7 @@
 """The compiled JSON Lines scanner (``forensics.readers.json_scan``) against the reference paths.
 
 For stats the reference is the per-object parser (``stats_json._parse``) over the whole text;
-for traces it is ``iter_trace`` with both vectorised paths off (the per-frame builder). Every
+for traces it is ``iter_trace`` with the scanner off (the per-frame builder). Every
 table must be equal with the scanner forced on (``FORENSICS_INGEST_PATH=native``, small
 blocks so a file has many), on the repository's samples, on simulated inputs of both formats
 (stats; trace v1 and v2), on hand-written odd lines and on random mutations of real lines.
@@ -18,16 +18,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from forensics.dataset.schema import FRAMES
 from forensics.errors import TraceFormatError
-from forensics.readers import json_scan, stats_json, trace_fast, trace_v1
+from forensics.readers import json_scan, stats_json, trace_v1
 
 from .test_line_accounting import SHARED
-from .test_trace_fast import _BAD, _ODD_OK
+from .test_trace_scan import _BAD, _ODD_OK
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "traces" / "samples"
@@ -227,7 +229,6 @@ def _trace_tables(path: Path, *, reference: bool, monkeypatch, batch_frames=64):
     with monkeypatch.context() as m:
         if reference:
             m.setenv(json_scan.PATH_ENV, "reference")
-            m.setattr(trace_v1, "fast_frames", lambda *a: None)
         return [[getattr(b, n) for n in _TRACE_FIELDS]
                 for b in trace_v1.iter_trace(path, "t.jsonl", batch_frames=batch_frames)]
 
@@ -304,7 +305,7 @@ def test_trace_duplicate_frame_named_at_its_line(tmp_path, native):
 
 
 def test_frames_hand_checked():
-    """The columns of a block, against hand-worked values and the msgspec path's columns."""
+    """The columns of a block, against hand-worked values."""
     block = (b'{"kind": "frame", "iter": 3, "rank": 1, "requests": [{"id": 7, "state": "CONTEXT_INIT"},'
              b' {"id": -2, "state": "LlmRequestState.GENERATION_IN_PROGRESS", "dummy": true}],'
              b' "padded": false, "scheduled": null}\n'
@@ -318,13 +319,10 @@ def test_frames_hand_checked():
         "expected": [None, 0], "padded": [False, None], "scheduled": [None, None],
         "can_queue": [None, None], "alloc_ok": [None, True], "postpadded": [None, None],
         "kv_precheck_ok": [None, None]}
-    ref = trace_fast.fast_frames(block, 10, 2)
-    for f in dataclasses.fields(c):
-        a, b = getattr(c, f.name), getattr(ref, f.name)
-        if f.name == "optional":
-            assert all(a[k].equals(b[k]) and a[k].type == b[k].type for k in a)
-        else:
-            assert a.tolist() == b.tolist() and a.dtype == b.dtype, f.name
+    assert (c.iter.dtype, c.rank.dtype, c.num_requests.dtype, c.num_dummies.dtype) == (
+        np.int64, np.int32, np.int32, np.int32)
+    assert (c.req_id.dtype, c.req_state.dtype, c.req_dummy.dtype) == (np.int64, np.int16, np.bool_)
+    assert all(v.type == FRAMES.field(k).type for k, v in c.optional.items())
 
 
 _GOOD = '{"kind": "frame", "iter": 1, "rank": 0, "requests": [{"id": 1, "state": "CONTEXT_INIT"}]}'
@@ -452,7 +450,7 @@ def test_shared_json_lines_same(native, monkeypatch):
 
 # ------------------------------------------------------------------- switching paths
 
-def test_without_numba_the_msgspec_path_reads(tmp_path):
+def test_without_numba_the_reference_reader_reads(tmp_path):
     stats = _stats_file(tmp_path, 0, [])
     code = ("import sys; sys.modules['numba'] = sys.modules['llvmlite'] = None\n"
             "from forensics.readers import json_scan, stats_json, trace_v1\n"
@@ -470,7 +468,7 @@ def test_without_numba_the_msgspec_path_reads(tmp_path):
 
 def test_a_numba_that_refuses_the_kernels_turns_the_path_off(tmp_path):
     """``_nrt`` is a private numba option: a numba that refuses it (here: njit raises when
-    given it) leaves the msgspec path, not a failed ingest. No saved object to load (an empty
+    given it) leaves the reference reader, not a failed ingest. No saved object to load (an empty
     cache directory), so the kernels must be compiled."""
     stats = _stats_file(tmp_path, 0, [])
     code = ("import sys, numba\n"

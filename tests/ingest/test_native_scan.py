@@ -403,3 +403,94 @@ def test_other_lines_of_consecutive_blocks_are_read_in_one_call(tmp_path, monkey
         grouped["iterations"].column("iter"), 987654)).num_rows == len(range(0, len(text), 50))
     assert grouped["events"].filter(pa.compute.equal(
         grouped["events"].column("kind"), "long_line")).num_rows == 1
+
+
+# ----------------------------------------------------------------- the varied generator, prefixes
+
+def test_varied_generator(tmp_path):
+    """The benchmark's varied log (fields in any order, colons, C++ and Python warnings,
+    tracebacks, C++ backtraces): the same tables both ways, whatever the block, and every
+    iteration line read by the scanner."""
+    log = tmp_path / "varied.log"
+    _bench_module().generate_varied(log, 1)
+    for block in (1 << 14, 1 << 20):
+        new = assert_same(log, block_bytes=block)
+    kinds = set(new["events"].column("kind").to_pylist())
+    assert {"cpp_log", "log", "traceback", "cpp_backtrace", "event_loop_error"} <= kinds
+    assert new["traceback_frames"].num_rows > 50 and new["unparsed"].num_rows > 10
+    assert _fast_lines(log) == new["iterations"].num_rows > 1000
+
+
+_SHAPES = [   # (line, shape, body offset, rank, severity) as the scan reads them
+    ("[11/30/2026-12:00:01] [TRT-LLM] [RANK 3] [W] hi", "COMMON", 45, 3, "W"),
+    ("[11/30/2026-12:00:01] [TRT-LLM] [RANK 12] [E] ", "COMMON", 46, 12, "E"),
+    ("[11/30/2026-12:00:01] [TRT-LLM] [RANK 3] [W] [_torch][RANK 3] x", "OTHER", 0, 0, None),
+    ("[11/30/2026-12:00:01] [TRT-LLM] [W] no rank", "OTHER", 0, 0, None),
+    ("[TensorRT-LLM][WARNING] [kv cache manager] x", "CPP", 24, 0, "W"),
+    ("[TensorRT-LLM][INTERNAL_ERROR]boom", "CPP", 30, 0, "F"),
+    ("[TensorRT-LLM][TRACE]", "CPP", 21, 0, "V"),
+    ("[TensorRT-LLM][RANK 0][INFO] x", "OTHER", 0, 0, None),
+    ("[TensorRT-LLM] TensorRT-LLM version: 1.2", "OTHER", 0, 0, None),
+    ('  File "a.py", line 3, in f', "BARE", 0, 0, None),
+    ("Traceback (most recent call last):", "BARE", 0, 0, None),
+    ("KeyError: None", "BARE", 0, 0, None),
+    ("    ^^^^", "BARE", 0, 0, None),
+    ("1       0x7f492ab87384 tensorrt_llm::common::throwRuntimeError", "BARE", 0, 0, None),
+    ("<frozen importlib._bootstrap_external>:1184: FutureWarning: x", "BARE", 0, 0, None),
+    ("", "BARE", 0, 0, None),
+    ("node07: x", "OTHER", 0, 0, None),          # pdsh host
+    ("12: x", "OTHER", 0, 0, None),              # srun
+    ("2025-06-28 17:32:17,461 - INFO - a: b", "OTHER", 0, 0, None),
+    ("ERROR:    Exception in ASGI application", "OTHER", 0, 0, None),   # uvicorn
+    ("I1130 12:00:00.123456 1234 file.cc:12] x", "OTHER", 0, 0, None),  # glog
+    ("> quoted", "OTHER", 0, 0, None),
+]
+
+
+def test_prefix_shapes_of_other_lines(tmp_path):
+    """What the scan reads of the prefix of a line it does not take (hand-worked), and the
+    same tables as the reference path with those lines between iteration lines."""
+    path = tmp_path / "shapes.log"
+    path.write_text("\n".join([_GOOD[0]] + [s[0] for s in _SHAPES] + [_GOOD[1]]) + "\n")
+    scan = native_scan.scan_block(path.read_bytes())
+    known = native_scan.known_prefixes(scan)
+    names = ["OTHER", "COMMON", "CPP", "BARE"]
+    for i, (line, shape, offset, rank, sev) in enumerate(_SHAPES, 1):
+        got = names[known.shape[i]]
+        assert got == shape, (line, got)
+        if shape != "OTHER":
+            assert known.body_offset[i] == offset, line
+        if shape == "COMMON":
+            assert known.rank[i] == rank, line
+        if sev is not None:
+            assert native_scan.SEVERITIES[known.severity[i]] == sev, line
+    assert_same(path)
+    assert_same(path, block_bytes=97)
+
+
+_OTHER_PIECES = ["[TensorRT-LLM]", "[WARNING]", "[INFO] ", "[RANK 1]", "[11/30/2026-12:00:01] ",
+                 "[TRT-LLM] ", "[RANK 3] ", "[W] ", "[E]", "  ", "\t", "0: ", "12", ":", "-",
+                 "node07: ", "ERROR:", "I1130 ", "> ", "File ", '"x.py", ', "line 3", "0x7f ",
+                 "Traceback (most recent call last):", "KeyError: None", "^^^", "[", "]", " ",
+                 "2025-06-28 17:32:17,461 - INFO - ", "\u00e9", "iter = 5, "]
+
+
+@settings(suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 40), block=st.sampled_from([97, 1 << 20]))
+def test_mutated_other_lines(seed, n, block):
+    """Lines near the prefix shapes the scan reads (pieces of prefixes, levels, frames joined
+    and mutated) between iteration lines: the same tables as the reference path."""
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n):
+        if rng.random() < 0.3:
+            lines.append(rng.choice(_GOOD))
+            continue
+        line = "".join(rng.choice(_OTHER_PIECES) for _ in range(rng.randrange(1, 5)))
+        if rng.random() < 0.5:
+            line = _mutate(line + " text", rng) if line else line
+        lines.append(line)
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "others.log"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        assert_same(path, block_bytes=block)

@@ -194,6 +194,26 @@ def test_a_py_candidate_is_explored_and_differs_from_its_base(tmp_path):
     assert {"padded: 1 vs 0", "crash: hang in a collective vs none"} <= first
 
 
+def test_references_deciding_alike_share_a_decision_and_are_each_reported():
+    """Two references that decide alike (prefix-2026 and a copy under another name) are decided
+    once per transition; each still gets its own divergences, the same as prefix-2026 explored
+    alone. fix-16161 against prefix-2026, hand-worked: one rank holding one
+    DISAGG_CONTEXT_WAIT_SCHEDULER request (below the scheduler window) at iteration 0, expected
+    min(max(ceil(1 / 1), 1 - 1), cap 1) = 1: fix-16161 counts only the window (0 schedulable:
+    it pads), prefix-2026 counts the request (1 schedulable: no dummy)."""
+    twin = dataclasses.replace(CATALOGUE["prefix-2026"], name="prefix-2026-twin")
+    bound = Bound(ranks=2, requests=1, iterations=2)
+    both = explore("fix-16161", NVBUG_SPACE, bound, against=["prefix-2026", twin])
+    alone = explore("fix-16161", NVBUG_SPACE, bound, against="prefix-2026")
+    mine = [(w.cause, w.size, w.records) for w in alone.witnesses]
+    for name in ("prefix-2026", "prefix-2026-twin"):
+        assert [(w.cause, w.size, w.records) for w in both.witnesses if w.against == name] == mine
+    padded = [w for w in alone.witnesses if w.cause == "padded: 1 vs 0"]
+    assert len(padded) == 1 and padded[0].size == (1, 1, 1)
+    frames = [r for r in padded[0].records if r["kind"] == "frame"]
+    assert [f["requests"] for f in frames] == [[{"id": 1, "state": "DISAGG_CONTEXT_WAIT_SCHEDULER"}]]
+
+
 def test_a_shared_search_reports_the_configuration_asked_for():
     """prefix-2026 decides the NVBug space alike under deepseek_v4 and llama (no model gate), so
     a second exploration reuses the first one's search; its witness must still be a trace of the

@@ -11,8 +11,8 @@ updates of the arrays passed to each helper call. Helpers are inlined by numba (
 another ~9 % (1.39 -> 1.27 ns per byte on a trace block, 1.37 -> 1.25 on a stats block).
 
 Every function returns a status: 0 when every line of the block was read with certainty,
-else a code > 0 and the caller hands the whole block to the next path (``msgspec``, then the
-per-line reader). Nothing read from a declined block is used.
+else a code > 0 and the caller hands the whole block to the reference reader (per object or
+per line). Nothing read from a declined block is used.
 """
 import numba
 import numpy as np

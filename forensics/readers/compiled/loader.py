@@ -73,7 +73,8 @@ PORTABLE_CPU = "generic"
 _HERE = Path(__file__).resolve().parent
 #: Objects built ahead of use (:mod:`forensics.readers.prebuild`), inside the installed package.
 PREBUILT_DIR = _HERE / "_prebuilt"
-_SOURCES = ("scan_kernel.py", "../native_scan.py", "../../dataset/log_fields.py")
+_SOURCES = ("scan_kernel.py", "byte_tests.py", "prefix_kernel.py", "../native_scan.py",
+            "../../dataset/log_fields.py")
 
 # Definitions of the symbols numba's cfunc wrappers take from numba's own libraries. The
 # wrapper calls them only when the kernel returned an error status (its code has none to
@@ -119,7 +120,7 @@ _I64 = ctypes.c_int64
 _PTR = ctypes.c_void_p
 #: ctypes prototypes of the entry points (``scan_kernel.SCAN_SIG`` / ``COUNT_SIG``).
 PROTOTYPES = {
-    "scan": ctypes.CFUNCTYPE(_I64, _PTR, _I64, _I64, *([_PTR] * 12)),
+    "scan": ctypes.CFUNCTYPE(_I64, _PTR, _I64, _I64, *([_PTR] * 16)),
     "count": ctypes.CFUNCTYPE(_I64, _PTR, _I64),
 }
 

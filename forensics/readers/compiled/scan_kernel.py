@@ -8,6 +8,8 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from forensics.readers.compiled.byte_tests import at, digit_run, digits
+from forensics.readers.compiled.prefix_kernel import prefix_shape
 from forensics.readers.native_scan import (
     I_ITER,
     I_LOGT,
@@ -87,42 +89,6 @@ def same_name(buf, q, c):
     d |= (load_u64(buf, q + 8) ^ name_word[c, 1]) & name_mask[c, 1]
     d |= (load_u64(buf, q + 16) ^ name_word[c, 2]) & name_mask[c, 2]
     return d == 0
-
-
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def at(buf, i):
-    """``buf[i]`` for an index known to be in range: unsigned, so numba emits no wrap-around
-    of negative indices (a third of the scan's instructions on the hot paths)."""
-    return buf[np.uint64(i)]
-
-
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def digits(buf, p, e, k):
-    """(value, position after) of exactly ``k`` digits at ``p``; value -1 if not."""
-    if p + k > e:
-        return -1, p
-    v = 0
-    for j in range(k):
-        c = at(buf, p + j)
-        if c < 48 or c > 57:
-            return -1, p
-        v = v * 10 + (c - 48)
-    return v, p + k
-
-
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def digit_run(buf, p, e, most):
-    """(value, position after) of a run of 1..most digits at ``p``; -1 when none or longer."""
-    q = p
-    v = 0
-    while q < e and 48 <= at(buf, q) <= 57:
-        if q - p >= most:
-            return -1, p
-        v = v * 10 + (at(buf, q) - 48)
-        q += 1
-    if q == p:
-        return -1, p
-    return v, q
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -425,11 +391,14 @@ def _scan_for(table_digest):
     """:func:`scan` for the table of ``table_digest`` (see ``TABLE_DIGEST``)."""
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")
-    def scan(buf, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev, pred):
+    def scan(buf, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev, pred,
+             shape, boff, lrank, lsev):
         """Split ``buf`` into lines (starts/ends, newline excluded) and read the fast ones;
         returns (lines, fast rows, odd). Row ``k`` of the outputs is line ``fast_line[k]``. A fast
         line has only bytes its grammar names; the other lines' bytes set ``odd``: 1 for a ``\\r``
-        or NUL, 2 for a byte >= 0x80 (the caller checks the UTF-8). ``pred``
+        or NUL, 2 for a byte >= 0x80 (the caller checks the UTF-8). Per line, what
+        :func:`prefix_shape` reads of the prefix of a line not taken (``shape`` 0 for a fast
+        one): ``shape``, ``boff``, ``lrank``, ``lsev``. ``pred``
         (int64, filled with -1) is scratch: no allocation here, so the compiled code needs no
         runtime (see :mod:`forensics.readers.compiled.loader`). Lines -1 when ``buf`` has more
         lines than the outputs have rows (the caller then counts them and calls again)."""
@@ -447,11 +416,17 @@ def _scan_for(table_digest):
             if e >= 0:
                 fast_line[k] = i
                 k += 1
+                shape[i] = 0
             else:
                 e = p
                 while e < n and at(buf, e) != 10:
                     e += 1
                 odd |= odd_bytes(buf, p, e)
+                sh, bo, rk, sv = prefix_shape(buf, p, e)
+                shape[i] = sh
+                boff[i] = bo
+                lrank[i] = rk
+                lsev[i] = sv
             starts[i] = p
             ends[i] = e
             i += 1
@@ -477,7 +452,7 @@ _P8, _P64 = types.CPointer(types.uint8), types.CPointer(types.int64)
 _PF, _PB = types.CPointer(types.float64), types.CPointer(types.boolean)
 #: C signatures of the entry points (``loader`` calls them through ctypes).
 SCAN_SIG = types.int64(_P8, types.int64, types.int64, _P64, _P64, _P64, _P64, _PF, _PB, _P64,
-                       _PB, _P8, _P8, _P64, _P64)
+                       _PB, _P8, _P8, _P64, _P64, _P8, _P64, _P64, _P8)
 COUNT_SIG = types.int64(_P8, types.int64)
 
 
@@ -486,7 +461,7 @@ def _scan_c_for(table_digest):
 
     @numba.cfunc(SCAN_SIG, cache=True, nogil=True, error_model="numpy")
     def scan_c(buf, n, cap, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev,
-               pred, out):
+               pred, out, shape, boff, lrank, lsev):
         """:func:`scan` over raw pointers (arrays of ``cap`` rows); fast rows and odd to out."""
         table_digest  # noqa: B018 (a closure cell: keys numba's cache to the table)
         i, k, odd = scan(numba.carray(buf, (n,)), numba.carray(starts, (cap,)),
@@ -494,7 +469,9 @@ def _scan_c_for(table_digest):
                     numba.carray(ints, (N_INTS, cap)), numba.carray(floats, (N_FLOATS, cap)),
                     numba.carray(valid, (N_INTS + N_FLOATS, cap)),
                     numba.carray(fspan, (2 * N_FLOATS, cap)), numba.carray(fneed, (N_FLOATS, cap)),
-                    numba.carray(fmt, (cap,)), numba.carray(sev, (cap,)), numba.carray(pred, (32,)))
+                    numba.carray(fmt, (cap,)), numba.carray(sev, (cap,)), numba.carray(pred, (32,)),
+                    numba.carray(shape, (cap,)), numba.carray(boff, (cap,)),
+                    numba.carray(lrank, (cap,)), numba.carray(lsev, (cap,)))
         o = numba.carray(out, (2,))
         o[0] = k
         o[1] = odd

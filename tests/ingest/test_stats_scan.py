@@ -1,8 +1,9 @@
-"""The vectorised JSON Lines path of the stats reader gives exactly the per-object reader's rows.
+"""The compiled path of the stats reader (``json_scan.stats``) gives exactly the per-object
+reader's rows, on files that mix taken blocks, declined blocks, bad lines and cut tails.
 
-The reference is the per-object parser (``stats_json._parse``) run on the same text: it is what
-the reader used for every file before the vectorised path, and what it still uses for any block
-the vectorised path declines.
+The reference is the per-object parser (``stats_json._parse``) run on the same text: the
+compiled scanner's specification, and what the reader uses for small inputs and for any block
+the scanner declines.
 """
 from __future__ import annotations
 
@@ -15,8 +16,18 @@ import pyarrow as pa
 import pytest
 
 from forensics.errors import StatsFormatError
-from forensics.readers import stats_fast, stats_json
+from forensics.readers import json_scan, stats_json
 from forensics.readers.stats_json import read_stats
+
+
+pytestmark = pytest.mark.skipif(json_scan.kernel() is None, reason="numba not importable")
+
+
+@pytest.fixture(autouse=True)
+def compiled(monkeypatch):
+    """The scanner forced on whatever the input's size, its learnt shape forgotten."""
+    monkeypatch.setenv(json_scan.PATH_ENV, "native")
+    monkeypatch.setattr(json_scan, "_TEMPLATE", None)
 
 
 def _line(i: int, rank: int) -> dict:
@@ -47,7 +58,7 @@ def test_block_rows_typed_and_fields_in_key_order():
     int column (2.5) stays in ``fields``, 2.0 is typed 2; bools are 1.0/0.0 fields."""
     block = (b'{"iter":1,"timestamp":"t1","kv":{"a":1,"b":2.5},"numActiveRequests":2.5,"f":true}\n'
              b'{"iter":2.0,"timestamp":"t2","kv":{"a":3,"b":null},"numActiveRequests":4,"f":false}\n')
-    got = stats_fast.fast_block(block, 41, "s.jsonl")
+    got = json_scan.stats(block, 41, "s.jsonl")
     assert got is not None
     rows = got.stats.to_pylist()
     assert [(r["line"], r["line_end"], r["iter"], r["timestamp"]) for r in rows] == \
@@ -69,8 +80,11 @@ def test_block_rows_typed_and_fields_in_key_order():
     b'{"iter":1,"iter":2}\n',                  # a key twice
     b'{"iter":1,"a":{"n":1},"b":{"n":2}}\n',   # one name at two places
 ])
-def test_block_declined_when_not_exact(block):
-    assert stats_fast.fast_block(block, 1, "s.jsonl") is None
+def test_odd_blocks_same_rows(block, tmp_path):
+    """Blocks the scanner may decline (the reference reader then reads them): the same rows."""
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(block)
+    assert _outcome(_read, path) == _outcome(_reference, block)
 
 
 def _outcome(read, arg):
@@ -95,7 +109,7 @@ _MUTATIONS = [
 def test_mixed_files_match_the_per_object_reader(seed, tmp_path, monkeypatch):
     """Small blocks so that one file mixes vectorised blocks, declined blocks (bad lines kept
     in unparsed with their numbers), objects running past a block, and truncated tails."""
-    monkeypatch.setattr(stats_fast, "BLOCK_BYTES", 600)
+    monkeypatch.setattr(json_scan, "BLOCK_BYTES", 600)
     rnd = random.Random(seed)
     lines = [json.dumps(_line(i // 4, i % 4)) for i in range(rnd.randint(1, 60))]
     for _ in range(rnd.randint(0, 4)):
@@ -110,7 +124,7 @@ def test_mixed_files_match_the_per_object_reader(seed, tmp_path, monkeypatch):
 
 
 def test_truncated_gzip_matches_the_per_object_reader(tmp_path, monkeypatch):
-    monkeypatch.setattr(stats_fast, "BLOCK_BYTES", 2000)
+    monkeypatch.setattr(json_scan, "BLOCK_BYTES", 2000)
     data = "".join(json.dumps(_line(i, 0)) + "\n" for i in range(300)).encode()
     gz = gzip.compress(data)
     path = tmp_path / "s.jsonl.gz"
@@ -124,17 +138,17 @@ def test_truncated_gzip_matches_the_per_object_reader(tmp_path, monkeypatch):
     assert events.column("line").to_pylist() == [last_line + 1]
 
 
-def test_vectorised_path_is_taken_for_json_lines(tmp_path, monkeypatch):
+def test_compiled_path_is_taken_for_json_lines(tmp_path, monkeypatch):
     calls = []
-    real = stats_fast.fast_block
-    monkeypatch.setattr(stats_fast, "fast_block", lambda *a: calls.append(r := real(*a)) or r)
+    real = json_scan.stats
+    monkeypatch.setattr(json_scan, "stats", lambda *a: calls.append(r := real(*a)) or r)
     path = tmp_path / "s.jsonl"
     path.write_text("".join(json.dumps(_line(i, 0)) + "\n" for i in range(50)))
     assert _read(path)[0].num_rows == 50
     assert calls and all(c is not None for c in calls)
 
 
-# --- the fast path against the per-object reader: samples, simulated runs, random shapes -------
+# --- the compiled path against the per-object reader: samples, simulated runs, random shapes -------
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE_STATS = sorted((REPO / "traces" / "samples").glob("*/stats.jsonl"))
@@ -142,15 +156,15 @@ SAMPLE_STATS = sorted((REPO / "traces" / "samples").glob("*/stats.jsonl"))
 
 def _taken(monkeypatch) -> list[bool]:
     taken: list[bool] = []
-    real = stats_fast.fast_block
-    monkeypatch.setattr(stats_fast, "fast_block",
+    real = json_scan.stats
+    monkeypatch.setattr(json_scan, "stats",
                         lambda *a: taken.append((r := real(*a)) is not None) or r)
     return taken
 
 
 @pytest.mark.parametrize("path", SAMPLE_STATS, ids=lambda p: p.parent.name)
 def test_samples_match_the_per_object_reader(path, monkeypatch):
-    monkeypatch.setattr(stats_fast, "BLOCK_BYTES", 4096)
+    monkeypatch.setattr(json_scan, "BLOCK_BYTES", 4096)
     taken = _taken(monkeypatch)
     got = _outcome(_read, path)
     assert taken and all(taken)
@@ -170,7 +184,7 @@ def simulated_stats(tmp_path_factory) -> list[Path]:
 
 
 def test_simulated_scenarios_match_the_per_object_reader(simulated_stats, monkeypatch):
-    monkeypatch.setattr(stats_fast, "BLOCK_BYTES", 8192)
+    monkeypatch.setattr(json_scan, "BLOCK_BYTES", 8192)
     for path in simulated_stats:
         taken = _taken(monkeypatch)
         got = _outcome(_read, path)
@@ -228,7 +242,7 @@ def _random_object(rnd: random.Random, shape_rnd: random.Random, families: dict)
 def test_random_shapes_match_the_per_object_reader(seed, tmp_path, monkeypatch):
     """Values of every JSON type, absent and null keys, keys a first line lacks, a reordered
     line now and then, floats of every magnitude, ints past int64, a key given twice."""
-    monkeypatch.setattr(stats_fast, "BLOCK_BYTES", 1 << random.Random(seed).randint(9, 14))
+    monkeypatch.setattr(json_scan, "BLOCK_BYTES", 1 << random.Random(seed).randint(9, 14))
     rnd, shape_rnd = random.Random(seed), random.Random(seed + 1000)
     typed = rnd.random() < 0.5         # half the files: typed values only, all taken fast
     families = {k: rnd.choice(_FAMILIES) if k != "timestamp" else "str"

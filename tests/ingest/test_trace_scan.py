@@ -1,25 +1,22 @@
-"""The vectorised frame path of the trace reader gives exactly the per-frame builder's tables.
+"""The compiled frame path of the trace reader (``json_scan.frames``) gives exactly the
+per-frame builder's tables, batches and errors.
 
-The reference is ``iter_trace`` with :func:`trace_fast.fast_frames` replaced by one that always
-declines: that is the per-frame builder the reader used for every line before the vectorised
-path, and still uses for every block the vectorised path declines.
+The reference is ``iter_trace`` with the scanner switched off (``FORENSICS_INGEST_PATH=reference``):
+the per-frame builder, the scanner's specification, which reads small inputs and every block
+the scanner declines. The lists of odd and bad lines are shared with ``test_json_scan``.
 """
 from __future__ import annotations
 
 import dataclasses
 import gzip
-import json
 import random
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
 import pytest
 
 from forensics.errors import TraceFormatError
-from forensics.readers import json_scan, trace_fast, trace_v1
+from forensics.readers import json_scan, trace_v1
 from forensics.simulate import simulate
-from replay.states import RequestState
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((REPO / "traces" / "samples").glob("*/trace.jsonl"))
@@ -27,10 +24,11 @@ _FIELDS = [f.name for f in dataclasses.fields(trace_v1.TraceTables)]
 
 
 def _batches(path, monkeypatch, *, fast: bool, batch_frames: int = trace_v1.DEFAULT_BATCH_FRAMES):
-    """Every batch of ``iter_trace`` as a list of tables, the vectorised path on or off."""
+    """Every batch of ``iter_trace`` as a list of tables, the compiled path on or off (on: as
+    small blocks as the reference's, ``trace_v1.BLOCK_BYTES``)."""
     with monkeypatch.context() as m:
-        if not fast:
-            m.setattr(trace_v1, "fast_frames", lambda *a: None)
+        m.setenv(json_scan.PATH_ENV, "native" if fast else "reference")
+        m.setattr(json_scan, "BLOCK_BYTES", trace_v1.BLOCK_BYTES)
         return [[getattr(b, n) for n in _FIELDS]
                 for b in trace_v1.iter_trace(path, "t.jsonl", batch_frames=batch_frames)]
 
@@ -52,15 +50,16 @@ def _error(path, monkeypatch, *, fast: bool) -> TraceFormatError:
 
 
 def _counting(monkeypatch) -> list[bool]:
-    """Record, per block offered to the vectorised path, whether it took it."""
+    """Record, per block offered to the compiled path (forced on), whether it took it."""
+    monkeypatch.setenv(json_scan.PATH_ENV, "native")
     taken: list[bool] = []
-    real = trace_fast.fast_frames
+    real = json_scan.frames
 
     def spy(*a):
         out = real(*a)
         taken.append(out is not None)
         return out
-    monkeypatch.setattr(trace_v1, "fast_frames", spy)
+    monkeypatch.setattr(json_scan, "frames", spy)
     return taken
 
 
@@ -71,7 +70,7 @@ def test_samples_same_tables_and_batches(path, batch_frames, monkeypatch):
     _assert_same(path, monkeypatch, batch_frames=batch_frames)
 
 
-def test_samples_take_the_vectorised_path(monkeypatch):
+def test_samples_take_the_compiled_path(monkeypatch):
     taken = _counting(monkeypatch)
     trace_v1.read_trace(SAMPLES[0])
     assert taken and all(taken)
@@ -95,8 +94,6 @@ def test_gzip_same_tables(tmp_path, monkeypatch):
 
 
 def test_fleet_run_same_tables(fleet_trace, monkeypatch):
-    # past json_scan.MIN_BYTES: the compiled scanner off, so that this path reads the blocks
-    monkeypatch.setenv(json_scan.PATH_ENV, "reference")
     _assert_same(fleet_trace, monkeypatch)
     taken = _counting(monkeypatch)
     t = trace_v1.read_trace(fleet_trace)
@@ -175,14 +172,14 @@ def test_bad_line_same_error(bad, tmp_path, monkeypatch):
     monkeypatch.setattr(trace_v1, "BLOCK_BYTES", 2048)
     taken = _counting(monkeypatch)
     fast = _error(path, monkeypatch, fast=True)
-    assert any(taken)              # blocks around the bad line did go the vectorised way
+    assert any(taken)              # blocks around the bad line did go the compiled way
     slow = _error(path, monkeypatch, fast=False)
     assert (str(fast), fast.line, fast.path) == (str(slow), slow.line, slow.path)
     first_frame = SAMPLES[2].read_text().splitlines()[1]   # the duplicate's earlier twin
     assert path.read_text().splitlines()[fast.line - 1] in (_BAD[bad], first_frame)
 
 
-def test_duplicate_across_batches_and_fast_blocks(tmp_path, monkeypatch):
+def test_duplicate_across_batches_and_compiled_blocks(tmp_path, monkeypatch):
     """A frame repeated far later (other block, other batch) is named at the later line."""
     lines = SAMPLES[2].read_text().splitlines()
     path = tmp_path / "dup.jsonl"
@@ -193,49 +190,6 @@ def test_duplicate_across_batches_and_fast_blocks(tmp_path, monkeypatch):
         list(trace_v1.iter_trace(path, batch_frames=100))
     assert all(taken[:-1])
     assert e.value.line == len(lines) + 1 and "duplicate frame (iter 1, rank 0)" in str(e.value)
-
-
-# --- the vectorised block reader itself ---------------------------------------------------
-
-def test_block_columns_hand_checked():
-    block = (b'{"kind": "frame", "iter": 3, "rank": 1, "requests": [{"id": 7, "state": "CONTEXT_INIT"}, '
-             b'{"id": 0, "state": "LlmRequestState.GENERATION_IN_PROGRESS", "dummy": true}], '
-             b'"expected": 2, "padded": false}\n'
-             b'{"kind": "frame", "iter": 4, "rank": 0, "requests": [], "alloc_ok": false}\r\n')
-    c = trace_fast.fast_frames(block, 10, 2)
-    assert c is not None
-    assert c.line.tolist() == [10, 11] and c.iter.tolist() == [3, 4] and c.rank.tolist() == [1, 0]
-    assert c.num_requests.tolist() == [2, 0] and c.num_dummies.tolist() == [1, 0]
-    assert c.req_id.tolist() == [7, 0] and c.req_dummy.tolist() == [False, True]
-    assert c.req_state.tolist() == [int(RequestState.CONTEXT_INIT), int(RequestState.GENERATION_IN_PROGRESS)]
-    assert c.optional["expected"].to_pylist() == [2, None]
-    assert c.optional["alloc_ok"].to_pylist() == [None, False]
-    assert c.req_state.dtype == np.int16 and isinstance(c.optional["padded"], pa.Array)
-
-
-_GOOD = '{"kind": "frame", "iter": 1, "rank": 0, "requests": [{"id": 1, "state": "CONTEXT_INIT"}]}'
-
-
-@pytest.mark.parametrize("line", [
-    "", "  " + _GOOD, _GOOD + " ", _GOOD + _GOOD, _GOOD.replace("CONTEXT_INIT", "context_init"),
-    _GOOD.replace("CONTEXT_INIT", "CONTEXT\\u005fINIT"), _GOOD.replace('"CONTEXT_INIT"', "10"),
-    _GOOD.replace('"frame"', '"note"'), _GOOD.replace('"kind": "frame", ', ""),
-    _GOOD.replace('"rank": 0', '"rank": 2'), _GOOD.replace('"iter": 1', '"iter": -1'),
-    _GOOD.replace('"iter": 1', '"iter": 4611686018427387904'),
-    _GOOD.replace("}]}", ', "dummy": null}]}'),     _GOOD.replace('[{"id": 1, "state": "CONTEXT_INIT"}]', "[null]"),
-    _GOOD.replace("]}", '], "x": "a\tb"}'), _GOOD.replace("]}", '], "x": [1,]}'),   # json.loads refuses
-])
-def test_blocks_declined(line):
-    block = f"{_GOOD}\n{line}\n{_GOOD}\n".encode()
-    assert trace_fast.fast_frames(f"{_GOOD}\n{_GOOD}\n".encode(), 1, 2) is not None
-    assert trace_fast.fast_frames(block, 1, 2) is None
-
-
-def test_invalid_utf8_and_missing_final_newline_declined():
-    assert trace_fast.fast_frames(_GOOD.encode(), 1, 2) is None
-    bad = _GOOD.replace("frame", "fr\xe9me").encode("latin-1") + b"\n"
-    assert trace_fast.fast_frames(bad, 1, 2) is None
-    assert json.loads(_GOOD)["iter"] == 1
 
 
 # --- every simulated scenario, states as names and as ints, plain and gzip ----------------
@@ -259,5 +213,5 @@ def test_simulated_scenarios_same_tables(simulated_traces, monkeypatch):
         _assert_same(path, monkeypatch, batch_frames=500)
         taken = _counting(monkeypatch)
         trace_v1.read_trace(path)
-        # int states are the per-frame builder's to read (exact names only on the fast path)
+        # int states are the per-frame builder's to read (exact names only when compiled)
         assert taken and (all(taken) if names else not any(taken)), path
