@@ -19,6 +19,18 @@ included), in paired interleaved rounds:
 - with ``--baseline-tree PATH``, also ``forensics postmortem`` of another checkout (for
   example the code before streaming), run with ``PYTHONPATH=PATH``.
 
+- ``zstd -dc | wc -l`` (the floor): decompressing the run's compressed files and counting
+  their lines, one pipeline (``zstd -dc FILES | wc -l``), what any reader of the inputs pays;
+  the streamed post-mortem's wall and CPU are printed as multiples of it (the goal: wall within
+  4x on 2 cores).
+
+The streamed post-mortem writes where its time went (``forensics postmortem --timings FILE``,
+:mod:`replay.stage_clock`): the medians over the rounds are printed as a stage breakdown, the
+pipeline's phases (ingest, replay, verdicts, figures, timeline, report: wall and the process's
+CPU seconds) and the stages inside them on whatever thread ran them (JSON stats and trace
+reading, log reading, dataset writing, frames, replay decisions, replay writing, ledger: busy
+and CPU seconds summed over threads).
+
 Medians over ``--rounds`` are printed per size, with the ratio of the baseline's to the
 streamed run's peak RSS and CPU time, and the RSS of each size against the first size's (the
 goal: flat in iterations). CPU seconds are more robust than wall seconds on a shared machine.
@@ -46,6 +58,7 @@ Usage (from the repo root or from ``benchmarks/``):
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -134,6 +147,30 @@ if rows:
     n += len(rows)
 print(time.perf_counter() - t, n)
 """
+
+
+def floor_command(sim: str) -> list[str]:
+    """``zstd -dc FILES | wc -l`` of the run's compressed files, as one shell pipeline."""
+    files = sorted(os.path.join(sim, n) for n in os.listdir(sim) if n.endswith(".zst"))
+    return ["sh", "-c", 'zstd -qdc "$@" | wc -l', "sh", *files]
+
+
+def print_breakdown(timings: list[dict]) -> None:
+    """The medians of ``--timings`` files: phases (wall, CPU) and stages (busy, CPU)."""
+    if not timings:
+        return
+    for kind, cols in (("phases", ("wall", "cpu")), ("stages", ("busy", "cpu"))):
+        names = list(dict.fromkeys(k for t in timings for k in t.get(kind, {})))
+        med = {k: [statistics.median(t[kind].get(k, {}).get(c, 0.0) for t in timings)
+                   for c in cols] for k in names}
+        total = [sum(v[i] for v in med.values()) for i in range(len(cols))]
+        head = "  ".join(f"{c:>7s}" for c in cols)
+        print(f"  {kind} (median of {len(timings)}): {'':14s}{head}", flush=True)
+        for k, v in med.items():
+            share = f"{100 * v[1] / total[1]:5.1f} % of CPU" if total[1] else ""
+            print(f"    {k:30s}" + "  ".join(f"{x:7.1f}" for x in v) + f"   {share}",
+                  flush=True)
+        print(f"    {'(sum)':30s}" + "  ".join(f"{x:7.1f}" for x in total), flush=True)
 
 
 def measure(cmd: list[str], cwd: str, env: dict | None = None) -> tuple[float, float, float, float]:
@@ -230,12 +267,14 @@ def main() -> None:
                   f"{how}), load {os.getloadavg()[0]:.1f}", flush=True)
             if args.rounds < 1:
                 continue
-            variants = {"streamed": ([sys.executable, "-m", "forensics", "postmortem", sim, "-o",
-                                      report, "-q"], None)}
+            timings_file = os.path.join(work, "timings.json")
+            variants = {"zstd -dc | wc -l": (floor_command(sim), None),
+                        "streamed": ([sys.executable, "-m", "forensics", "postmortem", sim, "-o",
+                                      report, "-q", "--timings", timings_file], None)}
             if args.one_reader:
-                variants["one reader"] = (variants["streamed"][0] + ["--jobs", "1"], None)
+                variants["one reader"] = (variants["streamed"][0][:-2] + ["--jobs", "1"], None)
             if args.two_readers:
-                variants["two readers"] = (variants["streamed"][0] + ["--jobs", "2"], None)
+                variants["two readers"] = (variants["streamed"][0][:-2] + ["--jobs", "2"], None)
             if ranks * iters <= args.baseline_up_to:
                 variants["one window"] = ([sys.executable, "-c", _ONE_WINDOW, sim, report], None)
             if args.baseline_tree:
@@ -243,6 +282,7 @@ def main() -> None:
                 variants["baseline tree"] = ([sys.executable, "-m", "forensics", "postmortem", sim,
                                               "-o", report, "-q"], env)
             runs: dict[str, list[tuple[float, float, float, float]]] = {k: [] for k in variants}
+            timings: list[dict] = []
             # the compiled scanners loaded once, compiled here on a cold cache (else the first
             # rounds would read with the reference reader while they build in the background)
             subprocess.run([sys.executable, "-c", "from forensics.readers import json_scan, "
@@ -251,6 +291,12 @@ def main() -> None:
                 for name, (cmd, env) in variants.items():
                     shutil.rmtree(report, ignore_errors=True)   # no cached dataset
                     runs[name].append(measure(cmd, work, env))
+                    if name == "zstd -dc | wc -l":
+                        continue
+                    if name == "streamed":
+                        with open(timings_file) as f:
+                            timings.append(json.load(f))
+                        os.remove(timings_file)
                     # exit 1 also means "python: No module named forensics": a real run leaves
                     # its findings behind
                     if not os.path.exists(os.path.join(report, "findings.json")):
@@ -262,8 +308,12 @@ def main() -> None:
                       f"(largest process {largest:5.0f} MiB)   load {os.getloadavg()[0]:.1f}",
                       flush=True)
             s_wall, s_cpu, s_rss, _ = med["streamed"]
+            f_wall, f_cpu = med["zstd -dc | wc -l"][:2]
+            print(f"  streamed / zstd -dc | wc -l: wall {s_wall / f_wall:.2f}x (goal: 4x), "
+                  f"CPU {s_cpu / f_cpu:.2f}x", flush=True)
+            print_breakdown(timings)
             for name in med:
-                if name != "streamed":
+                if name not in ("streamed", "zstd -dc | wc -l"):
                     print(f"  {name} / streamed: peak RSS {med[name][2] / s_rss:.2f}x, "
                           f"CPU {med[name][1] / s_cpu:.2f}x", flush=True)
             if args.stats_reader and first_rss is None:

@@ -29,6 +29,7 @@ from forensics.report.write import write_report
 from replay.frame_windows import FrameWindows
 from replay.frames import RunFrames
 from replay.resolve import resolve_policies
+from replay.stage_clock import CLOCK
 from replay.streaming import replay_windows
 from replay.walk import run_all
 
@@ -50,7 +51,8 @@ class PostmortemResult:
     ``headline``, ``mechanisms``, ``recommended`` builds, ``logs_verdict`` without traces, and
     first of all the ``verdict`` line and ``what_to_do``, :mod:`forensics.answer`), the
     dataset ``summary``, the ``findings.json`` content and, per ``trtllm:`` policy given, the
-    catalogue policy the build behaves as (``identified``)."""
+    catalogue policy the build behaves as (``identified``), and where the time went
+    (``timings``: :meth:`replay.stage_clock.StageClock.report`)."""
 
     out_dir: Path
     report_md: Path
@@ -77,6 +79,7 @@ class PostmortemResult:
     identified: dict = dataclasses.field(default_factory=dict)
     verdict: str = ""
     what_to_do: tuple = ()
+    timings: dict = dataclasses.field(repr=False, default_factory=dict)
 
 
 def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir: str | os.PathLike,
@@ -105,12 +108,14 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
     refuse_input_as_output(out, inputs)
     report_dir = ReportDir(out, force=force, keep=[DATASET_DIR, REPLAY_DIR], ours_if=["findings.json"],
                            legacy_files=["report.md", "report.html", "findings.json", "*.png", "*.svg"]).open()
+    CLOCK.reset()
     say("ingesting inputs")
     # the report directory, marked by its manifest since open(), is left out of any walk; an
     # input that breaks its format is refused and named, the others are used
-    ds = as_dataset(inputs, cache_dir=cache_dir if cache_dir is not None else out / DATASET_DIR,
-                    client=client, quiet=not ingest_bar, jobs=jobs, keep_going=True)
-    summary = summarize(ds)
+    with CLOCK.phase("ingest"):
+        ds = as_dataset(inputs, cache_dir=cache_dir if cache_dir is not None else out / DATASET_DIR,
+                        client=client, quiet=not ingest_bar, jobs=jobs, keep_going=True)
+        summary = summarize(ds)
     refused = list(ds.meta.get("refused", []))
 
     runs = ds.traced_runs()
@@ -120,13 +125,14 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
                              hint="runs: " + (", ".join(runs) or "none (no request-state trace)"))
         runs = [run]
     # Windows of iterations, replayed under every policy in one pass: memory holds one window.
-    windows = {r: FrameWindows(ds, r, size=window) for r in runs}
-    config = windows[runs[0]].config if runs else None
-    say("reading crash signatures")
-    signatures = find_signatures(ds.events, pols, config=config, iterations=ds.iterations)
-    log_crash = crash_in_logs(signatures)
-    lo = logs_only_findings(ds.iterations, ds.events, tp_size=config.tp_size if config else None,
-                            has_traces=bool(runs))
+    with CLOCK.phase("crash signatures"):
+        windows = {r: FrameWindows(ds, r, size=window) for r in runs}
+        config = windows[runs[0]].config if runs else None
+        say("reading crash signatures")
+        signatures = find_signatures(ds.events, pols, config=config, iterations=ds.iterations)
+        log_crash = crash_in_logs(signatures)
+        lo = logs_only_findings(ds.iterations, ds.events,
+                                tp_size=config.tp_size if config else None, has_traces=bool(runs))
     lov = None
     if not runs and log_crash is not None and log_crash.kind.is_cause:
         lov = V.judge_logs(ds, log_crash, lo, pols)
@@ -134,33 +140,41 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
         signatures = [log_crash if (s.source, s.line) == (log_crash.source, log_crash.line) else s
                       for s in signatures]
 
-    results = _replay(ds, windows, pols, out / REPLAY_DIR, say, counts)
+    with CLOCK.phase("replay"):
+        results = _replay(ds, windows, pols, out / REPLAY_DIR, say, counts)
     primary = results[runs[0]] if runs else {}
-    j = V.judge(ds, primary, pols, config, log_crash, signatures, lo, refused=refused,
-                has_traces=bool(runs), inputs=inputs, lov=lov)
-    identified = _identify_real_code(policies or (), say)
-    next_step = j.next_step + "".join(" " + V.era_sentence(s, i) for s, i in identified.items())
-    j = dataclasses.replace(j, next_step=next_step)
+    with CLOCK.phase("verdicts"):
+        j = V.judge(ds, primary, pols, config, log_crash, signatures, lo, refused=refused,
+                    has_traces=bool(runs), inputs=inputs, lov=lov)
+        identified = _identify_real_code(policies or (), say)
+        next_step = j.next_step + "".join(" " + V.era_sentence(s, i) for s, i in identified.items())
+        j = dataclasses.replace(j, next_step=next_step)
 
     say("drawing figures")
-    advised = [a.policy for a in j.recommended]
-    drawn = figure_policies(primary, j.chain_policy, j.verdicts, advised)
-    figs = figure_blocks(ds, runs[0] if runs else None, figure_views(primary, drawn), j.chain_policy,
-                         j.verdicts, lo, config, log_crash=log_crash, recommended=advised)
-    findings = report_findings(summary, results, j, signatures, log_crash, lo, config, runs,
-                               lov=lov, identified=identified)
+    with CLOCK.phase("figures"):
+        advised = [a.policy for a in j.recommended]
+        drawn = figure_policies(primary, j.chain_policy, j.verdicts, advised)
+        figs = figure_blocks(ds, runs[0] if runs else None, figure_views(primary, drawn),
+                             j.chain_policy, j.verdicts, lo, config, log_crash=log_crash,
+                             recommended=advised)
+        findings = report_findings(summary, results, j, signatures, log_crash, lo, config, runs,
+                                     lov=lov, identified=identified)
     say("writing the report")
-    doc = build_document(summary=summary, run=runs[0] if runs else None, config=config,
-                         verdicts=j.verdicts, signatures=signatures, log_crash=log_crash,
-                         logs_only=lo, chain_policy=j.chain_policy, chain=j.chain,
-                         next_step=j.next_step, status=j.status, reason=j.reason, figures=figs,
-                         results=primary, opening=j.opening, headline=j.headline,
-                         mechanisms=j.mechanisms, recommended=j.recommended, logs_verdict=lov,
-                         verdict=j.verdict, what_to_do=j.what_to_do)
-    if primary:   # the zoomable timeline of the story's replay (forensics.report.timeline)
-        report_dir.write(TIMELINE_FILE, story_timeline_json(primary, j.chain_policy or config.build))
-    written, md, html_path, fj = write_report(report_dir, doc, figs, findings,
-                                              extra=witness_files(j.recommended))
+    with CLOCK.phase("timeline"):
+        if primary:   # the zoomable timeline of the story's replay (forensics.report.timeline)
+            report_dir.write(TIMELINE_FILE,
+                             story_timeline_json(primary, j.chain_policy or config.build))
+    with CLOCK.phase("report"):
+        doc = build_document(summary=summary, run=runs[0] if runs else None, config=config,
+                             verdicts=j.verdicts, signatures=signatures, log_crash=log_crash,
+                             logs_only=lo, chain_policy=j.chain_policy, chain=j.chain,
+                             next_step=j.next_step, status=j.status, reason=j.reason,
+                             figures=figs, results=primary, opening=j.opening,
+                             headline=j.headline, mechanisms=j.mechanisms,
+                             recommended=j.recommended, logs_verdict=lov, verdict=j.verdict,
+                             what_to_do=j.what_to_do)
+        written, md, html_path, fj = write_report(report_dir, doc, figs, findings,
+                                                  extra=witness_files(j.recommended))
     return PostmortemResult(
         out_dir=out, report_md=md, report_html=html_path, findings_json=fj,
         figures=tuple(written), run=runs[0] if runs else None, verdicts=j.verdicts,
@@ -169,7 +183,7 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
         status_reason=j.reason, summary=summary, findings=findings, opening=j.opening,
         headline=j.headline, mechanisms=j.mechanisms, recommended=j.recommended, logs_verdict=lov,
         verdict=j.verdict, what_to_do=j.what_to_do,
-        identified=identified)
+        identified=identified, timings=CLOCK.report())
 
 
 def _replay(ds, windows: dict, pols, replay_dir: Path, say: Progress, counts) -> dict[str, dict]:

@@ -24,6 +24,7 @@ from replay.frames import (
     real_requests,
     run_config,
 )
+from replay.stage_clock import CLOCK
 
 #: Frames (iterations x ranks) per window of :class:`FrameWindows`: about 30 MB of arrays for a
 #: fleet-hour mix of 16 requests a frame, whatever the run's length.
@@ -88,10 +89,11 @@ class FrameWindows:
                 rng.append(("iter", ">=", lo))
             if hi is not None:
                 rng.append(("iter", "<", hi))
-            if readers is not None:
-                frames = self._build(readers[0].read(lo, hi), readers[1].read(lo, hi), seen)
-            else:
-                frames = self._read(self._run_filter + rng, seen)
+            with CLOCK.stage("frames"):
+                if readers is not None:
+                    frames = self._build(readers[0].read(lo, hi), readers[1].read(lo, hi), seen)
+                else:
+                    frames = self._read(self._run_filter + rng, seen)
             object.__setattr__(frames, "role_before", role)
             yield frames
             # The role rule (Policy.dummy_role) keeps the last arrival's role: carry it over.

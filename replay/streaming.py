@@ -33,6 +33,7 @@ from replay.model_variants import combine_model_variants, model_variants
 from replay.policy import Policy
 from replay.resolve import resolve_policies, resolve_policy
 from replay.results import Crash, Divergence, Leak, ReplayResult
+from replay.stage_clock import CLOCK
 from replay.step import REMOVAL_PATH_NAMES
 from replay.table_storage import Piece, TableWriter
 from replay.walk import (
@@ -138,15 +139,20 @@ class StreamReplay:
         """Decide one window (the next in iteration order); nothing once the run crashed."""
         if self.stopped or not frames.num_iters:
             return
-        st = WalkState(*frames.n_real.shape)
-        walk = walk_fast if self.policy.pad_hook is None else walk_hooked
-        crash_row = walk(frames, self.policy, self.config, st, self._carry)
-        rows = cut_rows(frames, st, crash_row)
-        self._write_decisions(frames, rows)
-        self._skipped.extend(skipped_iters(frames, rows))
-        if self._div is None:
-            self._div = first_divergence(frames, rows.o, rows.n, rows.stopped, rows.crashed_row)
-        self._ledger.feed(frames, rows, self._led)
+        with CLOCK.stage("replay decide"):
+            st = WalkState(*frames.n_real.shape)
+            walk = walk_fast if self.policy.pad_hook is None else walk_hooked
+            crash_row = walk(frames, self.policy, self.config, st, self._carry)
+            rows = cut_rows(frames, st, crash_row)
+        with CLOCK.stage("replay write"):
+            self._write_decisions(frames, rows)
+        with CLOCK.stage("replay decide"):
+            self._skipped.extend(skipped_iters(frames, rows))
+            if self._div is None:
+                self._div = first_divergence(frames, rows.o, rows.n, rows.stopped,
+                                             rows.crashed_row)
+        with CLOCK.stage("ledger"):
+            self._ledger.feed(frames, rows, self._led)
         if crash_row is not None:
             self.crash = crash_record(frames, rows, st)
 
@@ -168,10 +174,13 @@ class StreamReplay:
 
     def finish(self, windows: Any) -> ReplayResult:
         """The result (decisions and ledger read from the files when used)."""
-        leaks = self._ledger.finish(self._led)
-        decisions = self._dec.close(self._pieces if self._shared is not None else None)
+        with CLOCK.stage("ledger"):
+            leaks = self._ledger.finish(self._led)
+        with CLOCK.stage("replay write"):
+            decisions = self._dec.close(self._pieces if self._shared is not None else None)
+            ledger = self._led.close()
         return ReplayResult(policy=self.policy, config=self.config, run=windows.run,
-                            decisions=decisions, ledger=self._led.close(), leaks=leaks,
+                            decisions=decisions, ledger=ledger, leaks=leaks,
                             crash=self.crash, skipped_iters=tuple(self._skipped),
                             first_divergence=self._div, notes=replay_notes(self.policy, self.config, windows.dropped_iters),
                             frames=windows, dropped_iters=windows.dropped_iters)
@@ -389,8 +398,9 @@ def _feed_threaded(windows: Any, streams: list, n: int, progress, total: int) ->
         release_arrow()   # this thread's share of the last window's Arrow buffers
         frames = next(it, end)
         if frames is not end:
-            for p in predicates:   # shared per-window caches, filled before the threads share
-                frames.sched_real(p)   # them (and here, beside the deciding, not between)
+            with CLOCK.stage("frames"):
+                for p in predicates:   # shared per-window caches, filled before the threads
+                    frames.sched_real(p)   # share them (here, beside the deciding, not between)
         return frames
 
     with ThreadPoolExecutor(max_workers=n) as pool, ThreadPoolExecutor(max_workers=1) as reader:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 
 import click
 
@@ -21,6 +22,7 @@ from forensics.cli.options import (
     verdict_markup,
 )
 from forensics.cli.process_setup import imports_without_gc, one_blas_thread, started_as
+from forensics.output_dir import write_atomic
 from forensics.report.inline import plain
 
 
@@ -123,14 +125,19 @@ def _render(out: Output, r) -> None:
               help="Processes reading the input files at once, one file each; 1: one file "
                    "after the other (default: a large run's files are read on two threads of "
                    "this process; N processes cost N interpreters' memory).")
+@click.option("--timings", "timings_file", type=click.Path(dir_okay=False, path_type=str),
+              default=None, metavar="FILE",
+              help="Write where the time went (wall and CPU seconds per phase and per stage: "
+                   "reading, frames, replay, writing) to FILE as JSON.")
 @cluster_options
 @run_option
 @isolate_option
 @json_option
 @quiet_option
 def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], force: bool,
-            jobs: int | None, workers: int | None, scheduler: str | None, run_id: str | None,
-            isolate: bool, as_json: bool, quiet: bool) -> None:
+            jobs: int | None, timings_file: str | None, workers: int | None,
+            scheduler: str | None, run_id: str | None, isolate: bool, as_json: bool,
+            quiet: bool) -> None:
     """Explain a crashed fleet from its logs; write a report.
 
     INPUT is any mix of executor logs, iteration-stats JSON and request-state traces (files or
@@ -168,6 +175,8 @@ def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], fo
                             progress=progress, counts=counts, run=run_id, ingest_bar=show,
                             force=force, client=client, jobs=jobs)
     set_exit_status(result.exit_status)
+    if timings_file:
+        write_atomic(timings_file, json.dumps(result.timings, indent=1).encode() + b"\n")
     if as_json:
         echo_json(result.findings)
     elif not quiet:      # rich is imported only for a summary that is printed

@@ -56,6 +56,7 @@ from forensics.readers.progress import ingest_progress
 from forensics.readers.sources import recording_reads
 from forensics.version import __version__
 from replay.heap import trim
+from replay.stage_clock import CLOCK
 
 logger = logging.getLogger(__name__)
 
@@ -200,7 +201,8 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
             "refused": [{"name": r.name, "reason": r.reason} for r in refused],
             "skipped": list(skipped),
         }
-        path = writer.finish(meta)
+        with CLOCK.stage("dataset write"):
+            path = writer.finish(meta)
         rows = dict(writer.rows)
     trim()   # the readers' freed blocks: the caller (a replay) would add its own on top
 

@@ -26,6 +26,7 @@ from forensics.readers.kinds import (OTHER_JSON, detect_kind, head_after_nul_run
 from forensics.readers.meta import InputFingerprint, fingerprint
 from forensics.readers.sources import display_name, head_bytes, looks_binary, name_bytes_hex
 from forensics.readers.verbatim import read_verbatim
+from replay.stage_clock import CLOCK
 
 logger = logging.getLogger(__name__)
 
@@ -209,28 +210,34 @@ def _write_file(writer: DatasetWriter, cand: Candidate, kind: str, traces: Trace
     if kind == "log":
         from forensics.readers.executor_log import parse_executor_log
 
-        for batch in parse_executor_log(cand.path, cand.name, progress=progress):
-            writer.write("iterations", batch.iterations)
-            writer.write("events", batch.events)
-            writer.write("unparsed", batch.unparsed)
-            writer.write("traceback_frames", batch.traceback_frames)
+        for batch in CLOCK.timed("log read", parse_executor_log(cand.path, cand.name,
+                                                                 progress=progress)):
+            with CLOCK.stage("dataset write"):
+                writer.write("iterations", batch.iterations)
+                writer.write("events", batch.events)
+                writer.write("unparsed", batch.unparsed)
+                writer.write("traceback_frames", batch.traceback_frames)
     elif kind == "stats":
         from forensics.readers.stats_json import read_stats
         from forensics.readers.timestamps import typed_stats
 
-        for sbatch in read_stats(cand.path, cand.name, progress=progress):
-            writer.write("stats", typed_stats(sbatch.stats))
-            writer.write("events", sbatch.events)
-            writer.write("unparsed", sbatch.unparsed)
+        for sbatch in CLOCK.timed("stats read", read_stats(cand.path, cand.name,
+                                                           progress=progress)):
+            with CLOCK.stage("dataset write"):
+                writer.write("stats", typed_stats(sbatch.stats))
+                writer.write("events", sbatch.events)
+                writer.write("unparsed", sbatch.unparsed)
     elif kind == "trace":
         from forensics.readers.trace_v1 import iter_trace
 
         # Streamed in batches: memory stays flat however long the trace (the writer discards
         # everything if a later line breaks the format).
-        for tables in iter_trace(cand.path, cand.name, progress=progress):
+        for tables in CLOCK.timed("trace read", iter_trace(cand.path, cand.name,
+                                                           progress=progress)):
             traces.check(tables, cand.name)
-            for name in ("runs", "frames", "requests", "events", "unparsed"):
-                writer.write(name, getattr(tables, name))
+            with CLOCK.stage("dataset write"):
+                for name in ("runs", "frames", "requests", "events", "unparsed"):
+                    writer.write(name, getattr(tables, name))
     elif kind == OTHER_JSON:
         for unparsed, events in read_verbatim(cand.path, cand.name, progress=progress):
             writer.write("unparsed", unparsed)

@@ -42,6 +42,7 @@ from forensics.readers.files import Candidate, TraceRuns, ingest_file
 from forensics.readers.meta import InputFingerprint
 from forensics.readers.sources import content_size, recording_reads
 from replay.heap import large_blocks_mapped, release_arrow, usable_cores
+from replay.stage_clock import CLOCK
 
 #: ``refuse(candidate, error)``: a file left out of an ingest that goes on without it.
 Refuse = Callable[[Any, InputError], None]
@@ -259,7 +260,8 @@ def _read_part(cand: Any, kind: str, part: Path, progress: Callable[[int], None]
     makes them); its fingerprint."""
     with DatasetWriter(part) as writer, recording_reads() as reads:
         fp = ingest_file(writer, cand, kind, TraceRuns(), progress, reads)
-        writer.finish({"inputs": [fp.to_json()]})
+        with CLOCK.stage("dataset write"):
+            writer.finish({"inputs": [fp.to_json()]})
     return fp
 
 

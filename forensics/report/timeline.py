@@ -295,22 +295,37 @@ def _block_events(result: ReplayResult, win: IterWindows, block: int,
     agg = agg.groupby(level=[0, 1, 2]).agg(first=("first", "min"), last=("last", "max"),
                                            n=("n", "sum"), active=("active", "max"),
                                            expected=("expected", "max"), batch=("batch", "max"))
+    # One slice (and counter sample) per row of ``agg``, from plain lists: a fleet hour has
+    # ranks x MAX_BLOCKS rows, and per-row pandas and NumPy calls cost most of the timeline
+    # (measured on fleet-1h 32x10000: 0.9 s of its 2.6 s CPU).
+    ranks = agg.index.get_level_values(2).to_numpy(np.int64).tolist()
+    first = agg["first"].to_numpy(np.int64)
+    last = agg["last"].to_numpy(np.int64)
+    ordered = np.sort(skips)
+    n_skips = (np.searchsorted(ordered, last, side="right")
+               - np.searchsorted(ordered, first, side="left")).tolist()
+    columns = zip(ranks, first.tolist(), last.tolist(), agg["n"].to_numpy(np.int64).tolist(),
+                  _ints_or_none(agg["active"]), _ints_or_none(agg["expected"]),
+                  _ints_or_none(agg["batch"]), n_skips)
     out = []
-    for (_, _, r), row in zip(agg.index, agg.itertuples(index=False)):
-        a, b = int(row.first), int(row.last)
-        n_skips = int(np.count_nonzero((skips >= a) & (skips <= b)))
-        args = {"iterations": [a, b], "frames": int(row.n), "max_active": _num(row.active),
-                "max_expected": _num(row.expected), "max_batch": _num(row.batch),
-                "fleet_skips": n_skips}
+    for r, a, b, n, active, expected, batch, skipped in columns:
+        args = {"iterations": [a, b], "frames": n, "max_active": active,
+                "max_expected": expected, "max_batch": batch, "fleet_skips": skipped}
         out.append({"name": f"iters {a}-{b} (thinned)", "cat": "thinned", "ph": "X",
                     "ts": a * US_PER_ITER, "dur": (b - a + 1) * US_PER_ITER,
-                    "pid": int(r) + 1, "tid": ITER_TID, "args": args})
-        counter = {k: v for k, v in (("active", args["max_active"]),
-                                     ("expected", args["max_expected"])) if v is not None}
+                    "pid": r + 1, "tid": ITER_TID, "args": args})
+        counter = {k: v for k, v in (("active", active), ("expected", expected)) if v is not None}
         if counter:
-            out.append({"name": "requests", "ph": "C", "ts": a * US_PER_ITER, "pid": int(r) + 1,
+            out.append({"name": "requests", "ph": "C", "ts": a * US_PER_ITER, "pid": r + 1,
                         "tid": ITER_TID, "args": counter})
     return out
+
+
+def _ints_or_none(values: pd.Series) -> list[int | None]:
+    """:func:`_num` of every value, at once: ints, None where missing."""
+    missing = values.isna().to_numpy(bool)
+    ints = values.fillna(0).to_numpy(np.int64).tolist() if len(values) else []
+    return [None if m else v for v, m in zip(ints, missing.tolist())]
 
 
 def _dummy_end(row: Any, crash, last: int) -> tuple[int, str]:

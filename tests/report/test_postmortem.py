@@ -166,6 +166,20 @@ def test_exit_1_crash_explained_via_cli(crash_inputs, tmp_path):
     assert "report.html" in res.output and "What to do:" in res.output
 
 
+def test_timings_name_every_phase_and_the_stages_that_ran(crash_inputs, tmp_path):
+    out = tmp_path / "times.json"
+    res = _cli([*crash_inputs, "-o", tmp_path / "r", "-q", "--timings", out])
+    assert res.exit_code == 1, res.output
+    t = json.loads(out.read_text())
+    assert list(t["phases"]) == ["ingest", "crash signatures", "replay", "verdicts", "figures",
+                                 "timeline", "report"]
+    # a log and a trace were read; one window replayed in memory (no frames stage streamed)
+    assert {"log read", "trace read", "dataset write"} <= set(t["stages"])
+    for rec in t["phases"].values():
+        assert rec["wall"] >= 0 and rec["cpu"] >= 0
+    assert not (tmp_path / "r" / "times.json").exists()
+
+
 def test_exit_0_clean_trace(tmp_path):
     trace = write_trace(tmp_path / "clean.jsonl", CLEAN_FRAMES)
     r = postmortem([trace], tmp_path / "r")
