@@ -8,6 +8,7 @@ check that the loader takes its fallback, says so, and the rows read are still r
 """
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import logging
 import os
@@ -140,6 +141,9 @@ def test_a_changed_llvmlite_without_mcjit_reads_with_the_reference_reader(cold, 
     the process (``FORENSICS_INGEST_PATH=native``), numba's own functions read, the same rows."""
     import llvmlite.binding as llvm
 
+    # numba itself compiles through MCJIT: compile the kernel before MCJIT goes (as a process
+    # that had compiled it does), so the test holds run alone as well as after the others.
+    importlib.import_module(loader.SCAN.module)
     monkeypatch.setattr(numba_internals, "LLVMLITE_CHECKED", "0.0.0")
     monkeypatch.delattr(llvm, "create_mcjit_compiler")
     with caplog.at_level(logging.WARNING, logger=loader.__name__):
