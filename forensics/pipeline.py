@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from forensics import verdicts as V
-from forensics.crash_signatures import Signature, crash_in_logs, find_signatures
+from forensics.crash_signatures import crash_in_logs, find_signatures
 from forensics.dataset.summary import summarize
 from forensics.errors import InputError
 from forensics.findings import report_findings
-from forensics.logs_only import LogsOnlyFindings, logs_only_findings
+from forensics.logs_only import logs_only_findings
 from forensics.open_paths import witness_files
 from forensics.output_dir import ReportDir, refuse_input_as_output
+from forensics.postmortem_result import PostmortemResult
 from forensics.readers.on_cluster import as_dataset
 from forensics.report.figure_views import figure_views
 from forensics.report.narrative import build_document, figure_blocks, figure_policies
@@ -39,47 +40,6 @@ DATASET_DIR = ".dataset"
 REPLAY_DIR = ".replay"
 
 Progress = Callable[[str], None]
-
-
-@dataclasses.dataclass(frozen=True)
-class PostmortemResult:
-    """What the post-mortem found and wrote: the files (``out_dir``, ``report_md``,
-    ``report_html``, ``findings_json``, ``figures``), the traced run replayed (``run``, the first
-    when several; None: logs only), the verdicts of :mod:`forensics.verdicts` (``verdicts`` per
-    policy in catalogue order, ``log_crash``, ``signatures``, ``chain_policy`` and its ``chain``,
-    ``logs_only``, ``next_step``, ``exit_status`` and ``status_reason``, ``opening``,
-    ``headline``, ``mechanisms``, ``recommended`` builds, ``logs_verdict`` without traces, and
-    first of all the ``verdict`` line and ``what_to_do``, :mod:`forensics.answer`), the
-    dataset ``summary``, the ``findings.json`` content and, per ``trtllm:`` policy given, the
-    catalogue policy the build behaves as (``identified``), and where the time went
-    (``timings``: :meth:`replay.stage_clock.StageClock.report`)."""
-
-    out_dir: Path
-    report_md: Path
-    report_html: Path
-    findings_json: Path
-    figures: tuple[Path, ...]
-    run: Optional[str]
-    verdicts: tuple[V.PolicyVerdict, ...]
-    log_crash: Optional[Signature]
-    signatures: tuple[Signature, ...]
-    chain_policy: Optional[str]
-    chain: tuple[str, ...]
-    logs_only: LogsOnlyFindings
-    next_step: str
-    exit_status: int
-    status_reason: str
-    summary: Any
-    findings: dict = dataclasses.field(repr=False, default_factory=dict)
-    opening: str = ""
-    headline: str = ""
-    mechanisms: tuple = ()
-    recommended: tuple = ()
-    logs_verdict: Any = None
-    identified: dict = dataclasses.field(default_factory=dict)
-    verdict: str = ""
-    what_to_do: tuple = ()
-    timings: dict = dataclasses.field(repr=False, default_factory=dict)
 
 
 def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir: str | os.PathLike,
