@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 import forensics
 from forensics.cli import cli
-from forensics.readers import ingest
+from forensics.readers import ingest, native_scan
 
 LINE = ("[TRT-LLM] [RANK {r}] [I] iter = {i}, global_rank = {r}, rank = {r}, "
         "currank_total_requests = 1/1, host_step_time = 1.0ms, prev_device_step_time = 1.0ms, "
@@ -113,6 +113,9 @@ def test_a_growing_file_is_fingerprinted_as_read(tmp_path, monkeypatch):
         return Wrap()
 
     monkeypatch.setattr(ingest_mod, "_progress_bar", bar)
+    # Several blocks on either reader: the compiled one (1 MB and up) reads 16 MiB blocks, and a
+    # file read whole in its first block has met its end before it grows.
+    monkeypatch.setattr(native_scan, "BLOCK_BYTES", 2 << 20)
     report = ingest([log], tmp_path / "ds")
     final = log.read_bytes()
     (fp,) = report.inputs
