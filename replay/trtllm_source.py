@@ -66,6 +66,7 @@ from replay.source_guard import (
     sanitize,
 )
 from replay.config import RunConfig
+from replay.lockstep import call_pad, run_fleet
 from replay.standin_executor import (
     DSV4_MODELS,
     FEATURE_FLAGS,
@@ -76,9 +77,7 @@ from replay.standin_executor import (
     StandinExecutor,
     StandinScheduler,
     base_namespace,
-    call_pad,
     model_assumptions,
-    run_fleet,
 )
 
 log = logging.getLogger(__name__)
