@@ -23,14 +23,8 @@ from typing import Any, Callable, Optional
 from replay.errors import PolicyError
 from replay.config import RunConfig
 from replay.isolation import isolated_policy
-from replay.trtllm_source import (
-    WATCHED_FILES,
-    era_of,
-    policy_from_source,
-    read_source,
-    resolve_revision,
-    run_git,
-)
+from replay.trtllm_checkout import WATCHED_FILES, read_source, resolve_revision, run_git
+from replay.trtllm_source import era_of, policy_from_source
 
 log = logging.getLogger(__name__)
 

@@ -40,11 +40,11 @@ from typing import Any, Callable, Optional
 from replay.errors import PolicyError
 from replay.catalogue import CATALOGUE, get_policy
 from replay.policy import AllocFailure, EntryCheck, FrameView, PadOutcome, Policy
+from replay.lockstep import call_pad
 from replay.standin_executor import (
     RecordingLogger,
     StandinExecutor,
     StandinScheduler,
-    call_pad,
 )
 from replay.states import DUMMY_REQUEST_ID, STATE_INDEX
 

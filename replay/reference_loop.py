@@ -118,7 +118,7 @@ def _reference_one(frames: RunFrames, pol: Policy, cfg: RunConfig) -> ReplayResu
             else:
                 expectations.append((computed, "computed"))
         # Real code with collectives runs the whole iteration at once (lockstep, see
-        # replay.standin_executor.run_fleet); its outcomes are then read rank by rank.
+        # replay.lockstep.run_fleet); its outcomes are then read rank by rank.
         fleet = getattr(pol.pad_hook, "fleet", None)
         fleet_out = None
         if fleet is not None:

@@ -152,12 +152,12 @@ def test_a_bug_is_exit_4_with_its_traceback_never_1(tmp_path, monkeypatch):
 def test_missing_git_is_a_policy_error_naming_git(monkeypatch, tmp_path):
     import subprocess as sp
 
-    from replay import trtllm_source
+    from replay import trtllm_checkout
 
     def no_git(*a, **k):
         raise FileNotFoundError(2, "No such file or directory", "git")
 
     monkeypatch.setattr(sp, "run", no_git)
     with pytest.raises(Exception, match="git is not installed") as err:  # the policy error
-        trtllm_source.run_git(tmp_path, "rev-parse", "HEAD")
+        trtllm_checkout.run_git(tmp_path, "rev-parse", "HEAD")
     assert getattr(err.value, "exit_code", None) == 2 and err.value.hint

@@ -25,7 +25,7 @@ from click.testing import CliRunner
 
 from forensics.cli import cli
 from replay.states import CURRENT_NUMBERING
-from forensics.record import bootstrap, capture, install, writer
+from forensics.record import bootstrap, capture, install, run_facts, writer
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 STANDIN = FIXTURES / "tensorrt_llm" / "_torch" / "pyexecutor" / "py_executor.py"
@@ -403,17 +403,17 @@ def test_run_record_reads_the_configuration_and_lists_what_it_guessed(patched):
     mod, _ = patched
     ex = mod.PyExecutor(mod.Distributed(2, 4), {"tp_size": 4, "max_batch_size": 16,
                                                  "overlap": True})
-    rec = capture.run_record(ex, 2, 2, "r")
+    rec = run_facts.run_record(ex, 2, 2, "r")
     assert (rec["tp_size"], rec["pp_size"], rec["max_batch_size"],
             rec["max_num_active_requests"], rec["disaggregated"], rec["overlap_scheduler"],
             "guessed" in rec) == (4, 1, 16, 16, False, True, False)
     assert rec["model_arch"] is None  # the scenario names no model
     assert rec["state_numbering"] == {s.name: s.value for s in mod.LlmRequestState}
-    bare = capture.run_record(types.SimpleNamespace(), 0, 0, "r")
+    bare = run_facts.run_record(types.SimpleNamespace(), 0, 0, "r")
     assert bare["guessed"] == ["tp_size", "pp_size", "max_batch_size",
                                "max_num_active_requests", "disaggregated", "overlap_scheduler",
                                "state_numbering"]
-    assert bare["state_numbering"] == capture.ASSUMED_NUMBERING == CURRENT_NUMBERING
+    assert bare["state_numbering"] == run_facts.ASSUMED_NUMBERING == CURRENT_NUMBERING
     assert bare["model_arch"] is None
 
 
@@ -430,12 +430,12 @@ def test_an_older_enum_is_declared_so_its_integers_decode_right(patched):
     sys.modules["fake_old_executor"] = fake
     try:
         OldExecutor = type("PyExecutor", (), {"__module__": "fake_old_executor"})
-        rec = capture.run_record(OldExecutor(), 0, 0, "r")
+        rec = run_facts.run_record(OldExecutor(), 0, 0, "r")
     finally:
         del sys.modules["fake_old_executor"]
     assert rec["state_numbering"] == {"CONTEXT_INIT": 2, "GENERATION_TO_COMPLETE": 5,
                                       "DISAGG_GENERATION_INIT": 7}
-    assert capture.model_arch(ex) == "kimi_k2"
+    assert run_facts.model_arch(ex) == "kimi_k2"
     from forensics.readers.trace_v1 import tables_from_records
     run = dict(rec, tp_size=1, pp_size=1, max_batch_size=1, max_num_active_requests=1,
                disaggregated=True, overlap_scheduler=True)

@@ -18,7 +18,8 @@ from replay.policy import FrameView
 from replay.reference_loop import run_reference
 from replay.resolve import resolve_policy
 from replay.states import RequestState as S
-from replay.trtllm_source import WATCHED_FILES, era_of
+from replay.trtllm_checkout import WATCHED_FILES
+from replay.trtllm_source import era_of
 
 DISAGG = RunConfig(tp_size=2, disaggregated=True)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from trtllm_checkouts import place
 
 from replay.resolve import resolve_policy
-from replay.trtllm_source import parse_spec, read_source
+from replay.trtllm_checkout import parse_spec, read_source
 
 
 def test_an_existing_path_with_an_at_sign_is_the_path(tmp_path):

@@ -19,7 +19,8 @@ from replay.config import RunConfig
 from replay.policy import FrameView
 from replay.resolve import resolve_policies, resolve_policy
 from replay.states import RequestState as S
-from replay.trtllm_source import era_of, parse_spec
+from replay.trtllm_checkout import parse_spec
+from replay.trtllm_source import era_of
 
 DISAGG = RunConfig(tp_size=2, disaggregated=True)
 AGG = RunConfig(tp_size=2, disaggregated=False)
