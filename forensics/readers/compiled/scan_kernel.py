@@ -2,12 +2,16 @@
 when that path runs). Module-level functions and constant arrays (the field table's lookup
 arrays built from :mod:`forensics.dataset.log_fields` on import), so numba's cache works; the
 functions that freeze the table are closures over its digest, so the cache is keyed to it."""
+import hashlib
+from pathlib import Path
+
 import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from forensics.readers.compiled import byte_tests, prefix_kernel
 from forensics.readers.compiled.byte_tests import at, digit_run, digits
 from forensics.readers.compiled.prefix_kernel import prefix_shape
 from forensics.readers.native_scan import (
@@ -26,8 +30,14 @@ from forensics.readers.native_scan import (
 # The field table's lookup arrays (native_scan.LOOKUP, built from log_fields): numba freezes
 # them into the compiled code. Its cache keys a function by its bytecode, not by the globals
 # it freezes, so the functions that read them (and those that link them in: ``scan``,
-# ``scan_c``) are closures over the table's digest, which numba's cache key includes.
-TABLE_DIGEST = LOOKUP.digest
+# ``scan_c``) are closures over the table's digest, which numba's cache key includes. The
+# digest takes in the source of the compiled modules they call too: numba's cache checks only
+# the stamp of the file a function is defined in, so an edit of a callee alone would leave the
+# callers' cached code as it was (measured: an edited callee still ran from the old object).
+TABLE_DIGEST = int.from_bytes(hashlib.sha256(b"".join(
+    [str(LOOKUP.digest).encode()] + [Path(m.__file__).read_bytes()
+                                     for m in (byte_tests, prefix_kernel)]
+)).digest()[:8], "little") >> 1
 NAMES = LOOKUP.names
 name_bytes = np.frombuffer("".join(NAMES).encode(), dtype=np.uint8).copy()
 name_off = np.cumsum([0] + [len(n) for n in NAMES]).astype(np.int64)
