@@ -18,7 +18,7 @@ OPTIONAL = tuple(f.name for f in FRAMES if f.name not in FIXED)
 
 @dataclasses.dataclass(frozen=True)
 class FrameColumns:
-    """The columns a run of frame lines contributes to a batch (see ``trace_v1._Builder``).
+    """The columns a run of frame lines contributes to a batch (see ``trace_tables.TraceBuilder``).
 
     Fields:
         line, iter: int64 per frame. rank, num_requests, num_dummies: int32 per frame.

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from forensics.dataset.schema import FRAMES
 from forensics.errors import TraceFormatError
-from forensics.readers import json_scan, stats_json, trace_v1
+from forensics.readers import json_scan, stats_json, trace_tables, trace_v1
 
 from .test_line_accounting import SHARED
 from .test_trace_scan import _BAD, _ODD_OK
@@ -415,14 +415,14 @@ def test_mutated_frame_line_same_outcome(at, ch, how):
     got = json_scan.frames(block, 2, 4)
     if got is None:
         return
-    builder = trace_v1._Builder("t", "t")
+    builder = trace_tables.TraceBuilder("t", "t")
     builder.add_line('{"kind": "run", "format": "adp-trace", "version": 2, "tp_size": 4, '
                      '"pp_size": 1, "max_batch_size": 8, "max_num_active_requests": 8, '
                      '"disaggregated": false, "overlap_scheduler": false, "build": "b"}', 1)
     for k, text in enumerate(block.decode().splitlines()):
         builder.add_line(text, 2 + k)
     ref = builder.flush()
-    builder2 = trace_v1._Builder("t", "t")
+    builder2 = trace_tables.TraceBuilder("t", "t")
     builder2.add_line('{"kind": "run", "format": "adp-trace", "version": 2, "tp_size": 4, '
                       '"pp_size": 1, "max_batch_size": 8, "max_num_active_requests": 8, '
                       '"disaggregated": false, "overlap_scheduler": false, "build": "b"}', 1)
