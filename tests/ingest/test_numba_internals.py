@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from forensics import user_cache
-from forensics.readers import json_scan, native_scan
+from forensics.readers import native_scan
 from forensics.readers.compiled import loader, numba_internals
 from forensics.readers.executor_log import parse_executor_log
 
@@ -76,24 +75,6 @@ def test_the_installed_numba_and_llvmlite_have_what_the_loader_uses():
                 b"\xcf\xfa\xed\xfe", b"\xfe\xed\xfa\xcf")      # ELF, or Mach-O on macOS
     gone = numba_internals.llvmlite_missing(llvm, always=True)
     assert gone == [], numba_internals.changed("llvmlite", gone)
-
-
-@pytest.fixture
-def cold(monkeypatch, tmp_path):
-    """A fresh cache directory for the scanners' objects, no scanner loaded in this process,
-    background builds recorded instead of started; numba's own cache stays the user's, so a
-    compile here is a load from it."""
-    numba_dir = os.environ.get(loader.CACHE_ENV) or str(user_cache.user_cache_dir() / "numba")
-    monkeypatch.setenv(loader.CACHE_ENV, numba_dir)
-    monkeypatch.setattr(loader, "_numba_dir_set", numba_dir)
-    monkeypatch.setenv(user_cache.CACHE_DIR_ENV, str(tmp_path / "cache"))
-    monkeypatch.delenv(native_scan.PATH_ENV, raising=False)
-    monkeypatch.setattr(native_scan, "_kernel", None)
-    monkeypatch.setattr(json_scan, "_kernel", None)
-    monkeypatch.setattr(loader, "_announced", set())
-    started: list[list[str]] = []
-    monkeypatch.setattr(loader.subprocess, "Popen", lambda argv, **k: started.append(argv))
-    return started
 
 
 def _log(tmp_path: Path) -> Path:

@@ -18,24 +18,6 @@ from forensics.readers.compiled import loader
 POPEN = subprocess.Popen
 
 
-@pytest.fixture
-def cold(monkeypatch, tmp_path):
-    """A fresh cache directory for the scanners' objects and no scanner loaded in this
-    process; Popen recorded. numba's own cache stays the user's (what the suite compiled
-    already), set as this module sets it, so that a compile here is a cache load."""
-    numba_dir = os.environ.get(loader.CACHE_ENV) or str(user_cache.user_cache_dir() / "numba")
-    monkeypatch.setenv(loader.CACHE_ENV, numba_dir)
-    monkeypatch.setattr(loader, "_numba_dir_set", numba_dir)
-    monkeypatch.setenv(user_cache.CACHE_DIR_ENV, str(tmp_path / "cache"))
-    monkeypatch.delenv(native_scan.PATH_ENV, raising=False)
-    monkeypatch.setattr(native_scan, "_kernel", None)
-    monkeypatch.setattr(json_scan, "_kernel", None)
-    monkeypatch.setattr(loader, "_announced", set())
-    started = []
-    monkeypatch.setattr(loader.subprocess, "Popen", lambda argv, **k: started.append(argv))
-    return started
-
-
 def test_user_cache_dir_follows_the_convention(monkeypatch, tmp_path):
     monkeypatch.delenv(user_cache.CACHE_DIR_ENV, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
