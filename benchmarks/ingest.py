@@ -149,6 +149,15 @@ def _bench_line(rng: random.Random, it: int, rank: int, variant: str) -> str:
     return pre + ", ".join(body) + ", " + states
 
 
+def _repeat_to_size(f, chunk: str, size_mb: int) -> None:
+    """Write ``chunk`` to ``f`` until at least ``size_mb`` MiB are written (a generator builds one
+    chunk of lines and repeats it: the file is as varied as the chunk)."""
+    written = 0
+    while written < size_mb << 20:
+        f.write(chunk)
+        written += len(chunk)
+
+
 def generate_bench(path: Path, size_mb: int, variant: str, seed: int = 0) -> None:
     """~size_mb of log: a 16 MB unique chunk repeated (iteration numbers continue)."""
     rng = random.Random(seed)
@@ -168,12 +177,8 @@ def generate_bench(path: Path, size_mb: int, variant: str, seed: int = 0) -> Non
         if it % 997 == 0:
             lines.append("[11/30/2026-12:00:01] [TRT-LLM] [RANK 3] [E] Error in event loop: x")
         it += 1
-    chunk = "\n".join(lines) + "\n"
     with open(path, "w") as f:
-        written = 0
-        while written < size_mb << 20:
-            f.write(chunk)
-            written += len(chunk)
+        _repeat_to_size(f, "\n".join(lines) + "\n", size_mb)
         f.write("Traceback (most recent call last):\n"
                 '  File "/usr/lib/python3.12/site-packages/tensorrt_llm/_torch/pyexecutor/'
                 'py_executor.py", line 2101, in _pad_attention_dp_dummy_request\n'
@@ -312,12 +317,8 @@ def generate_varied(path: Path, size_mb: int, seed: int = 0, other_share: float 
                 other += len(item)
                 size += sum(len(x) + 1 for x in item)
         it += 1
-    chunk = "\n".join(lines) + "\n"
     with open(path, "w") as f:
-        written = 0
-        while written < size_mb << 20:
-            f.write(chunk)
-            written += len(chunk)
+        _repeat_to_size(f, "\n".join(lines) + "\n", size_mb)
 
 
 def generate_simulated(path: Path, size_mb: int, variant: str) -> None:
