@@ -70,8 +70,17 @@ def first_seen(rank: np.ndarray, rid: np.ndarray, it: np.ndarray, R: int,
     # int32 when every iteration fits (4 bytes a request, not 8); the values are the same.
     dtype = np.int32 if it.min() >= np.iinfo(np.int32).min and it.max() <= np.iinfo(np.int32).max \
         else np.int64
-    # Request ids are normally unique across ranks: hash the ids alone (no key array), and
-    # fall back to (rank, id) keys only when some id appears on two ranks.
+    # Request ids are normally unique across ranks: key by the ids alone (no key array), and
+    # fall back to (rank, id) keys only when some id appears on two ranks. Ids are normally
+    # dense too (counted up): then an id's code is its offset from the smallest, no hashing
+    # (measured on fleet-1h 32x20000: first_seen 0.6 -> 0.25 s CPU over its 10 windows).
+    dense = _dense_codes(rid)
+    if dense is not None:
+        codes, lo, span = dense
+        owner = np.full(span, -1, np.int64)
+        owner[codes] = rank
+        if _owned(owner, codes, rank):
+            return _first_dense(codes, lo, owner, it, dtype, seen)
     codes, uniques = pd.factorize(rid, sort=False)
     owner = np.full(len(uniques), -1, np.int64)
     owner[codes] = rank
@@ -98,6 +107,34 @@ def first_seen(rank: np.ndarray, rid: np.ndarray, it: np.ndarray, R: int,
     if dtype is np.int32 and (first.min() < np.iinfo(np.int32).min or first.max() > np.iinfo(np.int32).max):
         dtype = np.int64
     return first.astype(dtype)[codes]
+
+
+def _dense_codes(rid: np.ndarray) -> tuple[np.ndarray, int, int] | None:
+    """``(rid - smallest id, smallest id, span)`` when the ids span no more values than there
+    are rows (a table over the span is then no larger than the rows), else None."""
+    lo, hi = int(rid.min()), int(rid.max())
+    if hi - lo >= rid.size:
+        return None
+    return rid.astype(np.int64, copy=False) - np.int64(lo), lo, hi - lo + 1
+
+
+def _first_dense(codes: np.ndarray, lo: int, owner: np.ndarray, it: np.ndarray, dtype,
+                 seen: SeenBefore | None) -> np.ndarray:
+    """:func:`first_seen` of rows whose codes are their ids' offsets (``_dense_codes``), each
+    id on one rank (``owner``)."""
+    big = np.iinfo(np.int64).max
+    first = np.full(owner.size, big, np.int64)
+    np.minimum.at(first, codes, it)
+    used = np.flatnonzero(first != big)
+    got = first[used]
+    if seen is not None:
+        got = seen.update(owner[used], used + np.int64(lo), got)
+    if dtype is np.int32 and (got.min() < np.iinfo(np.int32).min
+                              or got.max() > np.iinfo(np.int32).max):
+        dtype = np.int64
+    out = np.zeros(owner.size, dtype)
+    out[used] = got
+    return out[codes]
 
 
 def _owned(owner: np.ndarray, codes: np.ndarray, rank: np.ndarray) -> bool:

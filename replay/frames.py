@@ -37,7 +37,8 @@ from replay.heap import release_arrow
 from replay.config import RunConfig
 from replay.policy import Policy, Predicate
 from replay.states import (ALL_STATES, CONTEXT_INTENT_STATES, CONTEXT_ONLY_STATES,
-                           GENERATION_ONLY_STATES, RequestState, micro_batch_window, state_index)
+                           GENERATION_ONLY_STATES, NUM_STATES, RequestState, micro_batch_window,
+                           state_index)
 from replay.step import INTENT_CONTEXT, INTENT_GENERATION, INTENT_NONE, StepInputs
 
 
@@ -271,11 +272,24 @@ class RunFrames:
         r_flat = np.zeros(r_iter.size, flat_dtype)
         rok = np.zeros(r_iter.size, bool)
         if I:
+            # Row of each request's iteration: a table over the kept iterations' span when it is
+            # no longer than the requests (a window's), else a binary search (measured on
+            # fleet-1h 32x20000: 0.25 -> 0.03 s CPU over its 10 windows).
+            span = int(kept[-1]) - int(kept[0]) + 1
+            row_of = None
+            if span <= max(r_iter.size, 1 << 16):
+                row_of = np.full(span + 2, -1, flat_dtype)   # -1: not kept (either end: outside)
+                row_of[kept - kept[0] + 1] = np.arange(I, dtype=flat_dtype)
             for a in range(0, r_iter.size, _SLICE):  # slices: no int64 temporaries of N rows
                 it = r_iter[a:a + _SLICE]
-                at = np.minimum(np.searchsorted(kept, it), I - 1)
+                if row_of is not None:
+                    at = np.clip(it - (int(kept[0]) - 1), 0, span + 1)
+                    at = row_of[at]
+                    rok[a:a + it.size] = at >= 0
+                else:
+                    at = np.minimum(np.searchsorted(kept, it), I - 1)
+                    rok[a:a + it.size] = kept[at] == it
                 r_flat[a:a + it.size] = at
-                rok[a:a + it.size] = kept[at] == it
         if not rok.all():
             r_rank, r_id, r_state, r_pos, first, r_iter, r_flat = (
                 a[rok] for a in (r_rank, r_id, r_state, r_pos, first, r_iter, r_flat))
@@ -291,24 +305,25 @@ class RunFrames:
                                                            (r_flat, r_id, r_state, r_pos, first, r_iter))
             del order
         n = I * R
-        n_real = _counts(r_flat, n)
         # Each row's state as a histogram column, once: every count below selects rows by state.
         sidx = state_index(r_state).astype(np.int8)
-        window = micro_batch_window(config.encoder_decoder).mask()
-        window_real = _counts(r_flat, n, lambda a, b: window[sidx[a:b]])
         if first_iter is None:
             first_iter = int(f_iter.min()) if f_iter.size else 0
         is_new = new_on_rank(first, r_iter, first_iter)
-        new_real = _counts(r_flat, n, lambda a, b: is_new[a:b])
-        before = _counts(r_flat, n, lambda a, b: r_state[a:b] < int(RequestState.CONTEXT_INIT))
+        window = micro_batch_window(config.encoder_decoder).mask()
         sched_mask = Predicate.SCHEDULER.mask(config)
-        n_sched = _counts(r_flat, n, lambda a, b: sched_mask[sidx[a:b]])
+        waiting_mask = Predicate.NOT_AWAITING_KV.mask(config)
         ctx_mask = np.r_[sched_mask, False] & _CONTEXT_INTENT   # -1: False, as with np.isin
-        n_ctx = _counts(r_flat, n, lambda a, b: ctx_mask[sidx[a:b]])
+        every = np.ones(1, bool)
+        (n_real, window_real, new_real, before, n_sched, n_not_waiting, n_ctx, ctx_new,
+         gen_new) = _frame_counts(r_flat, sidx, is_new, n, [
+             (every, False), (window, False), (every, True), (_BEFORE_CONTEXT, False),
+             (sched_mask, False), (waiting_mask, False), (ctx_mask, False),
+             (_CONTEXT_ONLY, True), (_GENERATION_ONLY, True)])
+        if (sidx < 0).any():   # an unknown state: whether it is before CONTEXT_INIT is its value's
+            before = _counts(r_flat, n, lambda a, b: r_state[a:b] < int(RequestState.CONTEXT_INIT))
         intent = np.where(n_ctx > 0, INTENT_CONTEXT,
                           np.where(n_sched > 0, INTENT_GENERATION, INTENT_NONE)).astype(np.int8)
-        ctx_new = _counts(r_flat, n, lambda a, b: is_new[a:b] & _CONTEXT_ONLY[sidx[a:b]])
-        gen_new = _counts(r_flat, n, lambda a, b: is_new[a:b] & _GENERATION_ONLY[sidx[a:b]])
         del is_new
         mfs = np.full(n, -1, np.int64)
         if r_flat.size:
@@ -317,6 +332,12 @@ class RunFrames:
         offsets = np.zeros(n + 1, np.int64)
         np.cumsum(n_real, out=offsets[1:])
         shape = (I, R)
+        # sched_real of every predicate, from the counts above (the mask of Predicate.WINDOW is
+        # the micro-batch window's, of ALL every state): no further pass over the requests
+        sched = {Predicate.ALL: n_real, Predicate.WINDOW: window_real,
+                 Predicate.SCHEDULER: n_sched, Predicate.NOT_AWAITING_KV: n_not_waiting}
+        cache = {p: (n_real if p.mask(config).all() else c).reshape(shape)
+                 for p, c in sched.items()}
         return cls(
             run=run, source=source, config=config, iters=kept, dropped_iters=skipped,
             n_real=n_real.reshape(shape), window_real=window_real.reshape(shape),
@@ -333,7 +354,7 @@ class RunFrames:
             line=grid(col("line", -1, np.int64), -1, np.int64),
             req_frame=r_flat, req_id=r_id, req_state=r_state.astype(np.int16, copy=False),
             req_pos=r_pos, req_first=first, req_offsets=offsets, intent=intent.reshape(shape),
-            req_state_index=sidx,
+            req_state_index=sidx, _sched_cache=cache,
             ctx_arrived=(ctx_new.reshape(shape) > 0).any(axis=1) & config.disaggregated,
             gen_arrived=(gen_new.reshape(shape) > 0).any(axis=1) & config.disaggregated)
 
@@ -449,6 +470,8 @@ def _state_lut(states) -> np.ndarray:
 
 
 _CONTEXT_INTENT = _state_lut(CONTEXT_INTENT_STATES)
+#: States before CONTEXT_INIT (an unknown state's row is counted from its value instead).
+_BEFORE_CONTEXT = np.r_[[int(s) < int(RequestState.CONTEXT_INIT) for s in ALL_STATES], False]
 _CONTEXT_ONLY = _state_lut(CONTEXT_ONLY_STATES)
 _GENERATION_ONLY = _state_lut(GENERATION_ONLY_STATES)
 
@@ -532,6 +555,57 @@ def _counts(flat: np.ndarray, n: int, select=None) -> np.ndarray:
         f = flat[a:a + _SLICE]
         out += np.bincount(f if select is None else f[select(a, a + f.size)], minlength=n)
     return out
+
+
+def _frame_counts(flat: np.ndarray, sidx: np.ndarray, is_new: np.ndarray, n: int,
+                  selections: list[tuple[np.ndarray, bool]]) -> list[np.ndarray]:
+    """Per frame, the rows of each selection ``(state mask, new only)``: what
+    ``_counts(flat, n, lambda a, b: mask[sidx[a:b]] & is_new[a:b])`` gives (without ``is_new``
+    when not new only; ``mask[-1]`` for an unknown state, -1), for every selection at once.
+
+    One histogram of the rows by (class, frame), a class being a state column and whether the
+    row is new, then each selection a sum of class rows: one pass over the requests instead of
+    one per count (measured on fleet-1h 32x20000: 0.44 -> 0.2 s CPU over its 10 windows).
+    ``flat`` is sorted (frame order).
+    """
+    S = NUM_STATES
+    outs = [np.zeros(n, np.int64) for _ in selections]
+    if not flat.size:
+        return outs
+    masks = [(np.asarray(mask, bool), new_only) for mask, new_only in selections]
+    # class = 2 * state column + new; an unknown state (-1) is column S
+    column = np.full(256, 2 * S, np.uint8)
+    column[:S] = 2 * np.arange(S, dtype=np.uint8)
+    states = sidx.view(np.uint8)
+    block = 1 << 16
+    for f0 in range(0, n, block):
+        f1 = min(n, f0 + block)
+        a, b = (int(x) for x in np.searchsorted(flat, [f0, f1]))
+        if a == b:
+            continue
+        code = column[states[a:b]]
+        code += is_new[a:b]
+        # only the classes present: a histogram of (class, frame), each class a row
+        present = np.flatnonzero(np.bincount(code, minlength=2 * S + 2))
+        compact = np.zeros(2 * S + 2, np.int64)
+        compact[present] = np.arange(present.size)
+        key = compact[code]
+        del code
+        key *= f1 - f0
+        key += flat[a:b]
+        key -= f0
+        hist = np.bincount(key, minlength=present.size * (f1 - f0)).reshape(present.size, f1 - f0)
+        del key
+        cols, new = present // 2, (present % 2).astype(bool)
+        for out, (m, new_only) in zip(outs, masks):
+            pick = m[np.minimum(cols, m.size - 1)] if m.size > 1 else np.full(cols.size, m[0])
+            pick[cols == S] = m[-1]
+            if new_only:
+                pick &= new
+            rows = np.flatnonzero(pick)
+            if rows.size:
+                out[f0:f1] = hist[rows].sum(axis=0) if rows.size > 1 else hist[rows[0]]
+    return outs
 
 
 def _in_frame_order(flat: np.ndarray, pos: np.ndarray) -> bool:

@@ -122,8 +122,22 @@ def parse_state(value: object) -> RequestState:
     raise UnknownStateError(f"unknown request state {value!r}")
 
 
+def _index_by_int16() -> np.ndarray:
+    """:func:`state_index` of every int16 value, indexed by the value's bits as uint16."""
+    out = np.full(1 << 16, -1, np.int16)
+    for v, i in STATE_INDEX.items():
+        out[np.array(v, np.int16).view(np.uint16)] = i
+    return out
+
+
+#: ``state_index`` of int16 codes (how the replay holds them) is one lookup in this table.
+_INDEX_BY_INT16 = _index_by_int16()
+
+
 def state_index(values: np.ndarray) -> np.ndarray:
     """Map an array of state ints to histogram column indices (vectorised; -1 for unknown)."""
+    if isinstance(values, np.ndarray) and values.dtype == np.int16:
+        return _INDEX_BY_INT16[values.view(np.uint16)]
     lut = np.full(32, -1, dtype=np.int16)
     for v, i in STATE_INDEX.items():
         lut[v + 1] = i  # shift by one so DISAGG_TRANS_ERROR (-1) lands at 0

@@ -1,0 +1,125 @@
+"""The per-frame counts of ``RunFrames`` and the first-seen iterations, against straightforward
+per-request loops: whatever the request ids (dense, sparse, on several ranks) and states
+(known or not), and however the run is cut into windows."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from replay.config import RunConfig
+from replay.first_seen import SeenBefore, first_seen
+from replay.frame_schema import FRAMES
+from replay.frames import RunFrames
+from replay.policy import Predicate
+from replay.states import (ALL_STATES, CONTEXT_ONLY_STATES, GENERATION_ONLY_STATES, RequestState,
+                           micro_batch_window)
+
+KNOWN = [int(s) for s in ALL_STATES]
+
+
+def _run(seed: int, ids: str, unknown: bool, R: int = 3, iters: int = 12):
+    """Frames and real requests of a random run: ``(frame rows, request rows)``."""
+    rng = np.random.default_rng(seed)
+    states = KNOWN + ([5, 99, -7] if unknown else [])
+    frames, reqs = [], []
+    next_id = 1
+    held = [[] for _ in range(R)]
+    for it in range(100, 100 + iters):
+        for r in range(R):
+            held[r] = [q for q in held[r] if rng.random() < 0.7]
+            for _ in range(int(rng.integers(0, 4))):
+                held[r].append(next_id)
+                next_id += 1
+            frames.append((it, r, len(held[r])))
+            for pos, q in enumerate(held[r]):
+                rid = {"dense": q, "sparse": q * 1_000_003 - 5,
+                       "shared": q % 4}[ids]
+                reqs.append((it, r, rid, int(rng.choice(states)), pos))
+    return frames, reqs
+
+
+def _frames_table(rows) -> pa.Table:
+    n = len(rows)
+    cols = {"run": ["r"] * n, "source": ["s"] * n, "line": list(range(1, n + 1)),
+            "iter": [f[0] for f in rows], "rank": [f[1] for f in rows],
+            "num_requests": [f[2] for f in rows], "num_dummies": [0] * n}
+    return pa.table({f.name: pa.array(cols.get(f.name, [None] * n), f.type) for f in FRAMES},
+                    schema=FRAMES)
+
+
+def _requests(rows) -> tuple[np.ndarray, ...]:
+    a = np.array(rows, np.int64).reshape(-1, 5)
+    return (a[:, 0].copy(), a[:, 1].astype(np.int32), a[:, 2].copy(), a[:, 3].astype(np.int16),
+            a[:, 4].astype(np.int32))
+
+
+def _member(mask: np.ndarray, state: int) -> bool:
+    """``mask[state_index(state)]``: an unknown state reads the mask's last entry (-1)."""
+    return bool(mask[KNOWN.index(state)] if state in KNOWN else mask[-1])
+
+
+@pytest.mark.parametrize("ids", ["dense", "sparse", "shared"])
+@pytest.mark.parametrize("unknown", [False, True])
+@pytest.mark.parametrize("cut", [None, [104, 109]])
+def test_counts_equal_a_loop_over_the_requests(ids, unknown, cut):
+    frame_rows, req_rows = _run(7, ids, unknown)
+    config = RunConfig(tp_size=3, pp_size=1, max_batch_size=4, max_num_active_requests=8,
+                       disaggregated=True, overlap_scheduler=False, encoder_decoder=False)
+    R, first_iter = 3, 100
+    # first seen per (rank, id) over the whole run, new at that iteration except the first
+    first: dict = {}
+    for it, r, rid, _, _ in req_rows:
+        first.setdefault((r, rid), it)
+    window = micro_batch_window(False).mask()
+    masks = {p: p.mask(config) for p in Predicate}
+    edges = [100] + (cut or []) + [112]
+    seen = SeenBefore(R)
+    got_first = []
+    for lo, hi in zip(edges, edges[1:]):
+        fr = [f for f in frame_rows if lo <= f[0] < hi]
+        rq = [q for q in req_rows if lo <= q[0] < hi]
+        rf = RunFrames.from_parts("r", "s", config, _frames_table(fr), _requests(rq),
+                                  first_iter=first_iter, seen=seen)
+        got_first.append(rf.req_first)
+        for i, it in enumerate(range(lo, hi)):
+            for r in range(R):
+                mine = [q for q in rq if q[0] == it and q[1] == r]
+                new = [q for q in mine if first[q[1], q[2]] == it and it != first_iter]
+                assert rf.n_real[i, r] == len(mine)
+                assert rf.window_real[i, r] == sum(_member(window, q[3]) for q in mine)
+                assert rf.new_real[i, r] == len(new)
+                assert rf.all_before_ctx[i, r] == (bool(mine) and all(
+                    q[3] < int(RequestState.CONTEXT_INIT) for q in mine))
+                for p, m in masks.items():
+                    assert rf.sched_real(p)[i, r] == sum(_member(m, q[3]) for q in mine), p
+                assert rf.max_first_seen[i, r] == max((first[q[1], q[2]] for q in mine),
+                                                      default=-1)
+        ctx = [int(s) for s in CONTEXT_ONLY_STATES]
+        gen = [int(s) for s in GENERATION_ONLY_STATES]
+        for i, it in enumerate(range(lo, hi)):
+            new = [q for q in rq if q[0] == it and first[q[1], q[2]] == it and it != first_iter]
+            assert rf.ctx_arrived[i] == any(q[3] in ctx for q in new)
+            assert rf.gen_arrived[i] == any(q[3] in gen for q in new)
+    want = [first[q[1], q[2]] for q in req_rows]
+    assert np.concatenate(got_first).tolist() == want
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_first_seen_dense_ids_like_sparse_ones(seed):
+    """Dense ids (keyed by their offset) and the same ids spread apart (hashed) give the same
+    first-seen iterations, window after window."""
+    rng = np.random.default_rng(seed)
+    R, n = 4, 400
+    rank = rng.integers(0, R, n)
+    rid = rng.integers(0, 60, n) * R + rank         # each id on one rank
+    it = np.sort(rng.integers(0, 50, n))
+    cuts = [0, n // 3, n // 2, n]
+    dense, sparse = SeenBefore(R), SeenBefore(R)
+    for a, b in zip(cuts, cuts[1:]):
+        d = first_seen(rank[a:b], rid[a:b], it[a:b], R, dense)
+        s = first_seen(rank[a:b], rid[a:b] * 1_000_003, it[a:b], R, sparse)
+        assert d.tolist() == s.tolist()
+        assert d.dtype == s.dtype
+    whole = first_seen(rank, rid, it, R)
+    assert whole.tolist() == [int(it[(rid == x)].min()) for x in rid]
