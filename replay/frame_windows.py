@@ -64,6 +64,7 @@ class FrameWindows:
         if self.size < 1:
             raise ValueError("window size must be at least one iteration")
         self._first_iter = int(all_iters[0]) if all_iters.size else 0
+        self._all_iters = all_iters
         #: Start of each window (the first one also takes anything before it); ``starts``
         #: chooses them (tests put edges at a crash or inside a leak).
         self._starts = all_iters[::self.size] if starts is None else np.unique(
@@ -108,7 +109,24 @@ class FrameWindows:
         these iterations; the replay never reads a frame built this way.
         """
         wanted = sorted({int(x) for x in iters})
-        return self._read(self._run_filter + [("iter", "in", wanted)], None)
+        # A few stretches of the run's iterations that are all wanted (a timeline's detail
+        # windows): one range read each, row groups chosen by their statistics. An ``in``
+        # filter decodes every row group of the run (measured on fleet-1h 32x100k, 12
+        # stretches of 101 iterations: 1.8 -> 0.2 s CPU); scattered iterations keep it.
+        have = self._all_iters
+        at = np.searchsorted(have, wanted)
+        at = at[(at < have.size) & (have[np.minimum(at, have.size - 1)] == wanted)]
+        stretches = np.split(at, np.flatnonzero(np.diff(at) != 1) + 1) if at.size else []
+        readers = self._range_readers() if 0 < len(stretches) <= _RANGE_READS else None
+        if readers is None:
+            return self._read(self._run_filter + [("iter", "in", wanted)], None)
+        frames, req = [], []
+        for run in stretches:
+            lo = int(have[run[0]])
+            hi = int(have[run[-1] + 1]) if run[-1] + 1 < have.size else None
+            frames.append(readers[0].read(lo, hi))
+            req.append(readers[1].read(lo, hi))
+        return self._build(pa.concat_tables(frames), pa.concat_tables(req), None)
 
     def _read(self, filters: list[tuple], seen: SeenBefore | None) -> RunFrames:
         ds = self._ds
@@ -146,6 +164,8 @@ class FrameWindows:
 
 
 _FRAME_COLUMNS = [c for c in FRAMES.names if c not in ("run", "source")]
+#: Most stretches of iterations :meth:`FrameWindows.at` reads by range (more: one filtered read).
+_RANGE_READS = 16
 
 
 class _IterRangeReader:

@@ -376,6 +376,37 @@ def test_windows_read_by_row_group_like_filtered_reads(order, tmp_path, monkeypa
             assert np.array_equal(getattr(a, name), getattr(b, name)), name
 
 
+def test_frames_at_some_iterations_read_by_range_like_a_filtered_read(tmp_path, monkeypatch):
+    """``FrameWindows.at`` reads a few stretches of iterations by row group (what a timeline's
+    detail windows ask) and holds what one filtered read holds: whole stretches, single and
+    scattered iterations, iterations the run lacks, the first and the last."""
+    import dataclasses
+
+    import numpy as np
+
+    import forensics.dataset.writer as writer
+
+    sample = SAMPLES / "nvbug-6438685" / "trace.jsonl"
+    if not sample.is_file():
+        pytest.skip("no samples")
+    monkeypatch.setattr(writer, "ROW_GROUP_ROWS", 50)    # many row groups
+    ds = as_dataset([sample], cache_dir=tmp_path / "ds")
+    windows = FrameWindows(ds, size=5)
+    its = [int(x) for x in windows.iters]
+    asks = [its[:7], its[3:9] + its[20:24], its[-4:] + [its[-1] + 50], [its[0] - 3],
+            its[::5], [its[10]], its]
+    filtered = FrameWindows(ds, size=5)
+    monkeypatch.setattr(filtered, "_range_readers", lambda: None)
+    for ask in asks:
+        a, b = windows.at(ask), filtered.at(ask)
+        for f in dataclasses.fields(a):
+            x, y = getattr(a, f.name), getattr(b, f.name)
+            if isinstance(x, np.ndarray):
+                assert x.dtype == y.dtype and np.array_equal(x, y), (f.name, ask)
+            elif f.name != "_sched_cache":
+                assert x == y, (f.name, ask)
+
+
 def test_mechanisms_of_a_streamed_replay_read_a_few_iterations(tmp_path):
     """The chain grouped by mechanism is the in-memory one, read from the iterations it names:
     the file of a streamed replay is not read whole (a fleet hour holds millions of rows)."""
