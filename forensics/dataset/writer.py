@@ -246,8 +246,13 @@ class DatasetWriter:
             self._done.append(oldest)
         return f
 
-    def write(self, table: str, data: pa.Table | pa.RecordBatch) -> None:
-        """Append rows (must already have the table's schema, columns in order)."""
+    def write(self, table: str, data: pa.Table | pa.RecordBatch, part: str | None = None) -> None:
+        """Append rows (must already have the table's schema, columns in order).
+
+        ``part``: the partition value of every row (of a table in ``PARTITION_BY``), when the
+        caller built them so: a trace reader's batch is one run's. Else the values are looked
+        up (hashing every row: 0.14 s CPU for 10 M requests, measured).
+        """
         if data.num_rows == 0:
             return
         schema = SCHEMAS[table]
@@ -259,6 +264,8 @@ class DatasetWriter:
             column = PARTITION_BY.get(table)
             if column is None:
                 self._file(table, None).add(data)
+            elif part is not None:
+                self._file(table, part).add(data)
             else:
                 values = pc.unique(data.column(column)).to_pylist()
                 if len(values) == 1:

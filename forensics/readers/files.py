@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from forensics.dataset.schema import META_FILE
+from forensics.dataset.schema import META_FILE, PARTITION_BY
 from forensics.dataset.writer import DatasetWriter
 from forensics.errors import BinaryInputError, InputError, TraceFormatError
 from forensics.output_dir import MANIFEST
@@ -170,6 +170,12 @@ class TraceRuns:
         self._tp: dict[str, int] = {}
         self._current: str | None = None  # run of the trace being read (batches after the first)
 
+    @property
+    def current(self) -> str | None:
+        """The run of the trace being read (its run record's key), once its first batch was
+        checked: every frame and request row of its batches belongs to it."""
+        return self._current
+
     def check(self, tables: Any, source: str) -> None:
         """Check one batch of :func:`~forensics.readers.trace_v1.iter_trace` (the first holds
         the run record; later batches belong to the same run)."""
@@ -237,7 +243,8 @@ def _write_file(writer: DatasetWriter, cand: Candidate, kind: str, traces: Trace
             traces.check(tables, cand.name)
             with CLOCK.stage("dataset write"):
                 for name in ("runs", "frames", "requests", "events", "unparsed"):
-                    writer.write(name, getattr(tables, name))
+                    writer.write(name, getattr(tables, name),
+                                 part=traces.current if name in PARTITION_BY else None)
     elif kind == OTHER_JSON:
         for unparsed, events in read_verbatim(cand.path, cand.name, progress=progress):
             writer.write("unparsed", unparsed)
