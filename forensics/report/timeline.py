@@ -103,7 +103,7 @@ def timeline(result: ReplayResult, *, title: str | None = None) -> dict[str, Any
                                 name="dummies" + (f" {lane + 1}" if lane else "")))
 
     events += _detail_events(result, win)
-    events += _block_events(result, win, block, skips)
+    events += _block_events(result, win, block, skips, lo, hi)
     events += _dummy_events(result, ledger, lane_of, crash, hi)
     for s in skips:
         events.append({"name": "fleet skip (can_queue False)", "cat": "skip", "ph": "i", "s": "g",
@@ -266,13 +266,14 @@ def _detail_events(result: ReplayResult, win: IterWindows) -> list[dict]:
     return out
 
 
-def _block_events(result: ReplayResult, win: IterWindows, block: int,
-                  skips: np.ndarray) -> list[dict]:
+def _block_events(result: ReplayResult, win: IterWindows, block: int, skips: np.ndarray,
+                  lo: int, hi: int) -> list[dict]:
     """Outside the detail windows: one slice and one counter sample per rank per block of
-    ``block`` iterations (blocks never straddle a detail window), with the block's maxima."""
+    ``block`` iterations (blocks never straddle a detail window), with the block's maxima;
+    the decisions' iterations lie within ``lo``..``hi``."""
     starts = np.array([a for a, _ in win.segments], np.int64)
     ends = np.array([b for _, b in win.segments], np.int64)
-    partial = []
+    groups = _BlockMaxima(starts, block, lo, hi, int(result.config.tp_size), 3)
     for df in result.decision_frames(["iter", "rank", "active", "expected", "batch"]):
         it = df["iter"].to_numpy(np.int64)
         seg = np.searchsorted(starts, it, side="right") - 1
@@ -281,32 +282,17 @@ def _block_events(result: ReplayResult, win: IterWindows, block: int,
         if inside.all():
             continue
         keep = ~inside
-        g = pd.DataFrame({"gap": seg[keep] + 1, "block": it[keep] // block,
-                          "rank": df["rank"].to_numpy(np.int64)[keep], "iter": it[keep],
-                          "active": pd.to_numeric(df["active"][keep], errors="coerce"),
-                          "expected": pd.to_numeric(df["expected"][keep], errors="coerce"),
-                          "batch": pd.to_numeric(df["batch"][keep], errors="coerce")})
-        partial.append(g.groupby(["gap", "block", "rank"]).agg(
-            first=("iter", "min"), last=("iter", "max"), n=("iter", "size"),
-            active=("active", "max"), expected=("expected", "max"), batch=("batch", "max")))
-    if not partial:
-        return []
-    agg = pd.concat(partial)
-    agg = agg.groupby(level=[0, 1, 2]).agg(first=("first", "min"), last=("last", "max"),
-                                           n=("n", "sum"), active=("active", "max"),
-                                           expected=("expected", "max"), batch=("batch", "max"))
-    # One slice (and counter sample) per row of ``agg``, from plain lists: a fleet hour has
-    # ranks x MAX_BLOCKS rows, and per-row pandas and NumPy calls cost most of the timeline
+        groups.add(seg[keep] + 1, it[keep], df["rank"].to_numpy(np.int64)[keep],
+                   [_floats(df[c])[keep] for c in ("active", "expected", "batch")])
+    ranks, first, last, n, (act, exp, bat) = groups.result()
+    # One slice (and counter sample) per group, from plain lists: a fleet hour has ranks x
+    # MAX_BLOCKS groups, and per-row pandas and NumPy calls cost most of the timeline
     # (measured on fleet-1h 32x10000: 0.9 s of its 2.6 s CPU).
-    ranks = agg.index.get_level_values(2).to_numpy(np.int64).tolist()
-    first = agg["first"].to_numpy(np.int64)
-    last = agg["last"].to_numpy(np.int64)
     ordered = np.sort(skips)
     n_skips = (np.searchsorted(ordered, last, side="right")
                - np.searchsorted(ordered, first, side="left")).tolist()
-    columns = zip(ranks, first.tolist(), last.tolist(), agg["n"].to_numpy(np.int64).tolist(),
-                  _ints_or_none(agg["active"]), _ints_or_none(agg["expected"]),
-                  _ints_or_none(agg["batch"]), n_skips)
+    columns = zip(ranks.tolist(), first.tolist(), last.tolist(), n.tolist(), _ints_or_none(act),
+                  _ints_or_none(exp), _ints_or_none(bat), n_skips)
     out = []
     for r, a, b, n, active, expected, batch, skipped in columns:
         args = {"iterations": [a, b], "frames": n, "max_active": active,
@@ -321,10 +307,64 @@ def _block_events(result: ReplayResult, win: IterWindows, block: int,
     return out
 
 
-def _ints_or_none(values: pd.Series) -> list[int | None]:
-    """:func:`_num` of every value, at once: ints, None where missing."""
-    missing = values.isna().to_numpy(bool)
-    ints = values.fillna(0).to_numpy(np.int64).tolist() if len(values) else []
+class _BlockMaxima:
+    """Per (gap, block, rank) group of decision rows: the first and last iteration, the rows,
+    and the largest value of some columns (missing values left out; none: NaN), accumulated
+    row group by row group into arrays over the groups that can occur: what a pandas
+    ``groupby(...).agg`` of each row group and again of their concatenation gave, in the same
+    (sorted) order, without the frames.
+
+    A block of iterations lies in the gaps between the detail windows that its first and
+    last iterations are in (``starts``: the windows' first iterations), so the groups are
+    numbered block by block, gap by gap within a block: a few more than blocks x ranks."""
+
+    def __init__(self, starts: np.ndarray, block: int, lo: int, hi: int, ranks: int,
+                 columns: int):
+        self.starts, self.block, self.ranks = starts, block, ranks
+        self.lo = lo // block
+        blocks = np.arange(self.lo, hi // block + 1, dtype=np.int64)
+        self.gap0 = np.searchsorted(starts, blocks * block, side="right")
+        spans = np.searchsorted(starts, (blocks + 1) * block - 1, side="right") - self.gap0 + 1
+        self.offset = np.concatenate([[0], np.cumsum(spans)])
+        size = int(self.offset[-1]) * ranks
+        self.first = np.full(size, np.iinfo(np.int64).max, np.int64)
+        self.last = np.full(size, np.iinfo(np.int64).min, np.int64)
+        self.rows = np.zeros(size, np.int64)
+        self.maxima = [np.full(size, np.nan) for _ in range(columns)]
+
+    def add(self, gap: np.ndarray, it: np.ndarray, rank: np.ndarray,
+            values: list[np.ndarray]) -> None:
+        b = it // self.block - self.lo
+        key = (self.offset[b] + gap - self.gap0[b]) * self.ranks + rank
+        np.minimum.at(self.first, key, it)
+        np.maximum.at(self.last, key, it)
+        self.rows += np.bincount(key, minlength=self.rows.size)
+        for out, v in zip(self.maxima, values):
+            np.fmax.at(out, key, v)
+
+    def result(self):
+        """``(ranks, first, last, rows, [maxima of each column])`` per group with rows, in
+        (gap, block, rank) order."""
+        used = np.flatnonzero(self.rows)
+        rank = used % self.ranks
+        pair = used // self.ranks
+        b = np.searchsorted(self.offset, pair, side="right") - 1
+        gap = self.gap0[b] + pair - self.offset[b]
+        order = np.lexsort((rank, b, gap))
+        used = used[order]
+        return (rank[order], self.first[used], self.last[used], self.rows[used],
+                [m[used] for m in self.maxima])
+
+
+def _floats(values: pd.Series) -> np.ndarray:
+    """A numeric column as float64, NaN where missing (``pd.to_numeric(errors="coerce")``)."""
+    return pd.to_numeric(values, errors="coerce").to_numpy(np.float64, na_value=np.nan)
+
+
+def _ints_or_none(values: np.ndarray) -> list[int | None]:
+    """:func:`_num` of every value (floats holding ints, NaN where missing), at once."""
+    missing = np.isnan(values)
+    ints = np.where(missing, 0, values).astype(np.int64).tolist()
     return [None if m else v for v, m in zip(ints, missing.tolist())]
 
 
