@@ -42,6 +42,7 @@ from replay.walk import (
     WalkState,
     crash_record,
     cut_rows,
+    decides_alike,
     first_divergence,
     replay_notes,
     run_all,
@@ -130,6 +131,9 @@ class StreamReplay:
         self._skipped: list[int] = []
         self._div: Divergence | None = None
         self.crash: Crash | None = None
+        #: The window last decided by :meth:`feed` (``frames, rows, state, crash row,
+        #: digest``), for the streams that :meth:`follow` this one; None once they have.
+        self.decided: tuple | None = None
 
     @property
     def stopped(self) -> bool:
@@ -144,8 +148,24 @@ class StreamReplay:
             walk = walk_fast if self.policy.pad_hook is None else walk_hooked
             crash_row = walk(frames, self.policy, self.config, st, self._carry)
             rows = cut_rows(frames, st, crash_row)
+        self.decided = (frames, rows, st, crash_row, [])
+        self._take(*self.decided)
+
+    def follow(self, frames: RunFrames, lead: StreamReplay) -> None:
+        """Take the window ``lead`` has just decided (:meth:`feed`) as this stream's own: a
+        stream whose policy decides alike (``replay.walk.decides_alike``) is not walked."""
+        if self.stopped or not frames.num_iters:
+            return
+        got, rows, st, crash_row, digest = lead.decided
+        assert got is frames, "follow() takes the window its lead has just decided"
+        self._take(frames, rows, st, crash_row, digest)
+
+    def _take(self, frames: RunFrames, rows: Rows, st: WalkState, crash_row: int | None,
+              digest: list) -> None:
+        """Write, record and ledger a window's decided rows (``digest``: the rows' digest once
+        known, shared by the streams taking them)."""
         with CLOCK.stage("replay write"):
-            self._write_decisions(frames, rows)
+            self._write_decisions(frames, rows, digest)
         with CLOCK.stage("replay decide"):
             self._skipped.extend(skipped_iters(frames, rows))
             if self._div is None:
@@ -156,7 +176,7 @@ class StreamReplay:
         if crash_row is not None:
             self.crash = crash_record(frames, rows, st)
 
-    def _write_decisions(self, frames: RunFrames, rows: Rows) -> None:
+    def _write_decisions(self, frames: RunFrames, rows: Rows, digest: list) -> None:
         """Write the window's decisions, or, when another stream of the replay decided the
         window alike (:class:`SharedWindows`), only note where its rows are."""
         if self._shared is None:
@@ -165,7 +185,9 @@ class StreamReplay:
         iters = frames.iters[:rows.n]
         mine = Piece(self._dec.path, self._dec.rows, rows.n * frames.num_ranks,
                      int(iters[0]), int(iters[-1]))
-        piece = self._shared.claim(_digest(rows.columns), mine)
+        if not digest:
+            digest.append(_digest(rows.columns))
+        piece = self._shared.claim(digest[0], mine)
         self._pieces.append(piece)
         if piece is mine:
             self._dec.write(decisions_arrow(rows.columns))
@@ -348,8 +370,15 @@ def replay_windows(windows: Any, policies: Iterable[Policy | str], directory: st
         else:
             streams[p.name] = [(None, StreamReplay(p, cfg, base, shared))]
     every = [s for group in streams.values() for _, s in group]
+    # Streams whose policies decide alike (replay.walk.decides_alike) are walked once: the
+    # first walks, the others take its rows (on fleet-1h, 24 streams in 15 such groups).
+    groups: dict[Any, list[StreamReplay]] = {}
+    for s in every:
+        key = decides_alike(s.policy, s.config)
+        groups.setdefault(id(s) if key is None else key, []).append(s)
+    leads = list(groups.values())
     total = len(windows)
-    n = max(1, min(threads or usable_cores(), len(every)))
+    n = max(1, min(threads or usable_cores(), len(leads)))
     if any(s.policy.pad_hook is not None for s in every):
         # a hook is Python (it holds the GIL: no gain) and may keep state that the model
         # variants of one policy share (the stand-in executor of real code): never two at once
@@ -358,14 +387,14 @@ def replay_windows(windows: Any, policies: Iterable[Policy | str], directory: st
         for k, frames in enumerate(windows):
             if progress is not None:
                 progress(k, total)
-            for s in every:
-                s.feed(frames)
+            for group in leads:
+                _feed_group(group, frames)
             del frames
             trim()
             if all(s.stopped for s in every):
                 break
     else:
-        _feed_threaded(windows, every, n, progress, total)
+        _feed_threaded(windows, leads, n, progress, total)
     out = {}
     for p in pols:
         group = streams[p.name]
@@ -380,18 +409,28 @@ def replay_windows(windows: Any, policies: Iterable[Policy | str], directory: st
     return out
 
 
-def _feed_released(stream: Any, frames: Any) -> None:
-    stream.feed(frames)
+def _feed_group(group: list, frames: Any) -> None:
+    """A window to a group of streams deciding alike: the first walks it, the others follow."""
+    lead = group[0]
+    lead.feed(frames)
+    for s in group[1:]:
+        s.follow(frames, lead)
+    lead.decided = None
+
+
+def _feed_released(group: list, frames: Any) -> None:
+    _feed_group(group, frames)
     release_arrow()
 
 
-def _feed_threaded(windows: Any, streams: list, n: int, progress, total: int) -> None:
-    """:func:`replay_windows`' loop with ``n`` threads feeding the streams of a window and one
-    reading the next window."""
+def _feed_threaded(windows: Any, groups: list, n: int, progress, total: int) -> None:
+    """:func:`replay_windows`' loop with ``n`` threads feeding the groups of streams of a
+    window and one reading the next window."""
     from concurrent.futures import ThreadPoolExecutor
 
     it = iter(windows)
     end = object()
+    streams = [s for group in groups for s in group]
     predicates = list(dict.fromkeys(s.policy.predicate(s.config) for s in streams))
 
     def read_next():
@@ -412,9 +451,9 @@ def _feed_threaded(windows: Any, streams: list, n: int, progress, total: int) ->
                 break
             if progress is not None:
                 progress(k, total)
-            live = [s for s in streams if not s.stopped]
+            live = [group for group in groups if not group[0].stopped]
             ahead = reader.submit(read_next)
-            for f in [pool.submit(_feed_released, s, frames) for s in live]:
+            for f in [pool.submit(_feed_released, group, frames) for group in live]:
                 f.result()
             del frames
             trim()

@@ -178,6 +178,19 @@ class Carry:
         self.created = np.full(R, -1, np.int64)
 
 
+def decides_alike(pol: Policy, cfg: RunConfig) -> tuple | None:
+    """Everything :func:`walk_fast` reads from a policy and its configuration (through
+    ``RunFrames.inputs`` and ``replay.step.decide``): two policies with the same key decide
+    every row alike, so one walk serves both (``replay.streaming.replay_windows``). None for
+    a policy that is not a plain :class:`~replay.policy.Policy` or has a ``pad_hook`` (its
+    code decides)."""
+    if type(pol) is not Policy or pol.pad_hook is not None:
+        return None
+    return (cfg, pol.predicate(cfg), pol.cap, pol.expected_rule, pol.pads_run(cfg),
+            pol.entry_check, pol.uses_forward_intent(cfg), pol.alloc_failure_for(cfg),
+            pol.prechecks(cfg), pol.postpads(cfg), pol.rolls_back(cfg), pol.dummy_role)
+
+
 def walk_fast(frames: RunFrames, pol: Policy, cfg: RunConfig, st: WalkState,
                carry: Carry | None = None) -> int | None:
     """Decide every row at once, then redo the rows that follow a skip with survivors.
@@ -433,5 +446,6 @@ def first_divergence(frames, o, n, stopped, crashed_row) -> Divergence | None:
     return None  # pragma: no cover
 
 
-__all__ = ["Carry", "Rows", "WalkState", "crash_record", "cut_rows", "first_divergence", "hook_outcomes",
+__all__ = ["Carry", "Rows", "WalkState", "crash_record", "cut_rows", "decides_alike",
+           "first_divergence", "hook_outcomes",
            "replay_notes", "run", "run_all", "skipped_iters", "walk_fast", "walk_hooked"]

@@ -111,6 +111,79 @@ def test_engine_equals_reference_loop(records, name):
     assert_same(replay.run(frames, policy=name), run_reference(frames, policy=name))
 
 
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(traces())
+def test_policies_keyed_alike_replay_alike(records):
+    """Policies (and model variants) that ``replay.walk.decides_alike`` keys alike replay
+    alike: a streamed replay walks one of them for all (``replay.streaming.replay_windows``)."""
+    from replay.model_variants import model_variants
+    from replay.resolve import resolve_policy
+    from replay.walk import decides_alike
+
+    frames = replay.RunFrames.from_records(records)
+    cfg = frames.config
+    groups: dict = {}
+    for name in POLICIES:
+        p = resolve_policy(name)
+        models = p.model_dependent(cfg)
+        for _, c in (model_variants(cfg, models) if models else [(None, cfg)]):
+            groups.setdefault(decides_alike(p, c), []).append((p, c))
+    assert None not in groups
+    for members in groups.values():
+        first = replay.run(frames, members[0][1], members[0][0])
+        for p, c in members[1:]:
+            assert_same(replay.run(frames, c, p), first)
+
+
+def _field_values() -> dict[str, list]:
+    """Every value the catalogue gives each field of a policy that can change its replay (and
+    every member of an enum field), for :func:`test_a_change_the_key_misses_changes_nothing`."""
+    import enum
+
+    from replay.catalogue import CATALOGUE
+    descriptive = {"name", "title", "prs", "notes", "merged", "revision", "source", "pad_hook"}
+    out: dict[str, list] = {}
+    for pol in CATALOGUE.values():
+        for f in dataclasses.fields(pol):
+            if f.name not in descriptive:
+                v = getattr(pol, f.name)
+                values = out.setdefault(f.name, [])
+                if v not in values:
+                    values.append(v)
+                if isinstance(v, enum.Enum):
+                    values += [m for m in type(v) if m not in values]
+                if isinstance(v, bool) and not v in values:
+                    values.append(not v)
+    for values in out.values():
+        if any(isinstance(v, bool) for v in values):
+            values += [b for b in (True, False) if b not in values]
+    return out
+
+
+FIELD_VALUES = _field_values()
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(traces(), st.sampled_from(POLICIES))
+def test_a_change_the_key_misses_changes_nothing(records, name):
+    """A policy with one field changed, keyed alike by ``replay.walk.decides_alike`` (the key
+    misses the change), replays alike: the key holds everything the walk reads."""
+    from replay.model_variants import model_variants
+    from replay.resolve import resolve_policy
+    from replay.walk import decides_alike
+
+    base = resolve_policy(name)
+    frames = replay.RunFrames.from_records(records)
+    cfg = frames.config
+    for field, values in FIELD_VALUES.items():
+        for value in values:
+            other = dataclasses.replace(base, **{field: value})
+            models = tuple(sorted(set(base.model_dependent(cfg)) | set(other.model_dependent(cfg))))
+            for _, c in (model_variants(cfg, models) if models else [(None, cfg)]):
+                if decides_alike(base, c) == decides_alike(other, c):
+                    assert_same(replay.run(frames, c, other), replay.run(frames, c, base))
+
+
 @given(traces(), st.sampled_from(POLICIES))
 def test_replay_is_deterministic(records, name):
     a = replay.run(replay.RunFrames.from_records(records), policy=name)
