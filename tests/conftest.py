@@ -1,4 +1,5 @@
-"""Suite-wide settings: the hypothesis profiles, and the compiled scanners built once per run.
+"""Suite-wide settings: the hypothesis profiles, the compiled scanners built once per run, and
+what the collection imported kept out of the garbage collector's walks.
 
 Every property test takes its number of examples from the loaded profile (none sets its own):
 
@@ -10,6 +11,7 @@ Choose one with ``--hypothesis-profile long`` or ``HYPOTHESIS_PROFILE=long`` (th
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib.util
 import os
 import subprocess
@@ -57,3 +59,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
                   if loader.entry_points(lib, compile="never") is None]
         for build in builds:
             build.wait()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Move every object the collection made (the libraries and test modules imported: ~220,000
+    in a whole run, long-lived) to the permanent generation (``gc.freeze``), as the commands
+    do for their imports (``forensics.cli.process_setup.imports_without_gc``): the collector's
+    full passes during the tests no longer walk them (measured on tests/replay and
+    tests/report: 1.5 s CPU in collections instead of 2.6 s)."""
+    gc.freeze()
