@@ -53,6 +53,7 @@ from replay.era import (
     detect_era,
     find_cap,
     loaded_names,
+    names_read,
 )
 from replay.policy import FrameView, PadOutcome, Policy
 from replay.source_guard import (
@@ -73,15 +74,18 @@ from replay.trtllm_checkout import (
 )
 from replay.lockstep import call_pad, run_fleet
 from replay.standin_executor import (
-    DSV4_MODELS,
-    FEATURE_FLAGS,
-    MODEL_ASSUMPTIONS,
-    SCHEDULER_AWARE_OVERLAP_MODELS,
     STANDIN_EFFECT_METHODS,
     RecordingLogger,
     StandinExecutor,
     StandinScheduler,
     base_namespace,
+)
+from replay.standin_flags import (
+    DSV4_MODELS,
+    FEATURE_FLAGS,
+    MODEL_ASSUMPTIONS,
+    SCHEDULER_AWARE_OVERLAP_MODELS,
+    config_seen,
     model_assumptions,
 )
 
@@ -489,11 +493,14 @@ class SourcePolicy(Policy):
         rollback_probe: ``config -> bool | None`` (:meth:`CompiledSource.rolls_back`); None
             answers defer to the catalogue loop.
         flags_read: executor flags the extracted code reads (for :meth:`assumptions`).
+        names_read: every attribute name and string constant in the extracted functions (the
+            executor's, the scheduler's, module-level ones), for :meth:`config_seen`.
     """
 
     rollback_probe: Optional[Callable[[RunConfig], Optional[bool]]] = dataclasses.field(
         default=None, compare=False, repr=False)
     flags_read: frozenset[str] = frozenset()
+    names_read: frozenset[str] = dataclasses.field(default=frozenset(), repr=False)
 
     def rolls_back(self, config: RunConfig) -> bool:
         answer = self.rollback_probe(config) if self.rollback_probe is not None else None
@@ -515,6 +522,11 @@ class SourcePolicy(Policy):
     def assumptions(self, config: RunConfig) -> list[str]:
         """What the replay of this run had to guess (model gates the run record leaves open)."""
         return model_assumptions(config, set(self.flags_read))
+
+    def config_seen(self, config: RunConfig) -> object:
+        """What the extracted code can tell of ``config``: the stand-in's sizes, transceiver and
+        window, and the flags it names (``replay.standin_flags.config_seen``)."""
+        return config_seen(config, self.names_read)
 
 
 # --------------------------------------------------------------------------- policies
@@ -557,8 +569,11 @@ def policy_from_source(source: SourceText, name: str) -> Policy:
     fields.update(name=name, title=f"TensorRT-LLM source {source.label}", notes=" | ".join(notes),
                   pad_hook=compiled.pad_hook(), source=f"{source.label} [era: {base.name}]",
                   cap=era.cap)
+    everything = [*extracted.methods.values(), *extracted.module_functions.values(),
+                  *extracted.scheduler_methods.values(), *extracted.scheduler_functions.values()]
     return SourcePolicy(**fields, rollback_probe=compiled.rolls_back,
-                        flags_read=frozenset(read & set(FEATURE_FLAGS)))
+                        flags_read=frozenset(read & set(FEATURE_FLAGS)),
+                        names_read=frozenset().union(*map(names_read, everything)))
 
 
 def era_of(policy: Policy) -> Optional[str]:
