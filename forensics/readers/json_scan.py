@@ -86,7 +86,7 @@ PROTOTYPES = {name: ctypes.CFUNCTYPE(ctypes.c_int64, *(ctypes.c_int64 if c == "i
 #: them once per install, later processes load them without numba. Keyed by the source of
 #: every file whose code or tables the compiled kernels hold.
 LIBRARY = Library("json", "forensics.readers.compiled.json_kernel",
-                  ("json_kernel.py", "../json_scan.py"), PROTOTYPES,
+                  ("json_kernel.py", "json_tokens.py", "../json_scan.py"), PROTOTYPES,
                   "JSON Lines scanner")
 
 _kernel = None
@@ -179,7 +179,7 @@ _TRACE: _TraceTables | None = None
 
 def word_table(names) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``names`` (each followed by its closing quote) as little-endian 8-byte words for
-    ``json_kernel.name_here``: (words, first word of each name, length of each with the quote)."""
+    ``json_tokens.name_here``: (words, first word of each name, length of each with the quote)."""
     words, woffs, lens = [], [0], []
     for name in names:
         raw = name.encode() + b'"'

@@ -1,8 +1,8 @@
 """The compiled kernels of the big-input readers and their loader.
 
 Contract. A kernel (:mod:`.scan_kernel` for executor logs, :mod:`.json_kernel` for stats and
-trace JSON Lines, the log scanner with the compiled helpers it inlines: :mod:`.byte_tests`,
-:mod:`.prefix_kernel`) is a set of numba ``cfunc`` entry points over raw
+trace JSON Lines, each with the compiled helpers it inlines: :mod:`.byte_tests`,
+:mod:`.prefix_kernel`, :mod:`.json_tokens`) is a set of numba ``cfunc`` entry points over raw
 pointers: each takes one block of whole lines (bytes) and output arrays its caller allocated,
 allocates nothing, raises nothing and runs without the GIL, and returns a status or a count
 after filling the arrays with what it read with certainty; whatever it does not take (a line,
@@ -14,7 +14,8 @@ arrays into Arrow rows belongs to its reader (:mod:`forensics.readers.native_sca
 once per machine and saves its object code in the per-user cache directory (:mod:`.cache_dirs`:
 :func:`forensics.user_cache.user_cache_dir`, under ``native/``; or into ``_prebuilt/`` here with
 ``python -m forensics.readers.prebuild``), keyed by the source of every file its code comes
-from, llvmlite's version and the CPU (:mod:`.library`); later processes load (:mod:`.loader`) the shared
+from, llvmlite's version and the CPU (:mod:`.library`; numba's own cache is keyed to the
+callees' source too: :mod:`.cache_digest`); later processes load (:mod:`.loader`) the shared
 library a build links from it when a C compiler driver is there (``ctypes`` alone: no LLVM,
 ~1 ms), else link that object with llvmlite, without importing numba. What the loader takes
 from numba's internals is pinned to the versions it was checked against in
