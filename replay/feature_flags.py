@@ -1,12 +1,12 @@
-"""The executor flags a run configuration sets on the stand-in, and what code can tell of it.
+"""The stand-in executor's feature flags: each era's switches at their upstream defaults for a
+run, and the model gates behind them (PR #16279: DeepSeek-V4 only; PR #16921: the model and the
+overlap scheduler).
 
-Later eras gate the pad step on executor attributes (``_enable_adp_dummy_fixes``, PR #16921;
-``_enable_dsv4_adp_dummy_fixes``, PR #16279; ``dkv_enabled``, later main). The stand-in
-(``replay.standin_executor``) sets them at their upstream defaults for the run
-(:func:`feature_flags`); :func:`model_assumptions` says what had to be guessed when the run
-record names no model; :func:`config_seen` is everything extracted code reading a given set of
-attribute names can tell of a configuration (the explorer shares the searches of configurations
-real code cannot tell apart).
+The model comes from the run record (``RunConfig.model_arch``); when it is unknown the gated
+fixes are assumed on, and :func:`model_assumptions` says so in a ``trtllm:`` policy's results.
+:func:`config_seen` is everything code reading a given set of the stand-in's attributes can
+tell of a configuration (the explorer shares the searches of configurations real code cannot
+tell apart).
 """
 from __future__ import annotations
 
@@ -105,6 +105,7 @@ def model_assumptions(config: RunConfig, read: set[str]) -> list[str]:
         out.append(f"{flag}: {text} (the run record names no model_arch)")
     return out
 
+
 #: Names of :func:`feature_flags`, for documentation and tests.
 FEATURE_FLAGS = tuple(feature_flags(RunConfig(tp_size=1)))
 
@@ -120,7 +121,7 @@ def config_seen(config: RunConfig, names: Iterable[str]) -> tuple:
 
     The stand-in derives from the configuration only its sizes (``dist``, the cap,
     ``max_batch_size``), attention DP, the transceiver (disaggregated serving), the scheduler
-    window (encoder-decoder) and the :func:`feature_flags` (``replay.standin_executor``); the
+    window (encoder-decoder) and the :func:`feature_flags` (``replay.standin_executor``, ``replay.collectives``); the
     flags are compared only where the code reads them. Code reading the stand-in's ``config`` or
     ``frame`` sees the whole configuration.
 
@@ -138,7 +139,3 @@ def config_seen(config: RunConfig, names: Iterable[str]) -> tuple:
     return (config.tp_size, config.pp_size, config.cap, config.max_batch_size,
             config.enable_attention_dp, config.disaggregated, config.encoder_decoder,
             tuple(sorted((n, flags[n]) for n in names if n in flags)))
-
-
-__all__ = ["DSV4_MODELS", "FEATURE_FLAGS", "MODEL_ASSUMPTIONS", "SCHEDULER_AWARE_OVERLAP_MODELS",
-           "WHOLE_CONFIG_ATTRS", "config_seen", "feature_flags", "model_assumptions", "model_in"]
