@@ -83,8 +83,8 @@ PORTABLE_CPU = "generic"
 _HERE = Path(__file__).resolve().parent
 #: Objects built ahead of use (:mod:`forensics.readers.prebuild`), inside the installed package.
 PREBUILT_DIR = _HERE / "_prebuilt"
-_SOURCES = ("scan_kernel.py", "byte_tests.py", "prefix_kernel.py", "../native_scan.py",
-            "../../dataset/log_fields.py")
+_SOURCES = ("scan_kernel.py", "byte_tests.py", "decimal_kernel.py", "prefix_kernel.py",
+            "../native_scan.py", "../../dataset/log_fields.py")
 
 # Definitions of the symbols numba's cfunc wrappers take from numba's own libraries. The
 # wrapper calls them only when the kernel returned an error status (its code has none to

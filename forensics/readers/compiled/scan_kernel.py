@@ -11,8 +11,9 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from forensics.readers.compiled import byte_tests, prefix_kernel
+from forensics.readers.compiled import byte_tests, decimal_kernel, prefix_kernel
 from forensics.readers.compiled.byte_tests import at, digit_run, digits
+from forensics.readers.compiled.decimal_kernel import nearest_double
 from forensics.readers.compiled.prefix_kernel import prefix_shape
 from forensics.readers.native_scan import (
     I_ITER,
@@ -36,7 +37,7 @@ from forensics.readers.native_scan import (
 # callers' cached code as it was (measured: an edited callee still ran from the old object).
 TABLE_DIGEST = int.from_bytes(hashlib.sha256(b"".join(
     [str(LOOKUP.digest).encode()] + [Path(m.__file__).read_bytes()
-                                     for m in (byte_tests, prefix_kernel)]
+                                     for m in (byte_tests, decimal_kernel, prefix_kernel)]
 )).digest()[:8], "little") >> 1
 NAMES = LOOKUP.names
 name_bytes = np.frombuffer("".join(NAMES).encode(), dtype=np.uint8).copy()
@@ -365,9 +366,13 @@ def _line_for(table_digest):
                     if at(buf, w + j) != unit_bytes[uo + j]:
                         return -1
                 w += ul
-                if nd <= 18 and m < 9007199254740992 and frac <= 22:
+                exact = nd <= 18 and m < 9007199254740992 and frac <= 22
+                if exact:
                     floats[fc, k] = m / pow10[frac]
-                else:
+                elif nd <= 18:   # repr's 17 digits: the correctly rounded double
+                    exact, v = nearest_double(m, -frac)
+                    floats[fc, k] = v
+                if not exact:
                     fneed[fc, k] = True
                     fspan[2 * fc, k] = q
                     fspan[2 * fc + 1, k] = u
