@@ -74,6 +74,15 @@ def _words(text: bytes) -> tuple[list[int], list[int]]:
 
 name_word = np.array([_words(n.encode())[0] for n in NAMES], dtype=np.uint64)
 name_mask = np.array([_words(n.encode())[1] for n in NAMES], dtype=np.uint64)
+#: The codes of the names by their first byte: ``first_code[b]`` the first (-1: none),
+#: ``next_code[c]`` the next after ``c`` with the same first byte (-1: none). A line whose
+#: fields come in another order than the last line's tries one or two names, not all.
+first_code = np.full(256, -1, np.int64)
+next_code = np.full(max(n_names, 1), -1, np.int64)
+for _c in range(n_names - 1, -1, -1):
+    _b = NAMES[_c].encode()[0]
+    next_code[_c] = first_code[_b]
+    first_code[_b] = _c
 prefix_mid = np.frombuffer(b"] [TRT-LLM] [RANK ", dtype=np.uint8).copy()
 iter_head = np.frombuffer(b"iter = ", dtype=np.uint8).copy()
 na = np.frombuffer(b"N/A", dtype=np.uint8).copy()
@@ -260,7 +269,19 @@ def _line_for(table_digest):
                         code = -1
                     if code >= 0:
                         q += ln
-            if code < 0:
+            if code < 0 and q + 24 <= n:   # the names of this first byte, compared
+                c = first_code[at(buf, q)]
+                while c >= 0:
+                    ln = name_off[c + 1] - name_off[c]
+                    if same_name(buf, q, c) and not (97 <= at(buf, q + ln) <= 122
+                                                     or at(buf, q + ln) == 95):
+                        code = c
+                        q += ln
+                        break
+                    c = next_code[c]
+                if code < 0:
+                    return -1
+            if code < 0:   # near the block's end: the name's letters, then each name
                 a = q
                 while q < n and (97 <= at(buf, q) <= 122 or at(buf, q) == 95):
                     q += 1
