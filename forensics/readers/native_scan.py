@@ -65,6 +65,11 @@ BLOCK_BYTES = 16 << 20
 
 # integer rows of ``ints`` not from the field table: ``iter``, the prefix's rank and time
 I_ITER, I_PRANK, I_LOGT = range(3)
+#: The compiled scan's scratch (int64): the field code of each of the last fast line's first
+#: ``PAIRS`` pairs, then the byte offset and value of the last prefix time and of the last
+#: ``timestamp`` read (lines of a log share them for a second: compared, not read again).
+PAIRS = 32
+SCRATCH = PAIRS + 4
 #: Kind codes of :attr:`Lookup.kind` (index in :data:`~forensics.dataset.log_fields.KINDS`).
 K_INT, K_DECIMAL, K_TIME, K_RATIO = (log_fields.KINDS.index(k) for k in (
     log_fields.INT, log_fields.DECIMAL, log_fields.TIME, log_fields.RATIO))
@@ -269,7 +274,7 @@ def _scan(entry, block: bytes | bytearray, buf: np.ndarray, cap: int) -> Scan | 
     fneed = np.empty((N_FLOATS, cap), np.bool_)
     fmt = np.empty(cap, np.uint8)
     sev = np.empty(cap, np.uint8)
-    pred = np.full(32, -1, np.int64)
+    pred = np.full(SCRATCH, -1, np.int64)
     out = np.zeros(2, np.int64)
     shape = np.empty(cap, np.uint8)
     boff = np.empty(cap, np.int64)

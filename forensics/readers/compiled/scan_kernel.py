@@ -25,6 +25,8 @@ from forensics.readers.native_scan import (
     LOOKUP,
     N_FLOATS,
     N_INTS,
+    PAIRS,
+    SCRATCH,
     SEVERITIES,
 )
 
@@ -112,6 +114,14 @@ def same_name(buf, q, c):
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def same_time(buf, a, b):
+    """Whether the 19 bytes of a time at ``a`` are those at ``b`` (``a + 19 <= len(buf)``)."""
+    return load_u64(buf, a) == load_u64(buf, b) and load_u64(buf, a + 8) == load_u64(buf, b + 8) \
+        and at(buf, a + 16) == at(buf, b + 16) and at(buf, a + 17) == at(buf, b + 17) \
+        and at(buf, a + 18) == at(buf, b + 18)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def time_fields(buf, p, n, widths, seps):
     """(ok, six numbers, position after) of a time of fixed-width fields ``widths`` joined by
     the bytes ``seps`` (-1: none after that field)."""
@@ -183,7 +193,8 @@ def _line_for(table_digest):
         newline, or ``n``) when it is a fast line, else -1 (nothing of row ``k`` is used then).
 
         ``pred`` holds the field code of each pair in the last fast line: tried first (lines of a
-        log share one layout), a full look-up only when it differs.
+        log share one layout), a look-up by first byte only when it differs; then the last
+        times read (``native_scan.SCRATCH``): the same 19 bytes are the same time.
 
         Every test is on a byte class, so no test reads past the line's newline as if it were
         part of the line; the value grammars are exact and each value must end at a separator.
@@ -192,12 +203,19 @@ def _line_for(table_digest):
         # ---- prefix: [MM/DD/YYYY-HH:MM:SS] [TRT-LLM] [RANK n] [S]
         if p + 53 > n or at(buf, p) != 91:
             return -1
-        ok, mo, dd, yy, hh, mi, ss, q = time_fields(buf, p + 1, n, prefix_widths, prefix_seps)
-        if not ok:
-            return -1
-        t = epoch_us(yy, mo, dd, hh, mi, ss)
-        if t < 0:
-            return -1
+        if pred[PAIRS] >= 0 and same_time(buf, p + 1, pred[PAIRS]):
+            t = pred[PAIRS + 1]
+            q = p + 20
+        else:
+            ok, mo, dd, yy, hh, mi, ss, q = time_fields(buf, p + 1, n, prefix_widths,
+                                                        prefix_seps)
+            if not ok:
+                return -1
+            t = epoch_us(yy, mo, dd, hh, mi, ss)
+            if t < 0:
+                return -1
+            pred[PAIRS] = p + 1
+            pred[PAIRS + 1] = t
         for j in range(len(prefix_mid)):
             if at(buf, q + j) != prefix_mid[j]:
                 return -1
@@ -259,7 +277,7 @@ def _line_for(table_digest):
                     return -1
                 q += 1
             code = -1
-            if pair < len(pred) and pred[pair] >= 0:   # the last line's name here, compared
+            if pair < PAIRS and pred[pair] >= 0:   # the last line's name here, compared
                 c = pred[pair]
                 o = name_off[c]
                 ln = name_off[c + 1] - o
@@ -301,7 +319,7 @@ def _line_for(table_digest):
             if code < 0 or (code >= state_first) != in_states or (seen >> code) & 1:
                 return -1
             seen |= 1 << code
-            if pair < len(pred):
+            if pair < PAIRS:
                 pred[pair] = code
             pair += 1
             if in_states:
@@ -323,12 +341,18 @@ def _line_for(table_digest):
                 and ends_value(buf, q + 3, n, in_states)
             kc = kind[code]
             if kc == K_TIME:               # YYYY-MM-DD HH:MM:SS
-                ok, y2, m2, d2, h2, n2, s2, w = time_fields(buf, q, n, iso_widths, iso_seps)
-                if not ok:
-                    return -1
-                t2 = epoch_us(y2, m2, d2, h2, n2, s2)
-                if t2 < 0:
-                    return -1
+                if pred[PAIRS + 2] >= 0 and q + 19 <= n and same_time(buf, q, pred[PAIRS + 2]):
+                    t2 = pred[PAIRS + 3]
+                    w = q + 19
+                else:
+                    ok, y2, m2, d2, h2, n2, s2, w = time_fields(buf, q, n, iso_widths, iso_seps)
+                    if not ok:
+                        return -1
+                    t2 = epoch_us(y2, m2, d2, h2, n2, s2)
+                    if t2 < 0:
+                        return -1
+                    pred[PAIRS + 2] = q
+                    pred[PAIRS + 3] = t2
                 ints[int_row[code], k] = t2
                 valid[int_row[code], k] = True
                 q = w
@@ -434,10 +458,11 @@ def _scan_for(table_digest):
         line has only bytes its grammar names; the other lines' bytes set ``odd``: 1 for a ``\\r``
         or NUL, 2 for a byte >= 0x80 (the caller checks the UTF-8). Per line, what
         :func:`prefix_shape` reads of the prefix of a line not taken (``shape`` 0 for a fast
-        one): ``shape``, ``boff``, ``lrank``, ``lsev``. ``pred``
-        (int64, filled with -1) is scratch: no allocation here, so the compiled code needs no
-        runtime (see :mod:`forensics.readers.compiled.loader`). Lines -1 when ``buf`` has more
-        lines than the outputs have rows (the caller then counts them and calls again)."""
+        one): ``shape``, ``boff``, ``lrank``, ``lsev``. ``pred`` (int64,
+        ``native_scan.SCRATCH`` of them, filled with -1) is scratch: no allocation here, so the
+        compiled code needs no runtime (see :mod:`forensics.readers.compiled.loader`). Lines -1
+        when ``buf`` has more lines than the outputs have rows (the caller then counts them and
+        calls again)."""
         table_digest  # noqa: B018 (a closure cell: keys numba's cache to the table)
         n = len(buf)
         cap = len(starts)
@@ -505,7 +530,8 @@ def _scan_c_for(table_digest):
                     numba.carray(ints, (N_INTS, cap)), numba.carray(floats, (N_FLOATS, cap)),
                     numba.carray(valid, (N_INTS + N_FLOATS, cap)),
                     numba.carray(fspan, (2 * N_FLOATS, cap)), numba.carray(fneed, (N_FLOATS, cap)),
-                    numba.carray(fmt, (cap,)), numba.carray(sev, (cap,)), numba.carray(pred, (32,)),
+                    numba.carray(fmt, (cap,)), numba.carray(sev, (cap,)),
+                    numba.carray(pred, (SCRATCH,)),
                     numba.carray(shape, (cap,)), numba.carray(boff, (cap,)),
                     numba.carray(lrank, (cap,)), numba.carray(lsev, (cap,)))
         o = numba.carray(out, (2,))
