@@ -25,9 +25,10 @@ signs, exponents, other prefixes, wrappers, events) is not fast. A block holding
 NUL bytes, invalid UTF-8 or Docker records is not scanned at all.
 
 Decimals are exact: ``m / 10**k`` with ``m < 2**53`` and ``k <= 22`` is one correctly rounded
-IEEE division (Clinger's fast path), the same double as any correct decimal reader; other
-decimals (17 significant digits, as ``repr`` prints) are marked and the caller casts their text
-with Arrow, as the reference does.
+IEEE division (Clinger's fast path), the same double as any correct decimal reader; up to 18
+digits (17 significant, as ``repr`` prints) and 27 decimals the kernel computes the nearest
+double itself (:mod:`~forensics.readers.compiled.decimal_kernel`); longer decimals are marked
+and the caller casts their text with Arrow, as the reference does.
 
 ``FORENSICS_INGEST_PATH=reference`` in the environment turns this path off (the reference path
 reads everything; the tests compare both), ``=native`` uses it for small inputs too. Without
