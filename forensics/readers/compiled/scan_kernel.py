@@ -25,7 +25,6 @@ from forensics.readers.native_scan import (
     LOOKUP,
     N_FLOATS,
     N_INTS,
-    PAIRS,
     SCRATCH,
     SEVERITIES,
 )
@@ -77,8 +76,10 @@ def _words(text: bytes) -> tuple[list[int], list[int]]:
 name_word = np.array([_words(n.encode())[0] for n in NAMES], dtype=np.uint64)
 name_mask = np.array([_words(n.encode())[1] for n in NAMES], dtype=np.uint64)
 #: The codes of the names by their first byte: ``first_code[b]`` the first (-1: none),
-#: ``next_code[c]`` the next after ``c`` with the same first byte (-1: none). A line whose
-#: fields come in another order than the last line's tries one or two names, not all.
+#: ``next_code[c]`` the next after ``c`` with the same first byte (-1: none): a name is found
+#: by comparing one or two names, not all. (Trying first the name the last line had at the same
+#: place measured no faster on a log of fixed field order, and 7% slower on the varied log of
+#: benchmarks/ingest.py, whose order changes every line.)
 first_code = np.full(256, -1, np.int64)
 next_code = np.full(max(n_names, 1), -1, np.int64)
 for _c in range(n_names - 1, -1, -1):
@@ -188,13 +189,12 @@ def _line_for(table_digest):
     """:func:`line` for the table of ``table_digest`` (see ``TABLE_DIGEST``)."""
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")
-    def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
+    def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, scratch):
         """Read the line starting at ``p`` into row ``k``. Returns the offset of its end (its
         newline, or ``n``) when it is a fast line, else -1 (nothing of row ``k`` is used then).
 
-        ``pred`` holds the field code of each pair in the last fast line: tried first (lines of a
-        log share one layout), a look-up by first byte only when it differs; then the last
-        times read (``native_scan.SCRATCH``): the same 19 bytes are the same time.
+        A name is looked up by its first byte (one or two names compared). ``scratch`` holds
+        the last times read (``native_scan.SCRATCH``): the same 19 bytes are the same time.
 
         Every test is on a byte class, so no test reads past the line's newline as if it were
         part of the line; the value grammars are exact and each value must end at a separator.
@@ -203,8 +203,8 @@ def _line_for(table_digest):
         # ---- prefix: [MM/DD/YYYY-HH:MM:SS] [TRT-LLM] [RANK n] [S]
         if p + 53 > n or at(buf, p) != 91:
             return -1
-        if pred[PAIRS] >= 0 and same_time(buf, p + 1, pred[PAIRS]):
-            t = pred[PAIRS + 1]
+        if scratch[0] >= 0 and same_time(buf, p + 1, scratch[0]):
+            t = scratch[1]
             q = p + 20
         else:
             ok, mo, dd, yy, hh, mi, ss, q = time_fields(buf, p + 1, n, prefix_widths,
@@ -214,8 +214,8 @@ def _line_for(table_digest):
             t = epoch_us(yy, mo, dd, hh, mi, ss)
             if t < 0:
                 return -1
-            pred[PAIRS] = p + 1
-            pred[PAIRS + 1] = t
+            scratch[0] = p + 1
+            scratch[1] = t
         for j in range(len(prefix_mid)):
             if at(buf, q + j) != prefix_mid[j]:
                 return -1
@@ -251,7 +251,6 @@ def _line_for(table_digest):
         seen = 0
         in_states = False
         f = 0   # the format: the newest the fields so far imply
-        pair = 0
         while True:
             # ---- what follows a value: the end, "}" + end (states), or ", " and a name
             if eol(buf, q, n):
@@ -277,17 +276,7 @@ def _line_for(table_digest):
                     return -1
                 q += 1
             code = -1
-            if pair < PAIRS and pred[pair] >= 0:   # the last line's name here, compared
-                c = pred[pair]
-                o = name_off[c]
-                ln = name_off[c + 1] - o
-                if q + 24 <= n:   # (else the full look-up below)
-                    code = c if same_name(buf, q, c) else -1
-                    if code >= 0 and (97 <= at(buf, q + ln) <= 122 or at(buf, q + ln) == 95):
-                        code = -1
-                    if code >= 0:
-                        q += ln
-            if code < 0 and q + 24 <= n:   # the names of this first byte, compared
+            if q + 24 <= n:   # the names of this first byte, compared
                 c = first_code[at(buf, q)]
                 while c >= 0:
                     ln = name_off[c + 1] - name_off[c]
@@ -319,9 +308,6 @@ def _line_for(table_digest):
             if code < 0 or (code >= state_first) != in_states or (seen >> code) & 1:
                 return -1
             seen |= 1 << code
-            if pair < PAIRS:
-                pred[pair] = code
-            pair += 1
             if in_states:
                 if q >= n or at(buf, q) != 39:
                     return -1
@@ -341,8 +327,8 @@ def _line_for(table_digest):
                 and ends_value(buf, q + 3, n, in_states)
             kc = kind[code]
             if kc == K_TIME:               # YYYY-MM-DD HH:MM:SS
-                if pred[PAIRS + 2] >= 0 and q + 19 <= n and same_time(buf, q, pred[PAIRS + 2]):
-                    t2 = pred[PAIRS + 3]
+                if scratch[2] >= 0 and q + 19 <= n and same_time(buf, q, scratch[2]):
+                    t2 = scratch[3]
                     w = q + 19
                 else:
                     ok, y2, m2, d2, h2, n2, s2, w = time_fields(buf, q, n, iso_widths, iso_seps)
@@ -351,8 +337,8 @@ def _line_for(table_digest):
                     t2 = epoch_us(y2, m2, d2, h2, n2, s2)
                     if t2 < 0:
                         return -1
-                    pred[PAIRS + 2] = q
-                    pred[PAIRS + 3] = t2
+                    scratch[2] = q
+                    scratch[3] = t2
                 ints[int_row[code], k] = t2
                 valid[int_row[code], k] = True
                 q = w
@@ -451,14 +437,14 @@ def _scan_for(table_digest):
     """:func:`scan` for the table of ``table_digest`` (see ``TABLE_DIGEST``)."""
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")
-    def scan(buf, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev, pred,
+    def scan(buf, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev, scratch,
              shape, boff, lrank, lsev):
         """Split ``buf`` into lines (starts/ends, newline excluded) and read the fast ones;
         returns (lines, fast rows, odd). Row ``k`` of the outputs is line ``fast_line[k]``. A fast
         line has only bytes its grammar names; the other lines' bytes set ``odd``: 1 for a ``\\r``
         or NUL, 2 for a byte >= 0x80 (the caller checks the UTF-8). Per line, what
         :func:`prefix_shape` reads of the prefix of a line not taken (``shape`` 0 for a fast
-        one): ``shape``, ``boff``, ``lrank``, ``lsev``. ``pred`` (int64,
+        one): ``shape``, ``boff``, ``lrank``, ``lsev``. ``scratch`` (int64,
         ``native_scan.SCRATCH`` of them, filled with -1) is scratch: no allocation here, so the
         compiled code needs no runtime (see :mod:`forensics.readers.compiled.loader`). Lines -1
         when ``buf`` has more lines than the outputs have rows (the caller then counts them and
@@ -473,7 +459,7 @@ def _scan_for(table_digest):
         while p < n:
             if i == cap:
                 return -1, k, odd
-            e = line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sev, pred)
+            e = line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sev, scratch)
             if e >= 0:
                 fast_line[k] = i
                 k += 1
@@ -522,7 +508,7 @@ def _scan_c_for(table_digest):
 
     @numba.cfunc(SCAN_SIG, cache=True, nogil=True, error_model="numpy")
     def scan_c(buf, n, cap, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev,
-               pred, out, shape, boff, lrank, lsev):
+               scratch, out, shape, boff, lrank, lsev):
         """:func:`scan` over raw pointers (arrays of ``cap`` rows); fast rows and odd to out."""
         table_digest  # noqa: B018 (a closure cell: keys numba's cache to the table)
         i, k, odd = scan(numba.carray(buf, (n,)), numba.carray(starts, (cap,)),
@@ -531,7 +517,7 @@ def _scan_c_for(table_digest):
                     numba.carray(valid, (N_INTS + N_FLOATS, cap)),
                     numba.carray(fspan, (2 * N_FLOATS, cap)), numba.carray(fneed, (N_FLOATS, cap)),
                     numba.carray(fmt, (cap,)), numba.carray(sev, (cap,)),
-                    numba.carray(pred, (SCRATCH,)),
+                    numba.carray(scratch, (SCRATCH,)),
                     numba.carray(shape, (cap,)), numba.carray(boff, (cap,)),
                     numba.carray(lrank, (cap,)), numba.carray(lsev, (cap,)))
         o = numba.carray(out, (2,))
