@@ -4,10 +4,10 @@ and ``trtllm:installed``.
 The source file is never imported. It is parsed with :mod:`ast`; only the function definitions
 the pad step needs are compiled and executed (no module-level statement, class body, base-class
 or metaclass expression of the file ever runs), in a namespace of stand-ins
-(``replay.standin_executor``), never the source's globals. Resolving a policy runs nothing from
-the source (issue #14 item 6, ``replay.source_guard``): a non-literal default is refused with its
-name and line, decorators are never evaluated (the known ones come from the stand-in) and
-annotations are removed. Replaying *does* run the extracted bodies, as the user, like ``git
+(``replay.standin_namespace``, ``self`` a ``replay.standin_executor``), never the source's
+globals. Resolving a policy runs nothing from the source (issue #14 item 6,
+``replay.source_guard``): a non-literal default is refused with its name and line, decorators
+are never evaluated (the known ones come from the stand-in) and annotations are removed. Replaying *does* run the extracted bodies, as the user, like ``git
 bisect run`` runs the tree it checks out: the stand-in namespace is not a sandbox
 (``().__class__.__base__.__subclasses__()`` reaches ``os.system``); ``replay.isolation``
 (``--isolate``) runs them in a confined child process. The definitions taken:
@@ -72,18 +72,15 @@ from replay.trtllm_checkout import (
     parse_spec,
 )
 from replay.lockstep import call_pad, run_fleet
-from replay.standin_executor import (
+from replay.feature_flags import (
     DSV4_MODELS,
     FEATURE_FLAGS,
     MODEL_ASSUMPTIONS,
     SCHEDULER_AWARE_OVERLAP_MODELS,
-    STANDIN_EFFECT_METHODS,
-    RecordingLogger,
-    StandinExecutor,
-    StandinScheduler,
-    base_namespace,
     model_assumptions,
 )
+from replay.standin_executor import STANDIN_EFFECT_METHODS, StandinExecutor, StandinScheduler
+from replay.standin_namespace import RecordingLogger, base_namespace
 
 log = logging.getLogger(__name__)
 
@@ -324,7 +321,7 @@ class MissingName:
         raise PolicyError(f"{object.__getattribute__(self, '_label')}: the extracted code needs "
                           f"{object.__getattribute__(self, '_name')!r}, which the stand-in "
                           "executor does not provide",
-                          hint="extend replay/standin_executor.py or pick another revision")
+                          hint="extend replay/standin_namespace.py or pick another revision")
 
     __call__ = __iter__ = __bool__ = __len__ = __int__ = __index__ = _fail
     __getitem__ = __contains__ = __eq__ = __lt__ = __le__ = __gt__ = __ge__ = _fail
@@ -415,7 +412,7 @@ class CompiledSource:
     def pad_hook(self) -> Callable[[FrameView], PadOutcome]:
         """A ``Policy.pad_hook``: build the stand-in for a frame and run the real pad method.
 
-        Called on one frame, collectives assume a busy peer (``replay.standin_executor``);
+        Called on one frame, collectives assume a busy peer (``replay.collectives``);
         the hook's ``fleet`` attribute runs a whole iteration in lockstep instead, with the
         collectives computed over the replayed ranks (the engine uses it).
         """

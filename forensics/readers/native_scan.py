@@ -184,7 +184,7 @@ def kernel():
 
 def ready():
     """The entry points when already loaded or their saved object loads; else None, and a
-    background build is started (:func:`loader.build_in_background`)."""
+    background build is started (:func:`builder.build_in_background`)."""
     global _kernel
     if _kernel is None:
         from forensics.readers.compiled import loader

@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forensics.readers import json_scan, native_scan
-from forensics.readers.compiled import loader
+from forensics.readers.compiled import builder, cache_dirs, loader
+from forensics.readers.compiled.library import object_key
 from forensics.readers.executor_log import parse_executor_log
 from forensics.simulate import simulate
 
@@ -75,7 +76,7 @@ def _scan_kernel():
     """The log scanner's kernel module compiled by numba, with numba's cache where the loader
     keeps it: a load after the first compile on this machine, in this process and in the
     processes the tests start (test_numba_internals does the same)."""
-    loader._numba_cache()
+    cache_dirs.set_numba_cache()
     from forensics.readers.compiled import scan_kernel
 
     return scan_kernel
@@ -263,8 +264,8 @@ def test_saved_object_runs_without_numba(tmp_path):
     import llvmlite.binding as llvm
 
     scan_kernel = _scan_kernel()
-    objects, meta = loader._objects(scan_kernel.ENTRY_POINTS)
-    assert loader._save(tmp_path / "cache" / f"scan-{loader._key(llvm)}", objects, meta)
+    objects, meta = builder._objects(scan_kernel.ENTRY_POINTS)
+    assert builder._save(tmp_path / "cache" / f"scan-{object_key(llvm)}", objects, meta)
     log = tmp_path / "bench.log"
     _bench_module().generate_bench(log, 1, "V3")
     rows = _native_rows_in_subprocess(
@@ -280,9 +281,9 @@ def test_damaged_object_file_is_not_loaded(tmp_path):
     import llvmlite.binding as llvm
 
     scan_kernel = _scan_kernel()
-    objects, meta = loader._objects(scan_kernel.ENTRY_POINTS)
-    stem = tmp_path / f"scan-{loader._key(llvm)}"
-    assert loader._save(stem, objects, meta)
+    objects, meta = builder._objects(scan_kernel.ENTRY_POINTS)
+    stem = tmp_path / f"scan-{object_key(llvm)}"
+    assert builder._save(stem, objects, meta)
     assert loader._load(llvm, stem) is not None
     obj = stem.parent / (stem.name + ".scan.o")
     obj.write_bytes(obj.read_bytes()[:1000])
@@ -293,7 +294,8 @@ def test_damaged_object_file_is_not_loaded(tmp_path):
             "from forensics.readers import native_scan\n"
             "from forensics.readers.compiled import loader\n"
             "from forensics.readers.executor_log import parse_executor_log\n"
-            "loader._cache_dirs = lambda: [__import__('pathlib').Path(sys.argv[2])]\n"
+            "from forensics.readers.compiled import cache_dirs\n"
+            "cache_dirs.searched = lambda: [__import__('pathlib').Path(sys.argv[2])]\n"
             "n = sum(b.iterations.num_rows for b in parse_executor_log(sys.argv[1], 'x', "
             "native=True))\n"
             "print(n, not loader._engines, 'numba' in sys.modules)\n")

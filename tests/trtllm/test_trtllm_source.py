@@ -162,7 +162,7 @@ def test_non_overlap_forward_intent_uses_the_peer_assumption(hooks):
 
 
 def test_feature_flags_follow_the_pp1_gate_and_the_loop():
-    from replay.standin_executor import feature_flags
+    from replay.feature_flags import feature_flags
     flags = feature_flags(DISAGG)
     assert flags["_enable_adp_dummy_fixes"] and flags["_enable_scheduler_aware_adp_dummy"]
     assert not flags["_enable_non_overlap_adp_forward_intent"]  # overlap loop by default

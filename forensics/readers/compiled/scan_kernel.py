@@ -2,9 +2,6 @@
 when that path runs). Module-level functions and constant arrays (the field table's lookup
 arrays built from :mod:`forensics.dataset.log_fields` on import), so numba's cache works; the
 functions that freeze the table are closures over its digest, so the cache is keyed to it."""
-import hashlib
-from pathlib import Path
-
 import numba
 import numpy as np
 from llvmlite import ir
@@ -13,6 +10,7 @@ from numba.extending import intrinsic
 
 from forensics.readers.compiled import byte_tests, decimal_kernel, prefix_kernel
 from forensics.readers.compiled.byte_tests import at, digit_run, digits
+from forensics.readers.compiled.cache_digest import source_digest
 from forensics.readers.compiled.decimal_kernel import nearest_double
 from forensics.readers.compiled.prefix_kernel import prefix_shape
 from forensics.readers.native_scan import (
@@ -33,13 +31,11 @@ from forensics.readers.native_scan import (
 # them into the compiled code. Its cache keys a function by its bytecode, not by the globals
 # it freezes, so the functions that read them (and those that link them in: ``scan``,
 # ``scan_c``) are closures over the table's digest, which numba's cache key includes. The
-# digest takes in the source of the compiled modules they call too: numba's cache checks only
-# the stamp of the file a function is defined in, so an edit of a callee alone would leave the
-# callers' cached code as it was (measured: an edited callee still ran from the old object).
-TABLE_DIGEST = int.from_bytes(hashlib.sha256(b"".join(
-    [str(LOOKUP.digest).encode()] + [Path(m.__file__).read_bytes()
-                                     for m in (byte_tests, decimal_kernel, prefix_kernel)]
-)).digest()[:8], "little") >> 1
+# digest takes in the source of the compiled modules they call too, and so do the functions
+# that call those only (``odd_bytes``, ``count_newlines``, ``count_c``): numba's cache checks
+# only the stamp of the file a function is defined in (:mod:`.cache_digest`).
+TABLE_DIGEST = source_digest((byte_tests, decimal_kernel, prefix_kernel),
+                             str(LOOKUP.digest).encode())
 NAMES = LOOKUP.names
 name_bytes = np.frombuffer("".join(NAMES).encode(), dtype=np.uint8).copy()
 name_off = np.cumsum([0] + [len(n) for n in NAMES]).astype(np.int64)
@@ -420,17 +416,26 @@ def _line_for(table_digest):
 line = _line_for(TABLE_DIGEST)
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy")
-def odd_bytes(buf, p, e):
-    """1 if ``at(buf, p:e)`` holds a ``\\r`` or NUL, | 2 if a byte >= 0x80 (a separate loop from
-    the newline search: it vectorises)."""
-    hi = 0
-    ctl = 0
-    for j in range(p, e):
-        b = at(buf, j)
-        hi |= b
-        ctl |= (b == 13) | (b == 0)
-    return (1 if ctl else 0) | (2 if hi >= 128 else 0)
+def _odd_bytes_for(table_digest):
+    """:func:`odd_bytes` for the callees of ``table_digest`` (see ``TABLE_DIGEST``)."""
+
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def odd_bytes(buf, p, e):
+        """1 if ``at(buf, p:e)`` holds a ``\\r`` or NUL, | 2 if a byte >= 0x80 (a separate loop
+        from the newline search: it vectorises)."""
+        table_digest  # noqa: B018 (a closure cell: keys numba's cache to the callees)
+        hi = 0
+        ctl = 0
+        for j in range(p, e):
+            b = at(buf, j)
+            hi |= b
+            ctl |= (b == 13) | (b == 0)
+        return (1 if ctl else 0) | (2 if hi >= 128 else 0)
+
+    return odd_bytes
+
+
+odd_bytes = _odd_bytes_for(TABLE_DIGEST)
 
 
 def _scan_for(table_digest):
@@ -486,13 +491,22 @@ def _scan_for(table_digest):
 scan = _scan_for(TABLE_DIGEST)
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy")
-def count_newlines(buf):
-    """Newlines in ``buf`` (a plain loop numba vectorises: 3x ``bytes.count`` here)."""
-    c = 0
-    for i in range(len(buf)):
-        c += at(buf, i) == 10
-    return c
+def _count_newlines_for(table_digest):
+    """:func:`count_newlines` for the callees of ``table_digest`` (see ``TABLE_DIGEST``)."""
+
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def count_newlines(buf):
+        """Newlines in ``buf`` (a plain loop numba vectorises: 3x ``bytes.count`` here)."""
+        table_digest  # noqa: B018 (a closure cell: keys numba's cache to the callees)
+        c = 0
+        for i in range(len(buf)):
+            c += at(buf, i) == 10
+        return c
+
+    return count_newlines
+
+
+count_newlines = _count_newlines_for(TABLE_DIGEST)
 
 
 _P8, _P64 = types.CPointer(types.uint8), types.CPointer(types.int64)
@@ -531,10 +545,19 @@ def _scan_c_for(table_digest):
 scan_c = _scan_c_for(TABLE_DIGEST)
 
 
-@numba.cfunc(COUNT_SIG, cache=True, nogil=True, error_model="numpy")
-def count_c(buf, n):
-    """:func:`count_newlines` over a raw pointer."""
-    return count_newlines(numba.carray(buf, (n,)))
+def _count_c_for(table_digest):
+    """:func:`count_c` for the callees of ``table_digest`` (see ``TABLE_DIGEST``)."""
+
+    @numba.cfunc(COUNT_SIG, cache=True, nogil=True, error_model="numpy")
+    def count_c(buf, n):
+        """:func:`count_newlines` over a raw pointer."""
+        table_digest  # noqa: B018 (a closure cell: keys numba's cache to the callees)
+        return count_newlines(numba.carray(buf, (n,)))
+
+    return count_c
+
+
+count_c = _count_c_for(TABLE_DIGEST)
 
 
 #: The entry points, by the names :mod:`forensics.readers.compiled.loader` knows them.
