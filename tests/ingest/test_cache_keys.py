@@ -89,7 +89,7 @@ def _kernel_modules() -> list[types.ModuleType]:
 def test_the_walk_sees_the_callees_of_another_file():
     """The check's own walk, on functions whose callees are known: json_kernel's frame scanner
     inlines json_tokens (key_at, json_int, ...); the log scanner calls prefix_kernel, which
-    inlines byte_tests."""
+    inlines byte_tests, and decimal_kernel."""
     from forensics.readers.compiled import json_kernel, scan_kernel
 
     compiled = Path(json_kernel.__file__).resolve().parent
@@ -97,7 +97,8 @@ def test_the_walk_sees_the_callees_of_another_file():
     assert _reached(json_kernel.frames_c._pyfunc) == {compiled / "json_tokens.py"}
     assert _reached(json_kernel.count_c._pyfunc) == set()
     assert _reached(scan_kernel.scan.py_func) == {compiled / "prefix_kernel.py",
-                                                   compiled / "byte_tests.py"}
+                                                   compiled / "byte_tests.py",
+                                                   compiled / "decimal_kernel.py"}
 
 
 def test_every_cross_file_caller_is_keyed_to_its_callees_source():

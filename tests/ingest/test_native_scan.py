@@ -432,6 +432,46 @@ def test_varied_generator(tmp_path):
     assert _fast_lines(log) == new["iterations"].num_rows > 1000
 
 
+def _decimal_texts(rng: random.Random) -> list[str]:
+    """Decimals past ``m / 10**k``'s exact range: ``repr`` of random floats (17 digits), random
+    mantissas of 16-18 digits with 0-27 decimals, ties between two doubles (2**53 + 1 and
+    halves of such), and the bounds (18 digits, 27 and 28 decimals, zeros)."""
+    out = [repr(rng.uniform(5, 450)) for _ in range(300)]
+    for _ in range(300):
+        m = str(rng.randint(10 ** 15, 10 ** 18 - 1))
+        k = rng.randint(0, min(27, len(m) - 1))
+        out.append(m[:len(m) - k] + ("." + m[len(m) - k:] if k else ""))
+    out += ["9007199254740993", "9007199254740995", "4503599627370496.5", "4503599627370497.5",
+            "2251799813685248.25", "999999999999999999", "1000000000000000000",
+            "0.000000000000000000000000001", "0.0000000000000000000000000001",
+            "0.123456789012345678", "12345678901234567.8", "0.00000000000000000000000000",
+            "000000000000000012.5", "9223372036854775807.5"]
+    return out
+
+
+def test_decimals_past_the_exact_quotient(tmp_path):
+    """A decimal of up to 18 digits is read by the scanner itself, as the nearest double
+    (ties to even): the same value as the reference path's cast of its text."""
+    texts = _decimal_texts(random.Random(7))
+    lines = [f"[11/30/2026-12:00:01] [TRT-LLM] [RANK 0] [I] iter = {i}, global_rank = 0, "
+             f"rank = 0, currank_total_requests = 1/2, host_step_time = {t}ms, "
+             f"prev_device_step_time = {t}ms, timestamp = 2026-11-30 12:00:01, "
+             f"states = {{'num_ctx_requests': 0, 'num_ctx_tokens': 0, "
+             f"'num_generation_tokens': 0}}" for i, t in enumerate(texts)]
+    path = tmp_path / "decimals.log"
+    path.write_text("\n".join(lines) + "\n")
+    rows = assert_same(path)["iterations"].to_pylist()
+    assert [r["host_step_time_ms"] for r in rows] == [float(t) for t in texts]
+    scan = native_scan.scan_block(path.read_bytes())
+    assert len(scan.fast_line) == len(texts)
+    digits = [len(t.replace(".", "")) for t in texts]
+    # Arrow reads the text of the longer ones only (more than 18 digits, or 28 decimals)
+    longer = [d > 18 or len(t.partition(".")[2]) > 27 for t, d in zip(texts, digits)]
+    assert scan.fneed[native_scan.LOOKUP.flt_row[native_scan.NAMES.index(
+        "host_step_time")]].tolist() == longer
+    assert sum(longer) == 7   # of the bounds: 19, 20 or 28 digits (leading zeros count)
+
+
 _SHAPES = [   # (line, shape, body offset, rank, severity) as the scan reads them
     ("[11/30/2026-12:00:01] [TRT-LLM] [RANK 3] [W] hi", "COMMON", 45, 3, "W"),
     ("[11/30/2026-12:00:01] [TRT-LLM] [RANK 12] [E] ", "COMMON", 46, 12, "E"),

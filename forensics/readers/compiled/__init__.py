@@ -2,8 +2,8 @@
 
 Contract. A kernel (:mod:`.scan_kernel` for executor logs, :mod:`.json_kernel` for stats and
 trace JSON Lines, each with the compiled helpers it inlines: :mod:`.byte_tests`,
-:mod:`.prefix_kernel`, :mod:`.json_tokens`) is a set of numba ``cfunc`` entry points over raw
-pointers: each takes one block of whole lines (bytes) and output arrays its caller allocated,
+:mod:`.prefix_kernel`, :mod:`.decimal_kernel`, :mod:`.json_tokens`) is a set of numba
+``cfunc`` entry points over raw pointers: each takes one block of whole lines (bytes) and output arrays its caller allocated,
 allocates nothing, raises nothing and runs without the GIL, and returns a status or a count
 after filling the arrays with what it read with certainty; whatever it does not take (a line,
 or the whole block on a non-zero status) goes to the reference reader, which is its

@@ -27,8 +27,8 @@ from typing import Any
 PORTABLE_CPU = "generic"
 _HERE = Path(__file__).resolve().parent
 #: The files (from this package's folder) whose text keys the log scanner's saved code.
-SCAN_SOURCES = ("scan_kernel.py", "byte_tests.py", "prefix_kernel.py", "../native_scan.py",
-                "../../dataset/log_fields.py")
+SCAN_SOURCES = ("scan_kernel.py", "byte_tests.py", "decimal_kernel.py", "prefix_kernel.py",
+                "../native_scan.py", "../../dataset/log_fields.py")
 #: Lines of the first processor's block of ``/proc/cpuinfo`` that identify what code compiled
 #: for this CPU may use (x86 and Arm names); the others (clock, core ids) vary between reads.
 CPUINFO_KEYS = ("vendor_id", "cpu family", "model", "model name", "stepping", "flags",
