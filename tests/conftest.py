@@ -23,7 +23,7 @@ from hypothesis import settings
 
 from forensics import user_cache
 from forensics.readers import json_scan
-from forensics.readers.compiled import loader
+from forensics.readers.compiled import library, loader
 
 #: Examples per property in a default run, and in a ``long`` one.
 DEFAULT_EXAMPLES = 15
@@ -52,11 +52,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     capture = session.config.pluginmanager.get_plugin("capturemanager")
     # the loader's one-line note shows
     with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+        scanners = (("native_scan", library.SCAN), ("json_scan", json_scan.LIBRARY))
         builds = [subprocess.Popen([sys.executable, "-c",
                                     f"from forensics.readers import {name}; {name}.kernel()"],
                                    env=env)
-                  for name, lib in (("native_scan", loader.SCAN), ("json_scan", json_scan.LIBRARY))
-                  if loader.entry_points(lib, compile="never") is None]
+                  for name, lib in scanners if loader.entry_points(lib, compile="never") is None]
         for build in builds:
             build.wait()
 

@@ -23,6 +23,7 @@ CASES = {
     "postmortem": ["--sizes", "4x50,4x100", "--rounds", "1", "--baseline-up-to", "200"],
     "explore": ["--policies", "prefix-2026", "--iterations", "1", "--requests", "1",
                 "--era", "", "--small-iterations", "2"],
+    "explore_eras": ["--eras", "002f3cc", "--iterations", "1"],
 }
 try:  # the campaign compares serial with a LocalCluster: it needs the [dask] extra
     import distributed  # noqa: F401
