@@ -105,4 +105,6 @@ def test_postmortem_in_process_leaves_the_collector_alone(tmp_path):
     sample = REPO / "traces" / "samples" / "healthy"
     r = CliRunner().invoke(cli, ["postmortem", str(sample), "-o", str(tmp_path / "r"), "-q"])
     assert r.exit_code == 0, r.output
-    assert gc.isenabled() and gc.get_freeze_count() == before
+    # nothing frozen here (the suite froze what its collection made: some of it may be freed
+    # meanwhile, so the count may only go down)
+    assert gc.isenabled() and gc.get_freeze_count() <= before
