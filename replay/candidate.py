@@ -41,11 +41,8 @@ from replay.errors import PolicyError
 from replay.catalogue import CATALOGUE, get_policy
 from replay.policy import AllocFailure, EntryCheck, FrameView, PadOutcome, Policy
 from replay.lockstep import call_pad
-from replay.standin_executor import (
-    RecordingLogger,
-    StandinExecutor,
-    StandinScheduler,
-)
+from replay.standin_executor import StandinExecutor, StandinScheduler
+from replay.standin_namespace import RecordingLogger
 from replay.states import DUMMY_REQUEST_ID, STATE_INDEX
 
 KINDS = ("pad", "count")

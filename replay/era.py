@@ -32,6 +32,22 @@ def attr_names(node: ast.AST) -> set[str]:
     return {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
 
 
+def names_read(fn: ast.FunctionDef) -> set[str]:
+    """The names a function may read off the stand-in: every attribute name and string constant
+    (``getattr(self, "x")``), each also with a leading underscore (a loop task's
+    ``_ctx.config.x`` names ``_x``); a loop task's ``_ctx.config`` bucket is not the stand-in's
+    ``config``."""
+    out: set[str] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Attribute):
+            ctx_bucket = isinstance(node.value, ast.Attribute) and node.value.attr == "_ctx"
+            if not ctx_bucket:
+                out.add(node.attr)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            out.add(node.value)
+    return out | {"_" + n for n in out}
+
+
 def loaded_names(node: ast.AST) -> set[str]:
     """Every bare name used under ``node``."""
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}

@@ -3,7 +3,7 @@
 :func:`call_pad` runs one rank's pad step and classifies what happened (padded, refused, a
 replayed crash, or a tool problem); :func:`run_fleet` runs every rank of one iteration in lockstep,
 answering each collective with all ranks' contributions (see
-:class:`replay.standin_executor.Exchange`). The stand-in itself lives in
+:class:`replay.collectives.Exchange`). The stand-in itself lives in
 :mod:`replay.standin_executor`.
 """
 from __future__ import annotations
@@ -13,19 +13,18 @@ import traceback
 import types
 from typing import Any, Callable, Optional
 
+from replay.collectives import Exchange, StandinDist
 from replay.errors import PolicyError
 from replay.policy import FrameView, PadOutcome
 from replay.standin_executor import (
     ContextBucket,
-    Exchange,
-    RecordingLogger,
-    StandinDist,
     StandinExecutor,
     StandinKvCacheManager,
     StandinRequest,
     StandinResourceManager,
     StandinScheduler,
 )
+from replay.standin_namespace import RecordingLogger
 from replay.states import RequestState
 
 def outcome_of(executor: StandinExecutor, before: list[StandinRequest], logger: RecordingLogger,
@@ -74,11 +73,11 @@ def call_pad(executor: StandinExecutor, method: Callable[[], Any], logger: Recor
     except ImportError as e:  # an import inside a body: the stand-in has no __import__
         raise PolicyError(f"{label}: the extracted code imports at run time ({e}); the replay "
                           "runs with the stand-in's names only",
-                          hint="extend replay/standin_executor.py or pick another revision") from e
+                          hint="extend replay/standin_namespace.py or pick another revision") from e
     except NameError as e:
         raise PolicyError(f"{label}: the extracted code needs {e.name!r}, which the stand-in "
                           "executor does not provide",
-                          hint="extend replay/standin_executor.py or pick another revision") from e
+                          hint="extend replay/standin_namespace.py or pick another revision") from e
     except AttributeError as e:
         owner = getattr(e, "obj", None)
         if owner is not None and isinstance(owner, (StandinExecutor, StandinRequest,
@@ -86,10 +85,10 @@ def call_pad(executor: StandinExecutor, method: Callable[[], Any], logger: Recor
                                                     StandinDist, StandinResourceManager,
                                                     ContextBucket,
                                                     types.SimpleNamespace, enum.EnumMeta)):
+            where = "collectives" if isinstance(owner, StandinDist) else "standin_executor"
             raise PolicyError(f"{label}: the extracted code needs {type(owner).__name__}."
                               f"{e.name}, which the stand-in executor does not provide",
-                              hint="extend replay/standin_executor.py or pick another revision"
-                              ) from e
+                              hint=f"extend replay/{where}.py or pick another revision") from e
         return outcome_of(executor, before, logger, crash=f"AttributeError: {e}")
     except Exception as e:  # the executor's own failure: replayed as a crash
         return outcome_of(executor, before, logger, crash=_crash_message(e))

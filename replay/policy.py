@@ -381,6 +381,12 @@ class Policy:
         (empty when the run names its model or no gate reads it)."""
         return self.applies_to(config).models
 
+    def config_seen(self, config: RunConfig) -> object:
+        """What the ``pad_hook`` can tell of ``config`` (configurations with one value decide
+        alike in the hook): the whole configuration unless the hook says less
+        (``replay.trtllm_source.SourcePolicy``)."""
+        return config
+
     def gated(self, config: RunConfig) -> bool:
         """True when the version's transactional path (pending dummy, tolerated refusal) applies."""
         if not config.disaggregated:

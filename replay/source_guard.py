@@ -18,7 +18,7 @@ does nothing else:
 
 What stays is the function body, which runs only when the replay calls it: ``replay`` and
 ``bisect`` do execute it, like ``git bisect run`` executes the tree it checks out. The namespace
-the bodies see (:data:`SAFE_BUILTINS`, ``replay.standin_executor.base_namespace``) is built from
+the bodies see (:data:`SAFE_BUILTINS`, ``replay.standin_namespace.base_namespace``) is built from
 the stand-in, not from the source's module globals; it is not a sandbox (``replay.isolation`` is
 the confinement, ``--isolate``).
 """

@@ -11,21 +11,17 @@ no code copied): ``active_requests``, ``expected_num_active_requests``, ``kv_cac
 ``FrameView.alloc_ok`` and ``FrameView.kv_precheck_ok`` (a dummy that does not fit is refused
 too) and whose ``get_num_available_tokens`` is 0 when the dummy does not fit,
 ``_has_adp_dummy_kv_capacity`` answering the frame's recorded ``kv_precheck_ok`` (the source's
-own body is not run: its answer is what the recorder wrote), ``resource_manager``, and each era's feature flags at their upstream
-defaults (:data:`FEATURE_FLAGS`). Anything else is absent on purpose: the code touching it fails
-with a :class:`~forensics.errors.PolicyError` naming the attribute and the revision.
+own body is not run: its answer is what the recorder wrote), ``resource_manager``, and each
+era's feature flags at their upstream defaults (:data:`replay.feature_flags.FEATURE_FLAGS`).
+Anything else is absent on purpose: the code touching it fails with a
+:class:`~forensics.errors.PolicyError` naming the attribute and the revision.
 
-Collectives (``dist.tp_allgather``, ``dist.tp_allreduce``: the non-overlap "forward intent" of
-PR #16921) are computed over the replayed ranks: the engine runs every rank of an iteration in
-lockstep (:func:`run_fleet`, :class:`Exchange`). One frame alone (``pad_hook(view)``) cannot see
-its peers: there ``tp_allgather`` returns the local value for every rank and ``tp_allreduce``
-combines the local value with a peer holding generation work (``PEER_FORWARD_INTENT``) when
-``expected > 0``, with nothing otherwise.
-
-The executor's ``expected_num_active_requests`` is :func:`routed_expected` (the engine's entry
+Its ``dist``'s collectives are computed over the replayed ranks (:mod:`replay.collectives`); the
+names the extracted code sees besides ``self`` are :mod:`replay.standin_namespace`'s. The
+executor's ``expected_num_active_requests`` is :func:`routed_expected` (the engine's entry
 check semantics); the model-dependent flags follow ``RunConfig.model_arch``
-(:func:`feature_flags`, :func:`model_assumptions`); a fork's loop task reads the same state
-through ``self._ctx`` (:class:`ContextBucket`).
+(:func:`~replay.feature_flags.feature_flags`, :func:`~replay.feature_flags.model_assumptions`);
+a fork's loop task reads the same state through ``self._ctx`` (:class:`ContextBucket`).
 
 Checked by hand against the shape of upstream main (2026): its pad method and the helpers it
 reaches (``_count_schedulable_active_requests``, ``_get_non_overlap_adp_forward_intent``,
@@ -36,157 +32,23 @@ two forks' 2026 executors (the pre-fix count, and PR #16279's model-gated window
 """
 from __future__ import annotations
 
-import enum
-import functools
-import math
 import types
 from typing import Any, Optional
 
+from replay.collectives import Exchange, StandinDist
 from replay.config import RunConfig
+from replay.feature_flags import feature_flags
 from replay.policy import FrameView
 from replay.states import (
     CONTEXT_DUMMY_STATE,
-    DUMMY_REQUEST_ID,
     GENERATION_DUMMY_STATE,
     NOT_SCHEDULABLE_STATES,
     RequestState,
     micro_batch_window,
 )
 
-#: Upstream names for the request-state enum (the C++ ``LlmRequestState`` ints).
-LlmRequestState = RequestState
-
-
-class ADPForwardIntent(enum.IntEnum):
-    """The all-reduced "forward intent" of the non-overlap newest path (MAX: context wins)."""
-
-    NONE = 0
-    GENERATION = 1
-    CONTEXT = 2
-
-
-#: What ``dist.tp_allreduce`` assumes the peers contribute (see module docstring).
-PEER_FORWARD_INTENT = ADPForwardIntent.GENERATION
-
 #: Free KV tokens the stand-in reports when the dummy can be allocated (effectively unlimited).
 AVAILABLE_TOKENS_OK = 1 << 30
-
-
-class ReduceOp(enum.Enum):
-    """The reduction operators the pad code passes to ``dist.tp_allreduce``."""
-
-    SUM = "sum"
-    MAX = "max"
-    MIN = "min"
-
-
-class ResourceManagerType(enum.Enum):
-    """Keys of ``resource_manager.get_resource_manager``; every one maps to None here."""
-
-    KV_CACHE_MANAGER = "kv"
-    DRAFT_KV_CACHE_MANAGER = "draft_kv"
-    SEQ_SLOT_MANAGER = "seq_slot"
-    SPEC_RESOURCE_MANAGER = "spec"
-    PEFT_CACHE_MANAGER = "peft"
-
-
-class NoFreeSlotsError(RuntimeError):
-    """Stand-in for the resource managers' out-of-slots error (never raised here)."""
-
-
-class OutOfPagesError(RuntimeError):
-    """Stand-in for KV-cache manager v2's out-of-pages error (never raised here)."""
-
-
-#: Model families as TensorRT-LLM's model config names them (``pretrained_config.model_type``),
-#: compared after dropping case and punctuation, so ``DeepseekV4ForCausalLM`` matches too.
-DSV4_MODELS = ("deepseek_v4",)
-#: PR #16921's scheduler-aware count with the overlap scheduler: on for these families only
-#: (upstream's gate test: deepseek_v4 and qwen3_5_moe on, kimi_k2 off; any model without overlap).
-SCHEDULER_AWARE_OVERLAP_MODELS = ("deepseek_v4", "qwen3_5_moe")
-
-
-@functools.lru_cache(maxsize=None)
-def _norm(name: str) -> str:
-    return "".join(ch for ch in name.lower() if ch.isalnum())
-
-
-def model_in(config: RunConfig, families: tuple[str, ...]) -> Optional[bool]:
-    """Whether the run's model (``RunConfig.model_arch``) is one of ``families``; None if unknown."""
-    arch = getattr(config, "model_arch", None)
-    if not arch:
-        return None
-    return any(_norm(arch).startswith(_norm(f)) for f in families)
-
-
-def feature_flags(config: RunConfig) -> dict[str, Any]:
-    """The executor attributes of later eras, at their upstream defaults for this run.
-
-    PR #16921 gates its fixes on ``pp_size == 1`` (``_enable_adp_dummy_fixes``; the code also
-    checks for a transceiver); its scheduler-aware count on the model and the overlap scheduler
-    (:data:`SCHEDULER_AWARE_OVERLAP_MODELS`); the forward intent applies to the non-overlap loop
-    only. PR #16279's window count is set for DeepSeek-V4 only. The model comes from the run
-    record (``RunConfig.model_arch``); when it is unknown the fixes are assumed on, and
-    :func:`model_assumptions` says so. Benchmark-fill (PR #12208 era) and warm-up switches are
-    off in a recorded production run.
-    """
-    fixes = bool(config.disaggregated and config.pp_size == 1)
-    dsv4 = model_in(config, DSV4_MODELS)
-    aware_model = model_in(config, SCHEDULER_AWARE_OVERLAP_MODELS)
-    scheduler_aware = fixes and (not config.overlap_scheduler or aware_model is not False)
-    return {
-        "is_warmup": False,
-        "benchmark_req_queues_size": 0,
-        "_benchmark_fill_phase_active": False,
-        "is_benchmark_disagg": False,
-        "num_fetch_requests": 0,
-        "has_context_request": False,
-        "_adp_dummy_is_gen": True,
-        "_pending_adp_dummy_request": None,
-        "_enable_adp_dummy_fixes": fixes,
-        # PR #16279 shipped the window count and the pending dummy behind this flag, set only for
-        # DeepSeek-V4 models (with a transceiver and pp_size 1); unknown model: assumed on.
-        "_enable_dsv4_adp_dummy_fixes": fixes and dsv4 is not False,
-        "_enable_scheduler_aware_adp_dummy": scheduler_aware,
-        "_enable_non_overlap_adp_forward_intent": fixes and not config.overlap_scheduler,
-        # Later builds return from both pads at once under a dkv configuration.
-        "dkv_enabled": bool(config.dkv_enabled),
-        # Draft-token budget of the dummy, under each era's name: ``max_draft_tokens`` (early
-        # 2025), ``max_draft_len`` (mid 2025), ``max_total_draft_tokens`` (late 2025 on).
-        "max_total_draft_tokens": 0,
-        "max_draft_len": 0,
-        "max_draft_tokens": 0,
-        "max_num_tokens": 8192,
-    }
-
-
-#: Flags whose upstream value depends on the model: what the replay assumes when the run record
-#: does not name it, stated in a ``trtllm:`` policy's notes and results when the code reads the flag.
-MODEL_ASSUMPTIONS = {
-    "_enable_dsv4_adp_dummy_fixes": "assumed a DeepSeek-V4 model (the PR #16279 gate); another "
-                                    "model runs the legacy count on that build",
-    "_enable_scheduler_aware_adp_dummy": "with the overlap scheduler, assumed a model the PR "
-                                         "#16921 gate covers (deepseek_v4, qwen3_5_moe; not "
-                                         "kimi_k2, which keeps the legacy count)",
-}
-
-
-def model_assumptions(config: RunConfig, read: set[str]) -> list[str]:
-    """The :data:`MODEL_ASSUMPTIONS` that apply to this run: the code reads the flag, the flag's
-    gate is otherwise open, and the run record does not name the model."""
-    if getattr(config, "model_arch", None) or not (config.disaggregated and config.pp_size == 1):
-        return []
-    out = []
-    for flag, text in MODEL_ASSUMPTIONS.items():
-        if flag not in read:
-            continue
-        if flag == "_enable_scheduler_aware_adp_dummy" and not config.overlap_scheduler:
-            continue  # on for every model without overlap: nothing assumed
-        out.append(f"{flag}: {text} (the run record names no model_arch)")
-    return out
-
-#: Names of :func:`feature_flags`, for documentation and tests.
-FEATURE_FLAGS = tuple(feature_flags(RunConfig(tp_size=1)))
 
 
 class StandinRequest:
@@ -264,49 +126,6 @@ class StandinRequest:
         return f"StandinRequest({self.py_request_id}, {self.state.name}{dummy})"
 
 
-class RecordingLogger:
-    """The ``logger`` the extracted code sees: records every message by severity."""
-
-    def __init__(self) -> None:
-        self.records: list[tuple[str, str]] = []
-
-    def _log(self, level: str, msg: object, *args: object) -> None:
-        text = str(msg)
-        if args:
-            try:
-                text = text % args
-            except (TypeError, ValueError):
-                text = " ".join([text, *map(str, args)])
-        self.records.append((level, text))
-
-    def warning(self, msg: object, *args: object, **_: object) -> None:
-        self._log("warning", msg, *args)
-
-    warn = warning
-
-    def info(self, msg: object, *args: object, **_: object) -> None:
-        self._log("info", msg, *args)
-
-    def debug(self, msg: object, *args: object, **_: object) -> None:
-        self._log("debug", msg, *args)
-
-    def error(self, msg: object, *args: object, **_: object) -> None:
-        self._log("error", msg, *args)
-
-    def verbose(self, msg: object, *args: object, **_: object) -> None:
-        self._log("verbose", msg, *args)
-
-    def warning_once(self, msg: object, *args: object, **_: object) -> None:
-        self._log("warning", msg, *args)
-
-    def info_once(self, msg: object, *args: object, **_: object) -> None:
-        self._log("info", msg, *args)
-
-    @property
-    def warnings(self) -> tuple[str, ...]:
-        return tuple(text for level, text in self.records if level == "warning")
-
-
 class StandinKvCacheManager:
     """``kv_cache_manager``: hands out one dummy, or None when the frame says allocation fails.
 
@@ -358,72 +177,6 @@ class StandinResourceManager:
 
     def free_resources(self, _request: Any) -> None:
         return None
-
-
-def _reduce(values: list[Any], op: Any) -> Any:
-    """All-reduce of ints (or equal-length lists of ints) by the op's name (SUM by default)."""
-    name = str(getattr(op, "name", op) or "SUM").upper()
-    fn = max if "MAX" in name else min if "MIN" in name else sum
-    if values and isinstance(values[0], (list, tuple)):
-        return [fn(int(v[i]) for v in values) for i in range(len(values[0]))]
-    return fn(int(v) for v in values)
-
-
-class Exchange:
-    """The collectives of one iteration, computed over every replayed rank (lockstep).
-
-    The ranks' pad methods run one after the other; a collective's result needs every rank's
-    contribution. :func:`run_fleet` therefore runs the fleet in passes: pass ``p`` answers the
-    first ``p`` collectives with the contributions the ranks made in earlier passes (every rank's
-    k-th call, in call order, as upstream's ranks meet in the same collective) and gives a
-    provisional local answer to later ones; it stops when a pass made no call beyond the answered
-    ones. A rank that never reaches a collective the others enter (it raised first) contributes
-    nothing to it (upstream would hang or abort there; the replay stops on the crash anyway).
-    """
-
-    def __init__(self, num_ranks: int, answers: list[list[Any]]):
-        self.answers = answers
-        self.calls: list[list[Any]] = [[] for _ in range(num_ranks)]
-
-    def call(self, rank: int, kind: str, value: Any, op: Any = None) -> Any:
-        k = len(self.calls[rank])
-        self.calls[rank].append(value)
-        if k < len(self.answers):
-            contrib = [v for v in self.answers[k] if v is not None]
-            return list(self.answers[k]) if kind == "allgather" else _reduce(contrib, op)
-        return [value] * len(self.calls) if kind == "allgather" else value
-
-
-class StandinDist:
-    """``dist``: sizes and rank of this frame; collectives over the fleet (:class:`Exchange`)
-    in a lockstep replay, else as described in the module docstring."""
-
-    def __init__(self, config: RunConfig, rank: int, peers_busy: bool = True,
-                 exchange: Optional[Exchange] = None):
-        self.exchange = exchange
-        self.peer_intent = PEER_FORWARD_INTENT if peers_busy else ADPForwardIntent.NONE
-        self.tp_size = config.tp_size
-        self.pp_size = config.pp_size
-        self.rank = rank
-        self.tp_rank = rank
-        self.pp_rank = 0
-        self.has_pp = config.pp_size > 1
-        self.world_size = config.tp_size * config.pp_size
-        self.mapping = types.SimpleNamespace(enable_attention_dp=config.enable_attention_dp,
-                                             tp_size=config.tp_size, pp_size=config.pp_size)
-
-    def tp_allgather(self, value: Any) -> list[Any]:
-        if self.exchange is not None:
-            return self.exchange.call(self.rank, "allgather", value)
-        return [value] * self.tp_size
-
-    def tp_allreduce(self, value: Any, op: Any = None) -> Any:
-        if self.exchange is not None:
-            return self.exchange.call(self.rank, "allreduce", value, op)
-        return max(int(value), int(self.peer_intent))
-
-    allgather = tp_allgather
-    allreduce = tp_allreduce
 
 
 class StandinScheduler:
@@ -557,45 +310,3 @@ class ContextBucket:
 
 #: Methods of the stand-in that extracted code must not replace (effects at the edge).
 STANDIN_EFFECT_METHODS = frozenset({"_terminate_request"})
-
-
-class StandinOs:
-    """``os`` as the extracted code sees it: an empty environment, nothing else.
-
-    Upstream reads switches with ``os.environ.get("TLLM_...")`` / ``os.getenv``; a replay must
-    not depend on this machine's environment, so every switch reads as unset (upstream's
-    default), and nothing of the real ``os`` (files, processes) is reachable.
-    """
-
-    environ: dict[str, str] = {}
-
-    @staticmethod
-    def getenv(_key: str, default: Any = None) -> Any:
-        return default
-
-
-def base_namespace(logger: RecordingLogger) -> dict[str, Any]:
-    """Names the extracted functions may use, standing in for their module's imports.
-
-    Built from the stand-in alone: restricted builtins (``replay.source_guard.SAFE_BUILTINS``),
-    no real ``os``, and none of the source's module globals. This keeps honest code from touching
-    the machine by accident; it is not a sandbox (a body reaches every class of the interpreter
-    through ``().__class__.__base__.__subclasses__()``): ``replay.isolation`` confines it.
-    """
-    from replay.source_guard import SAFE_BUILTINS
-    return {
-        "__name__": "replay.standin",
-        "__builtins__": dict(SAFE_BUILTINS),
-        "os": StandinOs(),
-        "math": math,
-        "logger": logger,
-        "LlmRequestState": LlmRequestState,
-        "ATTENTION_DP_DUMMY_REQUEST_ID": DUMMY_REQUEST_ID,
-        "_ADPForwardIntent": ADPForwardIntent,
-        "ReduceOp": ReduceOp,
-        "ResourceManagerType": ResourceManagerType,
-        "NoFreeSlotsError": NoFreeSlotsError,
-        "OutOfPagesError": OutOfPagesError,
-        "Optional": Optional,
-        "nvtx_range": lambda *_a, **_k: (lambda f: f),
-    }

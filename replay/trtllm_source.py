@@ -4,10 +4,10 @@ and ``trtllm:installed``.
 The source file is never imported. It is parsed with :mod:`ast`; only the function definitions
 the pad step needs are compiled and executed (no module-level statement, class body, base-class
 or metaclass expression of the file ever runs), in a namespace of stand-ins
-(``replay.standin_executor``), never the source's globals. Resolving a policy runs nothing from
-the source (issue #14 item 6, ``replay.source_guard``): a non-literal default is refused with its
-name and line, decorators are never evaluated (the known ones come from the stand-in) and
-annotations are removed. Replaying *does* run the extracted bodies, as the user, like ``git
+(``replay.standin_namespace``, ``self`` a ``replay.standin_executor``), never the source's
+globals. Resolving a policy runs nothing from the source (issue #14 item 6,
+``replay.source_guard``): a non-literal default is refused with its name and line, decorators
+are never evaluated (the known ones come from the stand-in) and annotations are removed. Replaying *does* run the extracted bodies, as the user, like ``git
 bisect run`` runs the tree it checks out: the stand-in namespace is not a sandbox
 (``().__class__.__base__.__subclasses__()`` reaches ``os.system``); ``replay.isolation``
 (``--isolate``) runs them in a confined child process. The definitions taken:
@@ -53,6 +53,7 @@ from replay.era import (
     detect_era,
     find_cap,
     loaded_names,
+    names_read,
 )
 from replay.policy import FrameView, PadOutcome, Policy
 from replay.source_guard import (
@@ -72,18 +73,16 @@ from replay.trtllm_checkout import (
     parse_spec,
 )
 from replay.lockstep import call_pad, run_fleet
-from replay.standin_executor import (
+from replay.feature_flags import (
     DSV4_MODELS,
     FEATURE_FLAGS,
     MODEL_ASSUMPTIONS,
     SCHEDULER_AWARE_OVERLAP_MODELS,
-    STANDIN_EFFECT_METHODS,
-    RecordingLogger,
-    StandinExecutor,
-    StandinScheduler,
-    base_namespace,
+    config_seen,
     model_assumptions,
 )
+from replay.standin_executor import STANDIN_EFFECT_METHODS, StandinExecutor, StandinScheduler
+from replay.standin_namespace import RecordingLogger, base_namespace
 
 log = logging.getLogger(__name__)
 
@@ -324,7 +323,7 @@ class MissingName:
         raise PolicyError(f"{object.__getattribute__(self, '_label')}: the extracted code needs "
                           f"{object.__getattribute__(self, '_name')!r}, which the stand-in "
                           "executor does not provide",
-                          hint="extend replay/standin_executor.py or pick another revision")
+                          hint="extend replay/standin_namespace.py or pick another revision")
 
     __call__ = __iter__ = __bool__ = __len__ = __int__ = __index__ = _fail
     __getitem__ = __contains__ = __eq__ = __lt__ = __le__ = __gt__ = __ge__ = _fail
@@ -415,7 +414,7 @@ class CompiledSource:
     def pad_hook(self) -> Callable[[FrameView], PadOutcome]:
         """A ``Policy.pad_hook``: build the stand-in for a frame and run the real pad method.
 
-        Called on one frame, collectives assume a busy peer (``replay.standin_executor``);
+        Called on one frame, collectives assume a busy peer (``replay.collectives``);
         the hook's ``fleet`` attribute runs a whole iteration in lockstep instead, with the
         collectives computed over the replayed ranks (the engine uses it).
         """
@@ -489,11 +488,14 @@ class SourcePolicy(Policy):
         rollback_probe: ``config -> bool | None`` (:meth:`CompiledSource.rolls_back`); None
             answers defer to the catalogue loop.
         flags_read: executor flags the extracted code reads (for :meth:`assumptions`).
+        names_read: every attribute name and string constant in the extracted functions (the
+            executor's, the scheduler's, module-level ones), for :meth:`config_seen`.
     """
 
     rollback_probe: Optional[Callable[[RunConfig], Optional[bool]]] = dataclasses.field(
         default=None, compare=False, repr=False)
     flags_read: frozenset[str] = frozenset()
+    names_read: frozenset[str] = dataclasses.field(default=frozenset(), repr=False)
 
     def rolls_back(self, config: RunConfig) -> bool:
         answer = self.rollback_probe(config) if self.rollback_probe is not None else None
@@ -515,6 +517,11 @@ class SourcePolicy(Policy):
     def assumptions(self, config: RunConfig) -> list[str]:
         """What the replay of this run had to guess (model gates the run record leaves open)."""
         return model_assumptions(config, set(self.flags_read))
+
+    def config_seen(self, config: RunConfig) -> object:
+        """What the extracted code can tell of ``config``: the stand-in's sizes, transceiver and
+        window, and the flags it names (``replay.feature_flags.config_seen``)."""
+        return config_seen(config, self.names_read)
 
 
 # --------------------------------------------------------------------------- policies
@@ -557,8 +564,11 @@ def policy_from_source(source: SourceText, name: str) -> Policy:
     fields.update(name=name, title=f"TensorRT-LLM source {source.label}", notes=" | ".join(notes),
                   pad_hook=compiled.pad_hook(), source=f"{source.label} [era: {base.name}]",
                   cap=era.cap)
+    everything = [*extracted.methods.values(), *extracted.module_functions.values(),
+                  *extracted.scheduler_methods.values(), *extracted.scheduler_functions.values()]
     return SourcePolicy(**fields, rollback_probe=compiled.rolls_back,
-                        flags_read=frozenset(read & set(FEATURE_FLAGS)))
+                        flags_read=frozenset(read & set(FEATURE_FLAGS)),
+                        names_read=frozenset().union(*map(names_read, everything)))
 
 
 def era_of(policy: Policy) -> Optional[str]:

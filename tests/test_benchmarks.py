@@ -19,13 +19,15 @@ CASES = {
     "trace_ingest": ["--iters", "20,40", "--ranks", "4", "--rounds", "1",
                      "--methods", "ours,json.loads"],
     "startup": ["--rounds", "1"],
-    "postmortem": ["--sizes", "4x50,4x100", "--rounds", "1"],
+    # the in-memory baseline for the first size only (the second takes the branch that skips it)
+    "postmortem": ["--sizes", "4x50,4x100", "--rounds", "1", "--baseline-up-to", "200"],
     "explore": ["--policies", "prefix-2026", "--iterations", "1", "--requests", "1",
                 "--era", "", "--small-iterations", "2"],
+    "explore_eras": ["--eras", "002f3cc", "--iterations", "1"],
 }
 try:  # the campaign compares serial with a LocalCluster: it needs the [dask] extra
     import distributed  # noqa: F401
-    CASES["campaign"] = ["--configs", "3", "--scale", "0.004"]
+    CASES["campaign"] = ["--configs", "1", "--sim-jobs", "1", "--scale", "0.004"]
 except ImportError:  # pragma: no cover - without the extra
     pass
 

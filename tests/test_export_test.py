@@ -43,9 +43,10 @@ RECORDS = [RUN,
 POLICIES = ["prefix-2026", "legacy-2025", "fix-16161"]
 
 
-def run_pytest(path):
+def run_pytest(*paths):
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           str(path)], capture_output=True, text=True, cwd=path.parent, timeout=300)
+                           *map(str, paths)], capture_output=True, text=True,
+                          cwd=paths[0].parent, timeout=300)
 
 
 def test_exported_file_pins_the_hand_worked_verdicts(tmp_path):
@@ -59,18 +60,19 @@ def test_exported_file_pins_the_hand_worked_verdicts(tmp_path):
     fix = by_policy["fix-16161"]
     assert (fix.leak, fix.crash) == (False, False)
 
-    green = run_pytest(out)
-    assert green.returncode == 0, green.stdout + green.stderr
-    assert "3 passed" in green.stdout
-
     text = out.read_text()
     flipped = (text.replace("'fix-16161': {'leak': False", "'fix-16161': {'leak': True")
                .replace("'crash_iter': 2,", "'crash_iter': 5,"))
     assert flipped.count("True") == text.count("True") + 1 and "'crash_iter': 5," in flipped
-    out.write_text(flipped)
-    red = run_pytest(out)
+    red_file = tmp_path / "test_nvbug_flipped.py"
+    red_file.write_text(flipped)
+    # one pytest process for both files (its start-up is most of a run): the exported file
+    # green, the flipped copy red
+    red = run_pytest(out, red_file)
     assert red.returncode == 1
-    assert "2 failed, 1 passed" in red.stdout
+    assert "2 failed, 4 passed" in red.stdout
+    failed = [ln for ln in red.stdout.splitlines() if ln.startswith("FAILED")]
+    assert len(failed) == 2 and all(ln.startswith("FAILED test_nvbug_flipped.py") for ln in failed)
     assert "fix-16161: leak: expected True, replay gives False" in red.stdout
     assert "prefix-2026: crash_iter: expected 5, replay gives 2" in red.stdout
     assert "causal chain:" in red.stdout and "GENERATION_TO_COMPLETE" in red.stdout

@@ -44,6 +44,36 @@ def test_one_blas_thread_too_late_changes_nothing(monkeypatch):
     assert "OPENBLAS_NUM_THREADS" not in os.environ
 
 
+_POOL = """
+import sys
+sys.argv = ["forensics", {command!r}, "x.log"]
+import forensics.cli.ingest
+import pyarrow as pa
+print(pa.default_memory_pool().backend_name)
+"""
+
+
+@pytest.mark.parametrize("command, env, expected", [
+    ("ingest", None, "system"),
+    ("ingest", "jemalloc", "jemalloc"),       # the user's choice is kept
+    ("summary", None, "mimalloc"),            # another command: pyarrow's default
+])
+def test_ingest_uses_the_system_arrow_pool(command, env, expected):
+    run_env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    if env is not None:
+        run_env["ARROW_DEFAULT_MEMORY_POOL"] = env
+    out = subprocess.run([sys.executable, "-c", _POOL.format(command=command)], env=run_env,
+                         capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.split()[-1] == expected
+
+
+def test_system_arrow_pool_too_late_changes_nothing(monkeypatch):
+    import pyarrow  # noqa: F401  (already imported: its pool may exist, the variable would lie)
+    monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+    ps.system_arrow_pool()
+    assert "ARROW_DEFAULT_MEMORY_POOL" not in os.environ
+
+
 _PROBE = """
 import gc, sys
 from forensics.cli.process_setup import imports_without_gc
@@ -75,4 +105,6 @@ def test_postmortem_in_process_leaves_the_collector_alone(tmp_path):
     sample = REPO / "traces" / "samples" / "healthy"
     r = CliRunner().invoke(cli, ["postmortem", str(sample), "-o", str(tmp_path / "r"), "-q"])
     assert r.exit_code == 0, r.output
-    assert gc.isenabled() and gc.get_freeze_count() == before
+    # nothing frozen here (the suite froze what its collection made: some of it may be freed
+    # meanwhile, so the count may only go down)
+    assert gc.isenabled() and gc.get_freeze_count() <= before

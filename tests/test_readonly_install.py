@@ -28,14 +28,14 @@ LINE = ("[11/30/2026-12:00:01] [TRT-LLM] [RANK {r}] [I] iter = {i}, global_rank 
 
 def _install(site: Path) -> None:
     """pip install (not editable) of a copy of the repository into ``site``: with the build
-    requirements in an isolated environment as pip does by default, else with the ones
-    installed here."""
+    requirements installed here, else in an isolated environment as pip does by default (the
+    same files installed; measured: ~1.3 s CPU against ~5 s for the isolated build)."""
     src = site.parent / "src"
     shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(
         ".git", "__pycache__", "*.egg-info", "build", "tests", "notebooks", "benchmarks",
         "traces", "*.ds"))
     errors = []
-    for extra in ([], ["--no-build-isolation"]):
+    for extra in (["--no-build-isolation"], []):
         out = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
                               *extra, "--target", str(site), str(src)],
                              capture_output=True, text=True, timeout=600)

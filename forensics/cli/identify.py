@@ -33,7 +33,9 @@ def command(spec: str, by_exploring: bool, iterations: int | None, isolate: bool
     PATH@REV is itself an existing path; PATH#REV always means a revision.
 
     With --explore the comparison runs over every schedule of `forensics explore`'s default
-    space and bound (docs/explore.md) in one differential search.
+    space and bound (docs/explore.md) in one differential search: it prints the entries that
+    agree on every schedule, the one named (the build's own era first), and every other entry's
+    first divergence with its minimal witness.
 
     \b
     Example:

@@ -6,15 +6,17 @@ import sys
 
 import click
 
-from forensics.cli.process_setup import imports_without_gc, one_blas_thread, started_as
+from forensics.cli.process_setup import (imports_without_gc, one_blas_thread, started_as,
+                                        system_arrow_pool)
 
 
 def _lean_process() -> None:
     """Set up this process for an ingest, before numpy and pyarrow are imported: no OpenBLAS
-    threads, and pyarrow told there is no pandas (each unless already imported).
+    threads, Arrow's system memory pool, and pyarrow told there is no pandas (each unless
+    already imported).
 
     OpenBLAS: :func:`~forensics.cli.process_setup.one_blas_thread` (an ingest does no linear
-    algebra).
+    algebra). The pool: :func:`~forensics.cli.process_setup.system_arrow_pool`.
 
     pyarrow asks once per process whether pandas is importable, on the first ``pa.array``,
     ``pa.table`` or ``pyarrow.dataset`` import, and importing it then costs ~0.3 s CPU that an
@@ -27,6 +29,7 @@ def _lean_process() -> None:
     if not started_as("ingest"):
         return
     one_blas_thread()
+    system_arrow_pool()
     if "pandas" in sys.modules or "pyarrow" in sys.modules:
         return
 

@@ -27,9 +27,9 @@ correctly rounded IEEE operation (Clinger's fast path, as in
 
 The kernels (:mod:`~forensics.readers.compiled.json_kernel`) are numba ``cfunc`` functions
 called through ctypes (the GIL is released during a call): numba compiles them once per install
-(or kernel change) and :mod:`~forensics.readers.compiled.loader` saves their object code, which
-later processes link with llvmlite alone (~0.03 s instead of ~0.9 s for loading numba and its
-cache).
+(or kernel change) and :mod:`~forensics.readers.compiled.builder` saves their object code, which
+later processes load without numba (:mod:`~forensics.readers.compiled.loader`: ~0.03 s instead
+of ~0.9 s for loading numba and its cache).
 
 ``FORENSICS_INGEST_PATH`` (:data:`native_scan.PATH_ENV`) switches it as for logs:
 ``reference`` off, ``native`` on whatever the size. Without a saved object and numba (or
@@ -49,6 +49,7 @@ import pyarrow as pa
 
 from forensics.dataset.schema import EVENTS, FRAMES, STATS_READ, UNPARSED
 from forensics.readers.compiled import loader
+from forensics.readers.compiled.library import Library
 from forensics.readers.native_scan import PATH_ENV, use_compiled  # PATH_ENV: this reader's switch too
 from forensics.readers.stats_columns import FLOAT_COLUMNS, INT_BOUNDS, TYPED_COLUMNS, StatsBatch
 from forensics.readers.frame_columns import OPTIONAL, FrameColumns
@@ -81,11 +82,12 @@ SIGNATURES = {"stats": "biQbiQiqiqdibiiiiqd?bildlbl?qq",
 PROTOTYPES = {name: ctypes.CFUNCTYPE(ctypes.c_int64, *(ctypes.c_int64 if c == "i"
                                                        else ctypes.c_void_p for c in spec))
               for name, spec in SIGNATURES.items()}
-#: The kernels as one saved object (:mod:`~forensics.readers.compiled.loader`): numba compiles
-#: them once per install, later processes link them with llvmlite alone.
-LIBRARY = loader.Library("json", "forensics.readers.compiled.json_kernel",
-                         ("json_kernel.py", "../json_scan.py"), PROTOTYPES,
-                         "JSON Lines scanner")
+#: The kernels as one saved object (:mod:`~forensics.readers.compiled.library`): numba compiles
+#: them once per install, later processes load them without numba. Keyed by the source of
+#: every file whose code or tables the compiled kernels hold.
+LIBRARY = Library("json", "forensics.readers.compiled.json_kernel",
+                  ("json_kernel.py", "json_tokens.py", "../json_scan.py"), PROTOTYPES,
+                  "JSON Lines scanner")
 
 _kernel = None
 
@@ -114,7 +116,7 @@ def kernel():
 
 def ready():
     """The kernels when loaded or their saved object loads; else None, and a background build
-    is started (:func:`loader.build_in_background`)."""
+    is started (:func:`builder.build_in_background`)."""
     global _kernel
     if _kernel is None:
         try:
@@ -177,7 +179,7 @@ _TRACE: _TraceTables | None = None
 
 def word_table(names) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``names`` (each followed by its closing quote) as little-endian 8-byte words for
-    ``json_kernel.name_here``: (words, first word of each name, length of each with the quote)."""
+    ``json_tokens.name_here``: (words, first word of each name, length of each with the quote)."""
     words, woffs, lens = [], [0], []
     for name in names:
         raw = name.encode() + b'"'

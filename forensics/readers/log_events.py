@@ -47,6 +47,8 @@ _SINGLE: list[tuple[str, re.Pattern[str], str | None]] = [
     (event_kinds.VERSION,
      re.compile(r"^\[TensorRT-LLM\] TensorRT-LLM version: (?P<version>\S+)\s*$"), "I"),
 ]
+#: Whether any of ``_SINGLE`` matches (most candidates match none: one search, not eight).
+_ANY_SINGLE = re.compile("|".join(f"(?:{p.pattern})" for _, p, _ in _SINGLE))
 _REQUEST_ID = re.compile(r"\b(?:request(?:[ _]id)?|req(?:uest)?Id|id)[\s=:#]*(?P<id>\d+)",
                          re.IGNORECASE)
 _ITER = re.compile(r"\biter(?:ation)?[\s=:#]*(?P<iter>\d+)")
@@ -61,7 +63,7 @@ _MPI_MAX_LINES = 20
 
 def match_single(body: str) -> dict[str, Any] | None:
     """A known single-line message as a partial event row (kind, message, numbers), else None."""
-    for kind, pattern, default_sev in _SINGLE:
+    for kind, pattern, default_sev in _SINGLE if _ANY_SINGLE.search(body) else ():
         m = pattern.search(body)
         if not m:
             continue

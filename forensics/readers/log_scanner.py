@@ -58,27 +58,41 @@ class Scanner:
         claimed = np.zeros(n, dtype=bool)
         positions: dict[int, np.ndarray] = {}
         has_logger = b.pre.has_logger
+        # Python lists of what the loop below reads per line (a numpy scalar per line cost
+        # the tracebacks of a log a third of this stage), made on the first multi-line event
+        per_line: list[list[bool]] = []
+        one_stream = n == 0 or (b.stream[0] == b.stream).all()
 
         def scan(s: int, ev: Any, after: int) -> None:
-            pos = positions.get(s)
-            if pos is None:
-                pos = positions[s] = np.flatnonzero(b.stream == s)
-            for j in pos[np.searchsorted(pos, after, side="right"):]:
-                if b.is_iter[j]:
+            if not per_line:
+                per_line.extend([b.is_iter.tolist(), has_logger.tolist(),
+                                 b.is_collector.tolist()])
+            is_iter, logger_line, collector = per_line
+            if one_stream:   # the lines of the stream: every line after ``after``
+                following: Any = range(after + 1, n) if n and s == b.stream[0] else ()
+            else:
+                pos = positions.get(s)
+                if pos is None:
+                    pos = positions[s] = np.flatnonzero(b.stream == s)
+                following = pos[np.searchsorted(pos, after, side="right"):].tolist()
+            is_traceback = isinstance(ev, Traceback)
+            first = b.first_line
+            for j in following:
+                if is_iter[j]:
                     self._finish(s, ev)
                     return
                 body = b.body_at(j)
-                if isinstance(ev, Traceback):
-                    coll = bool(b.is_collector[j])
-                    if not ev.accepts(body, bool(has_logger[j]), coll):
+                if is_traceback:
+                    coll = collector[j]
+                    if not ev.accepts(body, logger_line[j], coll):
                         self._finish(s, ev)
                         return
-                    ev.add(b.first_line + j, body, b.raw_at(j), coll)
+                    ev.add(first + j, body, b.raw_at(j), coll)
                 else:
-                    if not ev.accepts(body, bool(has_logger[j])):
+                    if not ev.accepts(body, logger_line[j]):
                         self._finish(s, ev)
                         return
-                    ev.add(b.first_line + j, body)
+                    ev.add(first + j, body)
                 claimed[j] = True
                 if ev.done:
                     self._finish(s, ev)

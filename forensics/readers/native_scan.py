@@ -25,9 +25,10 @@ signs, exponents, other prefixes, wrappers, events) is not fast. A block holding
 NUL bytes, invalid UTF-8 or Docker records is not scanned at all.
 
 Decimals are exact: ``m / 10**k`` with ``m < 2**53`` and ``k <= 22`` is one correctly rounded
-IEEE division (Clinger's fast path), the same double as any correct decimal reader; other
-decimals (17 significant digits, as ``repr`` prints) are marked and the caller casts their text
-with Arrow, as the reference does.
+IEEE division (Clinger's fast path), the same double as any correct decimal reader; up to 18
+digits (17 significant, as ``repr`` prints) and 27 decimals the kernel computes the nearest
+double itself (:mod:`~forensics.readers.compiled.decimal_kernel`); longer decimals are marked
+and the caller casts their text with Arrow, as the reference does.
 
 ``FORENSICS_INGEST_PATH=reference`` in the environment turns this path off (the reference path
 reads everything; the tests compare both), ``=native`` uses it for small inputs too. Without
@@ -65,6 +66,10 @@ BLOCK_BYTES = 16 << 20
 
 # integer rows of ``ints`` not from the field table: ``iter``, the prefix's rank and time
 I_ITER, I_PRANK, I_LOGT = range(3)
+#: The compiled scan's scratch (int64): the byte offset and value of the last prefix time and
+#: of the last ``timestamp`` read (lines of a log share them for a second: compared, not read
+#: again).
+SCRATCH = 4
 #: Kind codes of :attr:`Lookup.kind` (index in :data:`~forensics.dataset.log_fields.KINDS`).
 K_INT, K_DECIMAL, K_TIME, K_RATIO = (log_fields.KINDS.index(k) for k in (
     log_fields.INT, log_fields.DECIMAL, log_fields.TIME, log_fields.RATIO))
@@ -179,7 +184,7 @@ def kernel():
 
 def ready():
     """The entry points when already loaded or their saved object loads; else None, and a
-    background build is started (:func:`loader.build_in_background`)."""
+    background build is started (:func:`builder.build_in_background`)."""
     global _kernel
     if _kernel is None:
         from forensics.readers.compiled import loader
@@ -269,14 +274,14 @@ def _scan(entry, block: bytes | bytearray, buf: np.ndarray, cap: int) -> Scan | 
     fneed = np.empty((N_FLOATS, cap), np.bool_)
     fmt = np.empty(cap, np.uint8)
     sev = np.empty(cap, np.uint8)
-    pred = np.full(32, -1, np.int64)
+    scratch = np.full(SCRATCH, -1, np.int64)
     out = np.zeros(2, np.int64)
     shape = np.empty(cap, np.uint8)
     boff = np.empty(cap, np.int64)
     lrank = np.empty(cap, np.int64)
     lsev = np.empty(cap, np.uint8)
     n = entry["scan"](at, len(buf), cap, *(a.ctypes.data for a in (
-        starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev, pred, out,
+        starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev, scratch, out,
         shape, boff, lrank, lsev)))
     k, odd = int(out[0]), int(out[1])
     if entry["failed"]():

@@ -5,7 +5,7 @@ For a container image or a shared cluster install, run once after ``pip install`
 who installed it): the log and JSON Lines scanners are compiled and their objects saved into the
 package (``forensics/readers/compiled/_prebuilt``, else the per-user cache, or ``DIR``), so no user's
 first large ingest builds anything. By default for a portable CPU target
-(:data:`loader.PORTABLE_CPU`: any machine of this architecture); ``--host`` for this
+(:data:`library.PORTABLE_CPU`: any machine of this architecture); ``--host`` for this
 machine's CPU only (what a background build makes). Measured on a 67 MB log (whole warm
 ``forensics ingest`` processes, 6 interleaved pairs, load 6.4-6.6): portable median 1.95 s CPU,
 host-tuned 1.63 s.
@@ -16,14 +16,15 @@ import sys
 from pathlib import Path
 
 from forensics.readers import json_scan
-from forensics.readers.compiled import loader
+from forensics.readers.compiled import builder
+from forensics.readers.compiled.library import SCAN
 
 
 def main(argv: list[str]) -> int:
     host = "--host" in argv
     rest = [a for a in argv if a != "--host"]
-    stems = loader.prebuild([loader.SCAN, json_scan.LIBRARY],
-                            Path(rest[0]) if rest else None, portable=not host)
+    stems = builder.prebuild([SCAN, json_scan.LIBRARY], Path(rest[0]) if rest else None,
+                             portable=not host)
     for stem in stems:
         print(stem)
     return 0

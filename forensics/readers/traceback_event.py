@@ -75,6 +75,18 @@ def _indent(body: str) -> int:
     return len(body) - len(body.lstrip(" \t"))
 
 
+# The per-line tests below look for a character the pattern needs before running it: a
+# traceback's lines are read one by one in Python, and most are frames and their source.
+def _group_content(body: str) -> bool:
+    """Whether ``body`` carries an exception group's ``  |`` / ``  +`` prefix."""
+    return ("|" in body or "+" in body) and _GROUP_CONTENT.match(body) is not None
+
+
+def _carets(body: str) -> bool:
+    """Whether ``body`` is a line of ``^`` / ``~`` markers under a frame's source."""
+    return ("^" in body or "~" in body) and _CARETS.match(body) is not None
+
+
 class Traceback:
     """An open traceback of one stream: its lines so far and what they say.
 
@@ -110,6 +122,8 @@ class Traceback:
 
     # ------------------------------------------------------------------ reading lines
     def _frame_line(self, line: int, body: str) -> bool:
+        if 'File "' not in body:
+            return False
         m = _FRAME.match(body)
         if m is None:
             return False
@@ -117,13 +131,14 @@ class Traceback:
             [m["file"], as_int(m["line"]), m["func"], None, line])
         return True
 
-    def _add(self, line: int, body: str) -> None:
+    def _add(self, line: int, body: str, indent: int | None = None) -> None:
         self.lines.append(line)
         self.bodies.append(body)
         if _ADP_ASSERT_SOURCE in body:
             self.saw_assert = True
         first = len(self.lines) == 1
-        if (first or _indent(body) > self.base or _GROUP_CONTENT.match(body)) \
+        group = _group_content(body)
+        if (first or (_indent(body) if indent is None else indent) > self.base or group) \
                 and self._frame_line(line, body):
             return
         if first:
@@ -131,15 +146,15 @@ class Traceback:
             if m:
                 self.sections[-1]["frames"].append([m["file"], None, m["func"], None, line])
             return
-        if _GROUP_CONTENT.match(body) and self.group_exc is None:
+        if group and self.group_exc is None:
             inner = _GROUP_CONTENT.sub("", body)
             m = _EXC.match(inner)
             if m:
                 self.group_exc = (m["type"], m["msg"])
                 return
         frames = self.sections[-1]["frames"]
-        if frames and frames[-1][3] is None and not _CARETS.match(body) and body.strip():
-            code = _GROUP_CONTENT.sub("", body) if _GROUP_CONTENT.match(body) else body
+        if frames and frames[-1][3] is None and not _carets(body) and body.strip():
+            code = _GROUP_CONTENT.sub("", body) if group else body
             frames[-1][3] = code.strip()   # the source line printed under its frame
 
     def accepts(self, body: str, has_logger: bool = False, collector: bool = False) -> bool:
@@ -185,7 +200,8 @@ class Traceback:
             self.bodies.append(body)
             return
         self._commit()
-        if _indent(body) <= self.base and not _GROUP_CONTENT.match(body):
+        indent = _indent(body)
+        if indent <= self.base and not _group_content(body):
             m = _EXC.match(body.lstrip(" \t"))
             if m:
                 self.sections[-1]["exc"] = (m["type"], m["msg"])
@@ -193,7 +209,7 @@ class Traceback:
                 self.bodies.append(body)
                 self.phase = "after"
                 return
-        self._add(line, body)
+        self._add(line, body, indent)
 
     def _commit(self) -> None:
         """Tentative lines (blank or collector lines) belong to the traceback after all."""

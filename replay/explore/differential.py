@@ -2,18 +2,25 @@
 
 One differential exploration (``explore(spec, against=every entry)``) decides the real code once
 per schedule and every entry beside it; an entry drops out of a path at its first divergence
-(the search keeps, per state, the set of entries still agreeing). The entries with no divergence
-anywhere up to the bound are named; for the others the smallest divergence is the evidence.
+(the search keeps, per state, the set of entries still agreeing) and out of the search once it
+has one (``first_only``: the search is smallest first, so that divergence is its minimal
+witness; nothing found later could be smaller). The entries with no divergence anywhere up to
+the bound agree; one of them is named (the build's own era first, as ``identify`` does), and
+those deciding as it in every configuration (the same step: no bound separates them) are said
+to be alike. For the others the smallest divergence is the evidence.
 """
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, Optional, Sequence
 
-from replay.catalogue import policy_names
+from replay.catalogue import get_policy, policy_names
+from replay.explore.decisions import decision_key
 from replay.explore.explorer import Progress, explore
 from replay.explore.result import ExploreResult, Witness, plural
 from replay.explore.space import DEFAULT_BOUND, Bound, ConfigSpace
+from replay.resolve import resolve_policy
+from replay.trtllm_source import era_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,12 +32,17 @@ class ExploredIdentification:
         agreeing: the entries with no divergence (oldest first).
         first_divergence: per other entry, its smallest divergence.
         result: the exploration itself (counts, bound).
+        named: the agreeing entry named (:func:`name_entry`), or None.
+        alike: the other agreeing entries whose step is the named one's in every configuration
+            of the space (no schedule of any bound separates them from it).
     """
 
     spec: str
     agreeing: tuple[str, ...]
     first_divergence: dict[str, Witness]
     result: ExploreResult
+    named: Optional[str] = None
+    alike: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -41,7 +53,11 @@ class ExploredIdentification:
         head = (f"{self.spec}: {r.schedules} schedules up to {r.bound.describe()} over "
                 f"{r.configs} configurations ({r.seconds:.1f} s)")
         if self.agreeing:
-            lines = [head, "agrees on every schedule with: " + ", ".join(self.agreeing)]
+            lines = [head, "agrees on every schedule with: " + ", ".join(self.agreeing),
+                     f"named: {self.named}"]
+            if self.alike:
+                lines.append(f"  {', '.join(self.alike)}: the same step as {self.named} in every "
+                             "configuration (no schedule of any bound tells them apart)")
         else:
             lines = [head, "no catalogue entry agrees on every schedule"]
         for name, w in self.first_divergence.items():
@@ -52,6 +68,7 @@ class ExploredIdentification:
 
     def to_json(self) -> dict[str, Any]:
         return {"spec": self.spec, "ok": self.ok, "agreeing": list(self.agreeing),
+                "named": self.named, "alike": list(self.alike),
                 "first_divergence": {k: w.to_json() for k, w in self.first_divergence.items()},
                 "schedules": self.result.schedules, "bound": self.result.bound.to_json(),
                 "space": self.result.space.to_json(), "seconds": round(self.result.seconds, 3),
@@ -70,15 +87,30 @@ def identify_by_exploration(spec: str, space: ConfigSpace = ConfigSpace(),
         entries: the entries to compare (default: the whole catalogue).
     """
     names = list(entries) if entries else policy_names()
-    res = explore(spec, space, bound, against=names, progress=progress, check=False)
+    res = explore(spec, space, bound, against=names, progress=progress, check=False,
+                  first_only=True)
     first: dict[str, Witness] = {}
     for w in res.witnesses:  # smallest first
         if w.against is not None and w.against not in first:
             first[w.against] = w
     agreeing = tuple(n for n in names if n not in first)
     ordered = {n: first[n] for n in names if n in first}
+    named = name_entry(agreeing, era_of(resolve_policy(spec)))
+    configs = space.configs(tp_size=1)
+    alike = tuple(n for n in agreeing if n != named and all(
+        decision_key(get_policy(n), c) == decision_key(get_policy(named), c) for c in configs))
     return ExploredIdentification(spec=res.policy, agreeing=agreeing, first_divergence=ordered,
-                                  result=res)
+                                  result=res, named=named, alike=alike)
 
 
-__all__ = ["ExploredIdentification", "identify_by_exploration"]
+def name_entry(agreeing: Sequence[str], loop: Optional[str]) -> Optional[str]:
+    """The entry to name among those that agree, as ``identify`` picks among its matches: the
+    build's own era (``loop``, the entry its loop comes from), then a merged entry over a
+    proposal, then the newer one."""
+    if not agreeing:
+        return None
+    order = policy_names()
+    return max(agreeing, key=lambda n: (n == loop, get_policy(n).merged, order.index(n)))
+
+
+__all__ = ["ExploredIdentification", "identify_by_exploration", "name_entry"]

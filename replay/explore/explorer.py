@@ -28,7 +28,8 @@ from replay.config import RunConfig
 from replay.explore.mechanisms import KIND_OF
 from replay.explore.model import Reasons
 from replay.explore.result import ExploreResult, Witness, describe_key
-from replay.explore.search import Search, decision_key
+from replay.explore.decisions import HookMemo, decision_key
+from replay.explore.search import Search
 from replay.explore.space import DEFAULT_BOUND, KV_OUTCOMES, Bound, ConfigSpace, KvOutcome
 from replay.explore.witness import confirm, run_record, schedule_records
 from replay.policy import Policy
@@ -39,14 +40,27 @@ Progress = Callable[[int, int, int], None]
 
 
 def behaviour_key(policy: Policy, config: RunConfig) -> tuple:
-    """What a catalogue policy's decisions depend on under ``config`` (configurations with one
-    key are explored once). A hooked policy (real code) reads the configuration itself: every
-    configuration is its own key."""
-    if policy.pad_hook is not None:
-        return (policy.name, config)
-    return (decision_key(policy, config), config.cap, config.max_batch_size,
+    """What a policy's decisions depend on under ``config`` (configurations with one key are
+    explored once): a catalogue policy's step and loop; a hooked policy (real code) adds what
+    its code can tell of the configuration (``Policy.config_seen``: for a ``trtllm:`` build the
+    stand-in's sizes and the flags the code names, so a build that reads no model gate decides
+    every model alike)."""
+    loop = (decision_key(policy, config), config.cap, config.max_batch_size,
             config.disaggregated, config.overlap_scheduler, config.encoder_decoder,
             config.enable_attention_dp, config.expected_multiplier)
+    if policy.pad_hook is not None:
+        return (policy.name, policy.config_seen(config)) + loop
+    return loop
+
+
+def hook_group(policies: Sequence[Policy], config: RunConfig) -> Optional[tuple]:
+    """Searches with one value here ask their hooks the same questions and get the same answers
+    (what each hook can tell of the configuration): they run in one process and share the hook
+    outcomes (``replay.explore.decisions.HookMemo``). None without a hook."""
+    if all(p.pad_hook is None for p in policies):
+        return None
+    return tuple((p.name, p.config_seen(config)) if p.pad_hook is not None else None
+                 for p in policies)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +70,7 @@ class SearchJob:
     Fields:
         policies: the policies (``Policy`` objects, or specs a worker resolves again: a hooked
             policy's code cannot be pickled).
-        config, bound, kv_outcomes, canonical, memo: as in :func:`explore`.
+        config, bound, kv_outcomes, canonical, memo, first_only: as in :func:`explore`.
         build: the ``build`` label of the witness traces.
     """
 
@@ -67,6 +81,7 @@ class SearchJob:
     canonical: bool
     memo: bool
     build: str
+    first_only: bool = False
 
 
 @dataclasses.dataclass
@@ -81,11 +96,16 @@ class SearchOutcome:
     interrupted: bool = False
 
 
-def run_job(job: SearchJob) -> SearchOutcome:
-    """Run one search (in this process or a worker) and build its witnesses' traces."""
-    policies = tuple(resolve_policy(p) for p in job.policies)
+def run_job(job: SearchJob, policies: Optional[tuple[Policy, ...]] = None,
+            hooks: Optional[HookMemo] = None) -> SearchOutcome:
+    """Run one search (in this process or a worker) and build its witnesses' traces
+    (``policies``: the job's, already resolved; ``hooks``: hook outcomes shared with other
+    searches of its :func:`hook_group`)."""
+    if policies is None:
+        policies = tuple(resolve_policy(p) for p in job.policies)
     search = Search(policies, job.config, job.bound.requests, job.kv_outcomes, Reasons(),
-                    canonical=job.canonical, memo=job.memo)
+                    canonical=job.canonical, memo=job.memo, first_only=job.first_only,
+                    hooks=hooks)
     found: dict = {}
     out = SearchOutcome(found={})
     try:
@@ -99,6 +119,19 @@ def run_job(job: SearchJob) -> SearchOutcome:
     for k, f in found.items():
         key = k if k[0] == "diverge" else (k[0], search.reasons.labels[k[1]])
         out.found[key] = (f, schedule_records(search, f, job.build))
+    return out
+
+
+def run_bundle(jobs: list[SearchJob]) -> list[SearchOutcome]:
+    """Run searches of one :func:`hook_group` in turn, their policies resolved once and their
+    hook outcomes shared; stops after an interrupted one."""
+    policies = tuple(resolve_policy(p) for p in jobs[0].policies)
+    hooks = HookMemo()
+    out = []
+    for job in jobs:
+        out.append(run_job(job, policies, hooks))
+        if out[-1].interrupted:
+            break
     return out
 
 
@@ -122,7 +155,7 @@ def explore(policy: str | Policy, space: ConfigSpace = ConfigSpace(), bound: Bou
             kv_outcomes: tuple[KvOutcome, ...] = KV_OUTCOMES,
             progress: Optional[Progress] = None, canonical: bool = True, memo: bool = True,
             check: bool = True, workers: Optional[int] = None,
-            cache: Optional[dict] = None) -> ExploreResult:
+            cache: Optional[dict] = None, first_only: bool = False) -> ExploreResult:
     """Explore every schedule of ``space`` up to ``bound`` under ``policy``.
 
     Args:
@@ -138,6 +171,9 @@ def explore(policy: str | Policy, space: ConfigSpace = ConfigSpace(), bound: Bou
         workers: processes running searches (default: the usable cores; 1: in this process).
         cache: searches already run, by behaviour key (several policies explored in a row
             share the configurations they decide alike).
+        first_only: differential mode: per reference and configuration, only its first
+            divergences (``identify --explore``: a reference is no longer decided once it
+            diverged; ``configs`` then counts the configurations where a divergence is first).
 
     Returns:
         :class:`~replay.explore.result.ExploreResult`; Ctrl-C stops the search and returns what
@@ -156,17 +192,21 @@ def explore(policy: str | Policy, space: ConfigSpace = ConfigSpace(), bound: Bou
                            space=space, bound=bound)
     configs = space.configs(tp_size=1)
     result.configs = len(configs)
-    keys = [(tuple(behaviour_key(p, c) for p in policies), bound, kv_outcomes, canonical, memo)
-            for c in configs]
+    keys = [(tuple(behaviour_key(p, c) for p in policies), bound, kv_outcomes, canonical, memo,
+             first_only) for c in configs]
     cache = {} if cache is None else cache
     portable = tuple(_portable(p, s) for p, s in zip(policies, (policy, *ref_specs)))
     jobs = {}
+    bundles: dict = {}  # hook group -> the keys of its jobs
     for key, config in zip(keys, configs):
         if key not in cache and key not in jobs:
+            group = hook_group(policies, config)
+            bundles.setdefault(key if group is None else group, []).append(key)
             jobs[key] = SearchJob(policies=portable if None not in portable else policies,
                                   config=config, bound=bound, kv_outcomes=kv_outcomes,
-                                  canonical=canonical, memo=memo, build=pol.name)
-    n_workers = min(workers or default_workers(), max(len(jobs), 1))
+                                  canonical=canonical, memo=memo, build=pol.name,
+                                  first_only=first_only)
+    n_workers = min(workers or default_workers(), max(len(bundles), 1))
     if None in portable:
         n_workers = 1
     start = time.perf_counter()
@@ -182,14 +222,17 @@ def explore(policy: str | Policy, space: ConfigSpace = ConfigSpace(), bound: Bou
         if progress is not None:
             progress(done, len(jobs), sum(cache[k].transitions for k in jobs if k in cache))
 
+    # The largest bundles first: the pool's workers finish together.
+    order = sorted(bundles.values(), key=len, reverse=True)
     try:
         if n_workers <= 1:
-            for key, job in jobs.items():
-                finished(key, run_job(job))
+            for bundle in order:
+                for key, outcome in zip(bundle, run_bundle([jobs[k] for k in bundle])):
+                    finished(key, outcome)
                 if result.interrupted:
                     break
         else:
-            _run_pool(jobs, n_workers, finished)
+            _run_pool(jobs, order, n_workers, finished)
     except KeyboardInterrupt:
         result.interrupted = True
     result.seconds = time.perf_counter() - start
@@ -229,23 +272,32 @@ def explore(policy: str | Policy, space: ConfigSpace = ConfigSpace(), bound: Bou
     return result
 
 
-def _run_pool(jobs: dict, n_workers: int, finished) -> None:
-    """Run the jobs in ``n_workers`` processes, reporting each as it completes."""
+def _run_pool(jobs: dict, bundles: list[list], n_workers: int, finished) -> None:
+    """Run the bundles of jobs in ``n_workers`` processes, reporting each job as its bundle
+    completes."""
     ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods()
                                       else "spawn")
     with concurrent.futures.ProcessPoolExecutor(n_workers, mp_context=ctx) as pool:
-        futures = {pool.submit(run_job, job): key for key, job in jobs.items()}
+        futures = {pool.submit(run_bundle, [jobs[k] for k in bundle]): bundle
+                   for bundle in bundles}
+        reported: set = set()
+
+        def report(fut) -> None:
+            reported.add(fut)
+            for key, outcome in zip(futures[fut], fut.result()):
+                finished(key, outcome)
         try:
             for fut in concurrent.futures.as_completed(futures):
-                finished(futures[fut], fut.result())
+                report(fut)
         except KeyboardInterrupt:
             for fut in futures:
                 fut.cancel()
-            for fut, key in futures.items():
-                if fut.done() and not fut.cancelled() and fut.exception() is None:
-                    finished(key, fut.result())
+            for fut in futures:
+                if (fut not in reported and fut.done() and not fut.cancelled()
+                        and fut.exception() is None):
+                    report(fut)
             raise
 
 
 __all__ = ["Progress", "SearchJob", "SearchOutcome", "behaviour_key", "default_workers",
-           "explore", "run_job"]
+           "explore", "hook_group", "run_bundle", "run_job"]

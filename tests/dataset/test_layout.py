@@ -282,18 +282,18 @@ def test_an_older_dataset_loads_with_names(two_runs, tmp_path, version):
 
 
 def test_many_small_inputs_make_few_row_groups(tmp_path):
-    """300 one-line logs: one row group per table, not one per input."""
+    """100 one-line logs: one row group per table, not one per input."""
     logs = tmp_path / "logs"
     logs.mkdir()
     line = ("[TRT-LLM] [RANK {r}] [I] iter = {i}, global_rank = {r}, rank = {r}, "
             "currank_total_requests = 1/1, host_step_time = 1.0ms, prev_device_step_time = 1.0ms, "
             "timestamp = 2026-01-01 00:00:00, num_scheduled_requests: 1, states = "
             "{{'num_ctx_requests': 0, 'num_ctx_tokens': 0, 'num_generation_tokens': 1}}\n")
-    for i in range(300):
+    for i in range(100):
         (logs / f"r{i:03d}.log").write_text(line.format(r=i % 8, i=i))
     forensics.ingest([logs], tmp_path / "ds")
     ds = forensics.load(tmp_path / "ds")
-    assert len(ds.iterations) == 300
+    assert len(ds.iterations) == 100
     for table in ("iterations",):
         files = list((tmp_path / "ds" / table).glob("*.parquet"))
         assert len(files) == 1 and pq.ParquetFile(files[0]).num_row_groups == 1

@@ -82,6 +82,24 @@ def test_ingest_imports_only_what_it_runs(inputs, tmp_path):
     assert sorted(unwanted & at_exit) == []
 
 
+def test_log_ingest_never_imports_pyarrow_dataset(inputs, tmp_path):
+    """A log alone: its summary (tracebacks and their frames included) reads the tables it
+    wrote file by file, so ``pyarrow.dataset`` (~0.01 s CPU to import) is never imported."""
+    log = tmp_path / "inputs" / "executor.log"
+    log.parent.mkdir()
+    log.write_text((inputs / "executor.log").read_text() + "Traceback (most recent call last):\n"
+                   '  File "/x/tensorrt_llm/_torch/pyexecutor/py_executor.py", line 9, in f\n'
+                   "    g()\nKeyError: None\n")
+    out = subprocess.run([sys.executable, "-c", _MODULES_AFTER, str(log.parent), "ingest",
+                          str(log), "-o", str(tmp_path / "ds"), "--json"], capture_output=True, text=True,
+                         env=_env())
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout.rsplit("MODULES ", 1)[0])["summary"]
+    assert summary["frames_per_traceback"], "the log has no traceback: nothing tested"
+    at_exit = set(json.loads(out.stdout.rsplit("MODULES ", 1)[1])[1])
+    assert "pyarrow.parquet" in at_exit and "pyarrow.dataset" not in at_exit
+
+
 def test_a_users_openblas_threads_are_kept(inputs, tmp_path):
     out = subprocess.run([sys.executable, "-c", _RUN_CLI, "ingest", str(inputs), "-o",
                           str(tmp_path / "ds"), "-q"], capture_output=True, text=True,

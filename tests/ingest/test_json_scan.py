@@ -480,8 +480,8 @@ def test_a_numba_that_refuses_the_kernels_turns_the_path_off(tmp_path):
             "    return real(*a, **k)\n"
             "numba.njit = njit\n"
             "from forensics.readers import json_scan, stats_json\n"
-            "from forensics.readers.compiled import loader\n"
-            "loader._cache_dirs = lambda: [__import__('pathlib').Path(sys.argv[2])]\n"
+            "from forensics.readers.compiled import cache_dirs\n"
+            "cache_dirs.searched = lambda: [__import__('pathlib').Path(sys.argv[2])]\n"
             "assert json_scan.kernel() is None and not json_scan.enabled(1 << 40)\n"
             "print(sum(b.stats.num_rows for b in stats_json.read_stats(sys.argv[1], 'x')))\n")
     out = subprocess.run([sys.executable, "-c", code, str(stats), str(tmp_path)],
@@ -495,14 +495,15 @@ def _saved_object(directory: Path) -> Path:
     """The kernels' object files saved into ``directory``; their common stem."""
     import llvmlite.binding as llvm
 
-    from forensics.readers.compiled import loader
+    from forensics.readers.compiled import builder, cache_dirs
+    from forensics.readers.compiled.library import object_key
 
-    loader._numba_cache()   # numba's cache where the loader keeps it: a load after the first
+    cache_dirs.set_numba_cache()   # numba's cache in the user cache: a load after the first
     from forensics.readers.compiled import json_kernel
 
-    objects, meta = loader._objects(json_kernel.ENTRY_POINTS)
-    stem = directory / f"{json_scan.LIBRARY.stem}-{loader._key(llvm, json_scan.LIBRARY)}"
-    assert loader._save(stem, objects, meta)
+    objects, meta = builder._objects(json_kernel.ENTRY_POINTS)
+    stem = directory / f"{json_scan.LIBRARY.stem}-{object_key(llvm, json_scan.LIBRARY)}"
+    assert builder._save(stem, objects, meta)
     return stem
 
 

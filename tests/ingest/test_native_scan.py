@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forensics.readers import json_scan, native_scan
-from forensics.readers.compiled import loader
+from forensics.readers.compiled import builder, cache_dirs, loader
+from forensics.readers.compiled.library import object_key
 from forensics.readers.executor_log import parse_executor_log
 from forensics.simulate import simulate
 
@@ -75,7 +76,7 @@ def _scan_kernel():
     """The log scanner's kernel module compiled by numba, with numba's cache where the loader
     keeps it: a load after the first compile on this machine, in this process and in the
     processes the tests start (test_numba_internals does the same)."""
-    loader._numba_cache()
+    cache_dirs.set_numba_cache()
     from forensics.readers.compiled import scan_kernel
 
     return scan_kernel
@@ -263,8 +264,8 @@ def test_saved_object_runs_without_numba(tmp_path):
     import llvmlite.binding as llvm
 
     scan_kernel = _scan_kernel()
-    objects, meta = loader._objects(scan_kernel.ENTRY_POINTS)
-    assert loader._save(tmp_path / "cache" / f"scan-{loader._key(llvm)}", objects, meta)
+    objects, meta = builder._objects(scan_kernel.ENTRY_POINTS)
+    assert builder._save(tmp_path / "cache" / f"scan-{object_key(llvm)}", objects, meta)
     log = tmp_path / "bench.log"
     _bench_module().generate_bench(log, 1, "V3")
     rows = _native_rows_in_subprocess(
@@ -280,9 +281,9 @@ def test_damaged_object_file_is_not_loaded(tmp_path):
     import llvmlite.binding as llvm
 
     scan_kernel = _scan_kernel()
-    objects, meta = loader._objects(scan_kernel.ENTRY_POINTS)
-    stem = tmp_path / f"scan-{loader._key(llvm)}"
-    assert loader._save(stem, objects, meta)
+    objects, meta = builder._objects(scan_kernel.ENTRY_POINTS)
+    stem = tmp_path / f"scan-{object_key(llvm)}"
+    assert builder._save(stem, objects, meta)
     assert loader._load(llvm, stem) is not None
     obj = stem.parent / (stem.name + ".scan.o")
     obj.write_bytes(obj.read_bytes()[:1000])
@@ -293,7 +294,8 @@ def test_damaged_object_file_is_not_loaded(tmp_path):
             "from forensics.readers import native_scan\n"
             "from forensics.readers.compiled import loader\n"
             "from forensics.readers.executor_log import parse_executor_log\n"
-            "loader._cache_dirs = lambda: [__import__('pathlib').Path(sys.argv[2])]\n"
+            "from forensics.readers.compiled import cache_dirs\n"
+            "cache_dirs.searched = lambda: [__import__('pathlib').Path(sys.argv[2])]\n"
             "n = sum(b.iterations.num_rows for b in parse_executor_log(sys.argv[1], 'x', "
             "native=True))\n"
             "print(n, not loader._engines, 'numba' in sys.modules)\n")
@@ -428,6 +430,46 @@ def test_varied_generator(tmp_path):
     assert {"cpp_log", "log", "traceback", "cpp_backtrace", "event_loop_error"} <= kinds
     assert new["traceback_frames"].num_rows > 50 and new["unparsed"].num_rows > 10
     assert _fast_lines(log) == new["iterations"].num_rows > 1000
+
+
+def _decimal_texts(rng: random.Random) -> list[str]:
+    """Decimals past ``m / 10**k``'s exact range: ``repr`` of random floats (17 digits), random
+    mantissas of 16-18 digits with 0-27 decimals, ties between two doubles (2**53 + 1 and
+    halves of such), and the bounds (18 digits, 27 and 28 decimals, zeros)."""
+    out = [repr(rng.uniform(5, 450)) for _ in range(300)]
+    for _ in range(300):
+        m = str(rng.randint(10 ** 15, 10 ** 18 - 1))
+        k = rng.randint(0, min(27, len(m) - 1))
+        out.append(m[:len(m) - k] + ("." + m[len(m) - k:] if k else ""))
+    out += ["9007199254740993", "9007199254740995", "4503599627370496.5", "4503599627370497.5",
+            "2251799813685248.25", "999999999999999999", "1000000000000000000",
+            "0.000000000000000000000000001", "0.0000000000000000000000000001",
+            "0.123456789012345678", "12345678901234567.8", "0.00000000000000000000000000",
+            "000000000000000012.5", "9223372036854775807.5"]
+    return out
+
+
+def test_decimals_past_the_exact_quotient(tmp_path):
+    """A decimal of up to 18 digits is read by the scanner itself, as the nearest double
+    (ties to even): the same value as the reference path's cast of its text."""
+    texts = _decimal_texts(random.Random(7))
+    lines = [f"[11/30/2026-12:00:01] [TRT-LLM] [RANK 0] [I] iter = {i}, global_rank = 0, "
+             f"rank = 0, currank_total_requests = 1/2, host_step_time = {t}ms, "
+             f"prev_device_step_time = {t}ms, timestamp = 2026-11-30 12:00:01, "
+             f"states = {{'num_ctx_requests': 0, 'num_ctx_tokens': 0, "
+             f"'num_generation_tokens': 0}}" for i, t in enumerate(texts)]
+    path = tmp_path / "decimals.log"
+    path.write_text("\n".join(lines) + "\n")
+    rows = assert_same(path)["iterations"].to_pylist()
+    assert [r["host_step_time_ms"] for r in rows] == [float(t) for t in texts]
+    scan = native_scan.scan_block(path.read_bytes())
+    assert len(scan.fast_line) == len(texts)
+    digits = [len(t.replace(".", "")) for t in texts]
+    # Arrow reads the text of the longer ones only (more than 18 digits, or 28 decimals)
+    longer = [d > 18 or len(t.partition(".")[2]) > 27 for t, d in zip(texts, digits)]
+    assert scan.fneed[native_scan.LOOKUP.flt_row[native_scan.NAMES.index(
+        "host_step_time")]].tolist() == longer
+    assert sum(longer) == 7   # of the bounds: 19, 20 or 28 digits (leading zeros count)
 
 
 _SHAPES = [   # (line, shape, body offset, rank, severity) as the scan reads them

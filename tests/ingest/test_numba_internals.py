@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from forensics.readers import native_scan
-from forensics.readers.compiled import loader, numba_internals
+from forensics.readers.compiled import cache_dirs, numba_internals
+from forensics.readers.compiled.library import SCAN
 from forensics.readers.executor_log import parse_executor_log
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("numba") is None
@@ -44,7 +45,7 @@ EXPECTED = {"iter": [12, 13], "rank": [3, 0], "num_scheduled_requests": [2, 0],
 def _kernels():
     """The kernel modules, compiled by numba (its cache, where the loader keeps it, makes this
     a load after the first)."""
-    loader._numba_cache()
+    cache_dirs.set_numba_cache()
     from forensics.readers.compiled import json_kernel, scan_kernel
 
     return {"scan_kernel": scan_kernel, "json_kernel": json_kernel}
@@ -101,7 +102,7 @@ def test_a_changed_numba_without_an_internal_runs_numba_functions(cold, tmp_path
 
     monkeypatch.setattr(numba_internals, "NUMBA_CHECKED", "0.0.0")
     monkeypatch.delattr(CPUCodeLibrary, "_get_module_for_linking")
-    with caplog.at_level(logging.WARNING, logger=loader.__name__):
+    with caplog.at_level(logging.WARNING, logger="forensics.readers.compiled"):
         assert native_scan.kernel() is not None
     notes = " ".join(r.getMessage() for r in caplog.records)
     assert "cfunc._library._get_module_for_linking" in notes and "0.0.0" in notes
@@ -124,10 +125,10 @@ def test_a_changed_llvmlite_without_mcjit_reads_with_the_reference_reader(cold, 
 
     # numba itself compiles through MCJIT: compile the kernel before MCJIT goes (as a process
     # that had compiled it does), so the test holds run alone as well as after the others.
-    importlib.import_module(loader.SCAN.module)
+    importlib.import_module(SCAN.module)
     monkeypatch.setattr(numba_internals, "LLVMLITE_CHECKED", "0.0.0")
     monkeypatch.delattr(llvm, "create_mcjit_compiler")
-    with caplog.at_level(logging.WARNING, logger=loader.__name__):
+    with caplog.at_level(logging.WARNING, logger="forensics.readers.compiled"):
         assert not native_scan.enabled(1 << 40)
         assert not native_scan.enabled(1 << 40)
     assert cold == []

@@ -18,6 +18,8 @@ from forensics.readers import parallel
 
 SAMPLES = Path(__file__).resolve().parents[2] / "traces" / "samples"
 NVBUG = SAMPLES / "nvbug-6438685"
+#: 4 ranks: split by rank, 6 files, each read in a process of its own with ``jobs=2``
+HEALTHY = SAMPLES / "healthy"
 
 
 def _same_dataset(a, b) -> None:
@@ -97,9 +99,9 @@ def test_samples_in_parallel_equal_serial(tmp_path, threads):
 
 
 def test_per_rank_trace_files_in_parallel(tmp_path, threads):
-    """Ten files of one run (8 per-rank traces): the frames of the run follow the file order."""
+    """Six files of one run (4 per-rank traces): the frames of the run follow the file order."""
     run = tmp_path / "run"
-    _split_by_rank(NVBUG / "trace.jsonl", run)
+    _split_by_rank(HEALTHY / "trace.jsonl", run)
     serial = ingest([run], tmp_path / "s.ds", jobs=1)
     _same_dataset(serial, ingest([run], tmp_path / "p.ds", jobs=2))
     _same_dataset(serial, ingest([run], tmp_path / "t.ds"))
@@ -107,10 +109,10 @@ def test_per_rank_trace_files_in_parallel(tmp_path, threads):
 
 def test_a_frame_in_two_rank_files_is_refused_in_parallel(tmp_path, threads):
     """The checks across files run as in a serial ingest: same error, file and line."""
-    lines = (NVBUG / "trace.jsonl").read_text().splitlines()
+    lines = (HEALTHY / "trace.jsonl").read_text().splitlines()
     frame0 = next(json.loads(x) for x in lines[1:] if json.loads(x).get("rank") == 0)
     run = tmp_path / "run"
-    _split_by_rank(NVBUG / "trace.jsonl", run, extra={1: frame0})   # rank 0's frame again
+    _split_by_rank(HEALTHY / "trace.jsonl", run, extra={1: frame0})   # rank 0's frame again
     errors = []
     for jobs in (1, 2, None):
         with pytest.raises(TraceFormatError) as e:

@@ -12,7 +12,8 @@ import pytest
 
 from forensics import user_cache
 from forensics.readers import json_scan, native_scan
-from forensics.readers.compiled import loader
+from forensics.readers.compiled import builder, cache_dirs, loader
+from forensics.readers.compiled.library import SCAN, object_key, shared_key, shared_stem
 
 #: ``subprocess.Popen`` before the fixtures record builds instead (the linker still runs).
 POPEN = subprocess.Popen
@@ -30,12 +31,12 @@ def test_user_cache_dir_follows_the_convention(monkeypatch, tmp_path):
 
 
 def test_a_cold_cache_starts_one_background_build_and_says_so(cold, tmp_path, caplog):
-    with caplog.at_level(logging.WARNING, logger=loader.__name__):
+    with caplog.at_level(logging.WARNING, logger="forensics.readers.compiled"):
         assert not native_scan.enabled(native_scan.MIN_BYTES)
         assert not native_scan.enabled(native_scan.MIN_BYTES)    # no second build
     (argv,) = cold
     stem, module, lock, shared = argv[-4:]
-    assert argv[1:3] == ["-m", "forensics.readers.compiled.loader"]
+    assert argv[1:3] == ["-m", "forensics.readers.compiled.builder"]
     assert module == "forensics.readers.compiled.scan_kernel"
     assert Path(stem).parent == tmp_path / "cache" / "native" and Path(lock).is_file()
     notes = [r.getMessage() for r in caplog.records]
@@ -45,13 +46,13 @@ def test_a_cold_cache_starts_one_background_build_and_says_so(cold, tmp_path, ca
     # object and the shared library linked from it and frees the lock; the next ingest loads
     # the library (with ctypes alone: no LLVM)
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(loader.subprocess, "Popen", POPEN)
-        assert loader.main([stem, module, lock, shared]) == 0
+        m.setattr(builder.subprocess, "Popen", POPEN)
+        assert builder.main([stem, module, lock, shared]) == 0
     assert not Path(lock).exists()
     assert native_scan.enabled(native_scan.MIN_BYTES)
     names = sorted(p.name for p in Path(stem).parent.iterdir())
     object_files = [Path(stem).name + s for s in (".count.o", ".json", ".scan.o")]
-    if loader._linker() is None:
+    if builder.linker() is None:
         assert names == object_files
     else:
         assert names == sorted(object_files + [Path(shared).name + s for s in (".json", ".so")])
@@ -62,48 +63,47 @@ def test_a_cold_cache_starts_one_background_build_and_says_so(cold, tmp_path, ca
 def test_a_shared_library_is_refused_when_damaged_and_not_built_again(cold, tmp_path):
     """The library is checked against its digest before it is loaded; a build that tried to
     make it (made, or found it could not) is not started again for an object that loads."""
-    if loader._linker() is None:
+    if builder.linker() is None:
         pytest.skip("no C compiler driver to link with")
     from forensics.readers.compiled import scan_kernel
 
-    key = loader._shared_key(loader.SCAN)
-    shared = loader._shared_stem(tmp_path / "cache" / "native", loader.SCAN, key)
+    key = shared_key(SCAN)
+    shared = shared_stem(tmp_path / "cache" / "native", SCAN, key)
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(loader.subprocess, "Popen", POPEN)
-        assert loader._save_shared(shared, scan_kernel.ENTRY_POINTS)
+        m.setattr(builder.subprocess, "Popen", POPEN)
+        assert builder._save_shared(shared, scan_kernel.ENTRY_POINTS)
     assert loader._load_shared(shared) is not None
     so = shared.parent / (shared.name + ".so")
     so.write_bytes(so.read_bytes()[:1000])
     assert loader._load_shared(shared) is None
-    assert loader._shared_tried(loader.SCAN, key)
+    assert builder.shared_tried(SCAN, key)
 
 
 def test_without_a_c_compiler_no_library_is_made(monkeypatch, tmp_path):
-    monkeypatch.setattr(loader, "LINKERS", ())
+    monkeypatch.setattr(builder, "LINKERS", ())
     monkeypatch.delenv("CC", raising=False)
     from forensics.readers.compiled import scan_kernel
 
     stem = tmp_path / "scan-so-x"
-    assert not loader._save_shared(stem, scan_kernel.ENTRY_POINTS)
+    assert not builder._save_shared(stem, scan_kernel.ENTRY_POINTS)
     assert list(tmp_path.iterdir()) == []
 
 
 def test_an_object_from_before_the_shared_library_starts_one_quiet_build(cold, tmp_path, caplog):
     """A cache holding the object files only (a build from before this loader): it is linked
     with llvmlite, and one build that also makes the library starts, unannounced."""
-    if loader._linker() is None:
+    if builder.linker() is None:
         pytest.skip("no C compiler driver to link with")
     import llvmlite.binding as llvm
 
     from forensics.readers.compiled import scan_kernel
 
-    objects, meta = loader._objects(scan_kernel.ENTRY_POINTS)
-    assert loader._save(tmp_path / "cache" / "native" / f"scan-{loader._key(llvm)}", objects, meta)
-    with caplog.at_level(logging.WARNING, logger=loader.__name__):
+    objects, meta = builder._objects(scan_kernel.ENTRY_POINTS)
+    assert builder._save(tmp_path / "cache" / "native" / f"scan-{object_key(llvm)}", objects, meta)
+    with caplog.at_level(logging.WARNING, logger="forensics.readers.compiled"):
         assert native_scan.enabled(native_scan.MIN_BYTES)
     (argv,) = cold
-    assert argv[-1] == str(loader._shared_stem(tmp_path / "cache" / "native", loader.SCAN,
-                                               loader._shared_key(loader.SCAN)))
+    assert argv[-1] == str(shared_stem(tmp_path / "cache" / "native", SCAN, shared_key(SCAN)))
     assert caplog.records == []
 
 
@@ -117,7 +117,7 @@ def test_an_unwritable_cache_is_no_error(cold, tmp_path, monkeypatch, caplog):
     blocker = tmp_path / "file"
     blocker.write_text("a file where the cache directory would go")
     monkeypatch.setenv(user_cache.CACHE_DIR_ENV, str(blocker / "cache"))
-    with caplog.at_level(logging.WARNING, logger=loader.__name__):
+    with caplog.at_level(logging.WARNING, logger="forensics.readers.compiled"):
         assert not native_scan.enabled(1 << 40) and not json_scan.enabled(1 << 40)
     assert cold == []
     notes = [r.getMessage() for r in caplog.records]
@@ -127,10 +127,10 @@ def test_an_unwritable_cache_is_no_error(cold, tmp_path, monkeypatch, caplog):
 def test_a_stale_build_lock_is_taken_over(tmp_path):
     lock = tmp_path / "scan-x.building"
     lock.write_text("1")
-    assert not loader._take_lock(lock)          # a live build
-    old = lock.stat().st_mtime - loader.STALE_BUILD_S - 1
+    assert not builder._take_lock(lock)          # a live build
+    old = lock.stat().st_mtime - builder.STALE_BUILD_S - 1
     os.utime(lock, (old, old))
-    assert loader._take_lock(lock)              # a builder killed long ago
+    assert builder._take_lock(lock)              # a builder killed long ago
 
 
 def test_a_prebuilt_portable_object_in_the_package_is_loaded(cold, tmp_path, monkeypatch):
@@ -142,10 +142,10 @@ def test_a_prebuilt_portable_object_in_the_package_is_loaded(cold, tmp_path, mon
 
     from forensics.readers.compiled import scan_kernel
 
-    monkeypatch.setattr(loader, "PREBUILT_DIR", tmp_path / "_prebuilt")
-    objects, meta = loader._objects(scan_kernel.ENTRY_POINTS)
-    key = loader._key(llvm, loader.SCAN, portable=True)
-    assert key != loader._key(llvm, loader.SCAN)
-    assert loader._save(tmp_path / "_prebuilt" / f"scan-{key}", objects, meta)
+    monkeypatch.setattr(cache_dirs, "PREBUILT_DIR", tmp_path / "_prebuilt")
+    objects, meta = builder._objects(scan_kernel.ENTRY_POINTS)
+    key = object_key(llvm, SCAN, portable=True)
+    assert key != object_key(llvm, SCAN)
+    assert builder._save(tmp_path / "_prebuilt" / f"scan-{key}", objects, meta)
     assert native_scan.enabled(native_scan.MIN_BYTES)
     assert cold == []

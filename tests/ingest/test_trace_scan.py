@@ -76,10 +76,15 @@ def test_samples_take_the_compiled_path(monkeypatch):
     assert taken and all(taken)
 
 
+#: Iterations of the fleet run: 32 ranks x 1,100 = 35,200 frames, more than one batch
+#: (``trace_v1.DEFAULT_BATCH_FRAMES``), ~31 MB: several blocks of either path.
+FLEET_ITERS = 1100
+
+
 @pytest.fixture(scope="module")
 def fleet_trace(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("fleet")
-    simulate("fleet-1h", out_dir=out, iters=2000, log_ranks="0")
+    simulate("fleet-1h", out_dir=out, iters=FLEET_ITERS, log_ranks="0")
     return out / "trace.jsonl"
 
 
@@ -98,7 +103,7 @@ def test_fleet_run_same_tables(fleet_trace, monkeypatch):
     taken = _counting(monkeypatch)
     t = trace_v1.read_trace(fleet_trace)
     assert len(taken) > 1 and all(taken)
-    assert t.frames.num_rows == 2000 * 32
+    assert t.frames.num_rows == FLEET_ITERS * 32 > trace_v1.DEFAULT_BATCH_FRAMES
 
 
 # --- mixed files: good frames of a sample with odd-but-valid and bad lines put in ---------

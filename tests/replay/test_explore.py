@@ -135,6 +135,32 @@ def test_the_reductions_change_no_verdict(policy, disagg, overlap, pp, model, it
         assert q >= full[key][2]
 
 
+def _first_divergences(res):
+    """Per reference: the size of its smallest divergence and every cause found at that size."""
+    out: dict = {}
+    for w in res.witnesses:  # smallest first
+        size, causes = out.setdefault(w.against, (w.size, set()))
+        if w.size == size:
+            causes.add(w.cause)
+    return out
+
+
+@pytest.mark.parametrize("policy", ["prefix-2026", "postpad-17379", "mid-2025"])
+def test_dropping_a_reference_at_its_first_divergence_changes_no_first_divergence(policy):
+    """``identify --explore`` stops deciding a reference once it diverged (``first_only``): per
+    reference, the same smallest divergence and the same causes at that size as the search that
+    compares every reference to the end, from fewer decided transitions."""
+    refs = [name for name in CATALOGUE if name != policy]
+    space = ConfigSpace(disaggregated=(True, False), pp_sizes=(1, 2), overlap=(False,),
+                        models=("deepseek_v4", "llama"), max_batch_sizes=(2,), dkv=(False,))
+    bound = Bound(ranks=2, requests=1, iterations=3)
+    full = explore(policy, space, bound, against=refs, check=False, workers=1)
+    first = explore(policy, space, bound, against=refs, check=False, workers=1, first_only=True)
+    assert _first_divergences(first) == _first_divergences(full)
+    assert len(_first_divergences(full)) >= len(refs) - 2  # most references do diverge
+    assert first.schedules < full.schedules
+
+
 def test_the_reductions_shrink_the_space():
     """The same verdicts from fewer decided transitions (prefix-2026, 2 ranks, 3 iterations)."""
     config = RunConfig(tp_size=1, disaggregated=True, overlap_scheduler=False, max_batch_size=1)

@@ -1,18 +1,20 @@
 """Differential exploration against real code (issue 24 items 2 and 6): mutant catalogue entries
-are caught against the era fixture they mutate, the true entries are not, and every era fixture
-agrees on every schedule of a small bound with the entry ``identify --explore`` names."""
+are caught against the era fixture they mutate, the true entries are not, every era fixture
+agrees on every schedule of a small bound with the entry ``identify --explore`` names, and the
+default bound separates the entries the small one cannot (every era over the whole default space
+and bound: ``benchmarks/explore_eras.py``, docs/explore.md)."""
 from __future__ import annotations
 
 import dataclasses
 
 import pytest
 from click.testing import CliRunner
-from trtllm_checkouts import ERA_FIXTURES, place_era
+from trtllm_checkouts import ERA_ENTRIES, ERA_FIXTURES, place_era
 
 import replay.identify
 from forensics.cli import cli
 from replay.catalogue import get_policy
-from replay.explore import Bound, ConfigSpace, explore, identify_by_exploration
+from replay.explore import DEFAULT_BOUND, Bound, ConfigSpace, explore, identify_by_exploration
 from replay.policy import KvPrecheck
 
 #: Outside every gate (llama) and inside (deepseek_v4), with and without the overlap loop.
@@ -20,22 +22,23 @@ SPACE = ConfigSpace(disaggregated=(True,), pp_sizes=(1, 2), overlap=(True, False
                     models=("deepseek_v4", "llama"), max_batch_sizes=(1,), dkv=(False,))
 SMALL = Bound(ranks=2, requests=1, iterations=2)
 
-#: The entry each era fixture models, and the entries this small bound cannot tell from it:
-#: the dummy role of mid-2025 (context on a context arrival) shows from the third iteration,
-#: the post-schedule pad of 002f3cc needs a cap of 2 (max_batch_size 2), and the KV-connector
-#: proposal differs from 0004396 only on a path request states do not express.
-EXPECTED = {
-    "mid-2025": ("mid-2025", {"early-2026"}),
-    "late-2025": ("legacy-2025", set()),
-    "early-2026": ("early-2026", {"mid-2025"}),
-    "prefix-2026": ("prefix-2026", set()),
-    "16279": ("fix-16279", set()),
-    "000515e": ("tolerant-17278", set()),
-    "002f3cc": ("postpad-17379", {"sched-aware-16921"}),
-    "0004396": ("newest", {"kv-connector-19164"}),
-    "dkv": ("dkv", set()),
-    "fork-ingestion-task": ("newest", {"kv-connector-19164"}),
+#: The entries this small bound and space cannot tell from the one each era fixture models
+#: (``ERA_ENTRIES``): the dummy role of mid-2025 (context on a context arrival) shows from the
+#: third iteration, the post-schedule pad of 002f3cc needs a cap of 2 (max_batch_size 2); the
+#: KV-connector proposal has newest's step in every configuration (no bound separates them).
+SMALL_TWINS = {
+    "mid-2025": {"early-2026"},
+    "early-2026": {"mid-2025"},
+    "002f3cc": {"sched-aware-16921"},
+    "0004396": {"kv-connector-19164"},
+    "fork-ingestion-task": {"kv-connector-19164"},
 }
+
+
+def one_config(model: str, max_batch_size: int) -> ConfigSpace:
+    """One configuration: disaggregated, pp_size 1, the overlap loop, no dkv."""
+    return ConfigSpace(disaggregated=(True,), pp_sizes=(1,), overlap=(True,), models=(model,),
+                       max_batch_sizes=(max_batch_size,), dkv=(False,))
 
 
 @pytest.fixture(scope="module")
@@ -83,9 +86,58 @@ def test_fix_16279_predicate_widened_is_caught(eras):
 def test_every_era_agrees_with_the_entry_identify_explore_names(eras, era):
     space = dataclasses.replace(SPACE, overlap=(False,), dkv=(False, True))
     found = identify_by_exploration(eras[era], space, SMALL)
-    expected, twins = EXPECTED[era]
-    assert expected in found.agreeing, found.summary()
-    assert set(found.agreeing) - {expected} <= twins, found.summary()
+    assert found.named == ERA_ENTRIES[era], found.summary()
+    assert set(found.agreeing) - {found.named} <= SMALL_TWINS.get(era, set()), found.summary()
+
+
+@pytest.mark.parametrize("era, twin", [("mid-2025", "early-2026"), ("early-2026", "mid-2025")])
+def test_the_default_bound_separates_the_dummy_roles_of_2025_and_2026(eras, era, twin):
+    """Hand-worked, 1 rank, cap 1 (disaggregated, DeepSeek-V4, overlap): iteration 0 holds
+    nothing (expected 0: no dummy); iteration 1 a DISAGG_CONTEXT_WAIT_SCHEDULER request arrives
+    (a context-only arrival: both roles turn context; the legacy count takes state 7, no dummy);
+    iteration 2 it is awaiting KV (DISAGG_GENERATION_INIT, moved forward in enum order; the
+    legacy count does not take it): expected 1, the rank is padded. mid-2025 gives the dummy the
+    context role only in an iteration where a context-only request arrived (none did: a
+    generation dummy); 2026 builds keep the context role until requests arrive again. Three
+    iterations: the small bound (two) cannot see it, the default one does."""
+    found = identify_by_exploration(eras[era], one_config("deepseek_v4", 1), DEFAULT_BOUND)
+    assert found.agreeing == (ERA_ENTRIES[era],), found.summary()
+    w = found.first_divergence[twin]
+    context = {"mid-2025": 0, "early-2026": 1}
+    assert w.cause == f"role_context: {context[era]} vs {context[twin]}"
+    assert w.size == (1, 3, 1)
+    frames = [r["requests"] for r in w.records if r["kind"] == "frame"]
+    assert frames == [[], [{"id": 1, "state": "DISAGG_CONTEXT_WAIT_SCHEDULER"}],
+                      [{"id": 1, "state": "DISAGG_GENERATION_INIT"}]]
+
+
+def test_the_default_space_separates_the_post_schedule_pad_of_002f3cc(eras):
+    """Hand-worked, 1 rank holding one DISAGG_CONTEXT_WAIT_SCHEDULER request, llama with the
+    overlap loop (outside #16921's scheduler-aware gate: the legacy count takes state 7, so no
+    pad-step dummy), max_batch_size 2, so cap 2: expected max(ceil(1 / 1), 1 - 1) = 1; the
+    scheduler window refuses state 7, the batch is empty. 002f3cc pads it after scheduling
+    (#17379: active 1 below the cap 2, the dummy fits); sched-aware-16921 does not. With cap 1
+    (max_batch_size 1) the rank is at the cap and neither pads: the small space missed it."""
+    found = identify_by_exploration(eras["002f3cc"], one_config("llama", 2), DEFAULT_BOUND)
+    assert found.named == "postpad-17379", found.summary()
+    w = found.first_divergence["sched-aware-16921"]
+    assert (w.cause, w.size) == ("postpadded: 1 vs 0", (1, 1, 1))
+    assert [r["requests"] for r in w.records if r["kind"] == "frame"] == [
+        [{"id": 1, "state": "DISAGG_CONTEXT_WAIT_SCHEDULER"}]]
+
+
+def test_newest_and_the_kv_connector_proposal_are_the_same_step(eras):
+    """kv-connector-19164 changes what happens after scheduling (an async KV load that empties
+    the scheduled batch), not the pad step or the loop the explorer decides: in every
+    configuration its step is newest's, so no bound separates them. identify --explore names
+    the merged entry, newest, and says the proposal is alike. On pipeline parallelism with dkv,
+    postpad-17379 (a refused dummy indexed unchecked there) and dkv (no pad under dkv) are not:
+    they diverge; on a configuration where their steps are newest's they would be alike too."""
+    space = dataclasses.replace(one_config("deepseek_v4", 1), pp_sizes=(2,), dkv=(True,))
+    found = identify_by_exploration(eras["0004396"], space, DEFAULT_BOUND)
+    assert found.agreeing == ("newest", "kv-connector-19164"), found.summary()
+    assert (found.named, found.alike) == ("newest", ("kv-connector-19164",))
+    assert {"postpad-17379", "dkv"} <= set(found.first_divergence)
 
 
 def test_cli_identify_explore_and_explore_against(eras, monkeypatch):

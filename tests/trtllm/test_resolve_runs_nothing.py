@@ -107,7 +107,7 @@ def _source(case: str, sentinel) -> tuple[str, str]:
 @pytest.fixture(params=["stand-in namespace", "real builtins in the namespace"])
 def namespace(request, monkeypatch):
     if request.param != "stand-in namespace":
-        import replay.standin_executor as standin
+        import replay.standin_namespace as standin
         real = standin.base_namespace
 
         def widened(logger):

@@ -11,13 +11,16 @@ import importlib.util
 import types
 
 import pytest
-from trtllm_checkouts import ERAS, FIXTURES, place
+from trtllm_checkouts import ERAS, FIXTURES, place, place_era
 
 from forensics.errors import PolicyError
 from replay.catalogue import get_policy
 from replay.config import RunConfig
+from replay.explore import ConfigSpace
+from replay.feature_flags import FEATURE_FLAGS, WHOLE_CONFIG_ATTRS, config_seen
 from replay.policy import FrameView
 from replay.resolve import resolve_policies, resolve_policy
+from replay.standin_executor import StandinExecutor
 from replay.states import RequestState as S
 from replay.trtllm_checkout import parse_spec
 from replay.trtllm_source import era_of
@@ -162,7 +165,7 @@ def test_non_overlap_forward_intent_uses_the_peer_assumption(hooks):
 
 
 def test_feature_flags_follow_the_pp1_gate_and_the_loop():
-    from replay.standin_executor import feature_flags
+    from replay.feature_flags import feature_flags
     flags = feature_flags(DISAGG)
     assert flags["_enable_adp_dummy_fixes"] and flags["_enable_scheduler_aware_adp_dummy"]
     assert not flags["_enable_non_overlap_adp_forward_intent"]  # overlap loop by default
@@ -170,6 +173,51 @@ def test_feature_flags_follow_the_pp1_gate_and_the_loop():
     assert not feature_flags(AGG)["_enable_adp_dummy_fixes"]
     assert feature_flags(dataclasses.replace(DISAGG, overlap_scheduler=False))[
         "_enable_non_overlap_adp_forward_intent"]
+
+
+def _shown(value, depth=0):
+    """What code can read of a stand-in attribute: plain values, containers and objects'
+    attributes, recursively (a few levels: the stand-in's objects are shallow)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_shown(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _shown(v, depth + 1)) for k, v in value.items()))
+    if hasattr(value, "__dict__") and not isinstance(value, type) and depth < 4:
+        return tuple(sorted((k, _shown(v, depth + 1)) for k, v in vars(value).items()))
+    return value
+
+
+def test_configurations_the_code_cannot_tell_apart_build_the_same_stand_in():
+    """``config_seen`` is everything the stand-in shows of a configuration: configurations with
+    one value there (for code naming every flag) build stand-ins equal in every attribute but
+    the configuration itself; the explorer shares their searches on that ground. A stand-in
+    attribute derived from another field of the configuration would fail this."""
+    space = ConfigSpace(models=("deepseek_v4", "qwen3_5_moe", "kimi_k2", "llama"), caps=(1, 4))
+    groups: dict = {}
+    for config in space.configs(tp_size=2):
+        frame = FrameView(iter=0, rank=1, requests=((1, int(S.GENERATION_IN_PROGRESS), False),),
+                          expected=1, config=config)
+        shown = tuple(sorted((k, _shown(v)) for k, v in vars(StandinExecutor(frame)).items()
+                             if k not in WHOLE_CONFIG_ATTRS))
+        groups.setdefault(config_seen(config, FEATURE_FLAGS), set()).add(shown)
+    assert all(len(stand_ins) == 1 for stand_ins in groups.values())
+    assert 1 < len(groups) < space.size()
+    # Code naming no flag tells fewer configurations apart; code reading the whole
+    # configuration tells every one apart.
+    assert len({config_seen(c, ()) for c in space.configs(tp_size=2)}) < len(groups)
+    assert len({config_seen(c, {"config"}) for c in space.configs(tp_size=2)}) == space.size()
+
+
+def test_a_loop_tasks_context_bucket_is_not_the_whole_configuration(tmp_path):
+    """The fork's loop task reads its flags through ``self._ctx.config``, a bucket of the
+    stand-in's attributes, not the stand-in's ``config``: its code still shares the
+    configurations it cannot tell apart (models outside every gate, aggregated runs)."""
+    policy = resolve_policy(f"trtllm:{place_era(tmp_path, 'fork-ingestion-task')}")
+    assert "config" not in policy.names_read and "_enable_adp_dummy_fixes" in policy.names_read
+    agg = [dataclasses.replace(AGG, model_arch=m) for m in ("deepseek_v4", "llama")]
+    assert policy.config_seen(agg[0]) == policy.config_seen(agg[1])
+    llama = dataclasses.replace(DISAGG, model_arch="llama")
+    assert policy.config_seen(DISAGG) != policy.config_seen(llama)
 
 
 def test_pipeline_parallel_stays_on_the_legacy_count(hooks):

@@ -107,6 +107,22 @@ ERA_FIXTURES = {
     "fork-ingestion-task": "newest",
 }
 
+#: The catalogue entry each era fixture models: ``identify`` names it, and ``identify --explore``
+#: finds it agreeing on every schedule of the default bound and names it
+#: (``benchmarks/explore_eras.py``, ``test_explore_differential``).
+ERA_ENTRIES = {
+    "mid-2025": "mid-2025",
+    "late-2025": "legacy-2025",
+    "early-2026": "early-2026",
+    "prefix-2026": "prefix-2026",
+    "16279": "fix-16279",
+    "000515e": "tolerant-17278",
+    "002f3cc": "postpad-17379",
+    "0004396": "newest",
+    "dkv": "dkv",
+    "fork-ingestion-task": "newest",
+}
+
 
 #: Files several era trees share (same text in those eras), added by :func:`place_era`:
 #: the ADP router of 2026 without and with the cap, and the PR #16921 scheduler module.

@@ -2,7 +2,8 @@
 imported only to compile them, once per install: later processes load the entry points'
 saved object, :mod:`forensics.readers.compiled.loader`). Module-level functions and constant
 arrays, so numba's cache works; the conventions of :mod:`forensics.readers.compiled.scan_kernel`
-(``cache``, ``nogil``, ``cfunc`` entry points over raw pointers).
+(``cache``, ``nogil``, ``cfunc`` entry points over raw pointers). The JSON tokens they read
+(whitespace, numbers, literals, strings, keys) are :mod:`forensics.readers.compiled.json_tokens`.
 
 ``_nrt=False`` (a private numba option): these functions allocate nothing (the caller passes
 every array), and without numba's reference counting they ran 2.9x faster on a stats block
@@ -18,6 +19,12 @@ import numba
 import numpy as np
 from numba import types
 
+from forensics.readers.compiled import json_tokens
+from forensics.readers.compiled.cache_digest import source_digest
+from forensics.readers.compiled.json_tokens import (K_FLOAT, K_INT, false_b, json_bool, json_int,
+                                                    json_number, key_at, literal, name_here,
+                                                    next_member, null_b, plain_string_end,
+                                                    same_bytes, skip_ws, string_end, true_b)
 from forensics.readers.json_scan import (
     BAD_LINE,
     BAD_VALUE,
@@ -29,170 +36,9 @@ from forensics.readers.json_scan import (
     word_table,
 )
 
-# number kinds of json_number
-K_INT, K_FLOAT, K_FTEXT = 1, 2, 3
-pow10 = np.array([10.0 ** k for k in range(23)], dtype=np.float64)
-
-MAX_INT_DIGITS = 18             # |v| < 10**18 fits int64 and is exact as a Python int
-EXACT = 9007199254740992        # 2**53: mantissas below it are exact doubles
-
-
-@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
-def skip_ws(buf, q, n):
-    """The first position at or after ``q`` that is not JSON whitespace inside a line."""
-    while q < n and (buf[q] == 32 or buf[q] == 9 or buf[q] == 13):
-        q += 1
-    return q
-
-
-@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
-def delimiter(buf, q, n):
-    """Whether a scalar may end at ``q``: whitespace, ``,``, ``}``, ``]``, a newline or the end."""
-    if q >= n:
-        return True
-    c = buf[q]
-    return c == 44 or c == 125 or c == 93 or c == 32 or c == 9 or c == 13 or c == 10
-
-
-@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
-def json_int(buf, q, n):
-    """(ok, value, position after) of a strict JSON integer of at most 18 digits at ``q``
-    (``-?(0|[1-9][0-9]*)`` followed by a delimiter: no fraction, no exponent)."""
-    neg = False
-    if q < n and buf[q] == 45:
-        neg = True
-        q += 1
-    p = q
-    v = 0
-    while q < n and 48 <= buf[q] <= 57:
-        v = v * 10 + (buf[q] - 48)
-        q += 1
-        if q - p > MAX_INT_DIGITS:
-            return False, 0, q
-    if q == p or (buf[p] == 48 and q - p > 1) or not delimiter(buf, q, n):
-        return False, 0, q
-    return True, -v if neg else v, q
-
-
-@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
-def literal(buf, q, n, word):
-    """Whether the bytes ``word`` (true/false/null) are at ``q``, followed by a delimiter."""
-    m = len(word)
-    if q + m > n:
-        return False
-    for j in range(m):
-        if buf[q + j] != word[j]:
-            return False
-    return delimiter(buf, q + m, n)
-
-
-@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
-def same_bytes(buf, a, names, o, m):
-    for j in range(m):
-        if buf[a + j] != names[o + j]:
-            return False
-    return True
-
-
-@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
-def plain_string_end(buf, q, n):
-    """Position of the closing quote of the string whose body starts at ``q``, or -1 when the
-    body holds a backslash, a control character or the line ends first."""
-    while q < n:
-        c = buf[q]
-        if c == 34:
-            return q
-        if c == 92 or c < 32:
-            return -1
-        q += 1
-    return -1
-
-
-@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
-def load8(words, a):
-    """The 8 bytes at ``a`` as a little-endian word, from the block's aligned words."""
-    i = a >> 3
-    r = a & 7
-    if r == 0:
-        return words[i]
-    return (words[i] >> np.uint64(8 * r)) | (words[i + 1] << np.uint64(64 - 8 * r))
-
-
-@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
-def name_here(words, a, wtab, woffs, lens, g):
-    """Whether name ``g`` and its closing quote are at ``a``, compared 8 bytes at a time (the
-    common case: a line laid out like the one before). False near the block's end."""
-    if g < 0 or g >= len(lens):
-        return False
-    m = lens[g]
-    if a + m + 16 > len(words) * 8:
-        return False
-    o = woffs[g]
-    while m > 8:
-        if load8(words, a) != wtab[o]:
-            return False
-        a += 8
-        m -= 8
-        o += 1
-    if m == 8:
-        return load8(words, a) == wtab[o]
-    mask = (np.uint64(1) << np.uint64(8 * m)) - np.uint64(1)
-    return ((load8(words, a) ^ wtab[o]) & mask) == 0
-
-
-@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
-def find_name(buf, a, m, names, offs, guess):
-    """Index of the name equal to ``buf[a:a+m]`` (``guess`` tried first), or -1."""
-    k = len(offs) - 1
-    if 0 <= guess < k and offs[guess + 1] - offs[guess] == m \
-            and same_bytes(buf, a, names, offs[guess], m):
-        return guess
-    for i in range(k):
-        if offs[i + 1] - offs[i] == m and same_bytes(buf, a, names, offs[i], m):
-            return i
-    return -1
-
-
-@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
-def key_at(buf, words, a, n, names, offs, w, wo, wl, guess):
-    """(index of the name whose string body starts at ``a``, position of its closing quote):
-    ``guess`` compared a word at a time first, else the string's end found and every name
-    looked up. (-1, -1) when the string holds an escape or a control character; (-1, end)
-    when it is no known name."""
-    if name_here(words, a, w, wo, wl, guess):
-        return guess, a + wl[guess] - 1
-    e = plain_string_end(buf, a, n)
-    if e < 0:
-        return -1, -1
-    return find_name(buf, a, e - a, names, offs, -1), e
-
-
-true_b = np.frombuffer(b"true", dtype=np.uint8).copy()
-false_b = np.frombuffer(b"false", dtype=np.uint8).copy()
-null_b = np.frombuffer(b"null", dtype=np.uint8).copy()
-frame_b = np.frombuffer(b'"frame"', dtype=np.uint8).copy()
-
-@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
-def next_member(buf, q, n, closer):
-    """After a value at ``q``: (1, start of the next member) after a comma, (0, position
-    after ``closer``) when it closes the object or list, (-1, q) for anything else."""
-    q = skip_ws(buf, q, n)
-    if q < n and buf[q] == 44:
-        return 1, skip_ws(buf, q + 1, n)
-    if q < n and buf[q] == closer:
-        return 0, q + 1
-    return -1, q
-
-
-@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
-def json_bool(buf, q, n):
-    """(ok, value, position after) of ``true`` or ``false`` at ``q``."""
-    if literal(buf, q, n, true_b):
-        return True, True, q + 4
-    if literal(buf, q, n, false_b):
-        return True, False, q + 5
-    return False, False, q
-
+#: The source of the tokens these scanners inline: the functions that take them in (and the
+#: entry points that link those) are closures over it, so numba's cache is keyed to it.
+TOKENS_DIGEST = source_digest((json_tokens,))
 
 # ---------------------------------------------------------------------------------- trace
 # frame keys: 0 kind, 1 iter, 2 rank, 3 requests, then the optional decisions (json_scan
@@ -200,170 +46,181 @@ def json_bool(buf, q, n):
 REQ_KEYS = np.frombuffer(b"idstatedummy", dtype=np.uint8).copy()
 REQ_OFFS = np.array([0, 2, 7, 12], np.int64)
 REQ_W, REQ_WO, REQ_WL = word_table(("id", "state", "dummy"))
+frame_b = np.frombuffer(b'"frame"', dtype=np.uint8).copy()
 
 
-@numba.njit(cache=True, nogil=True, _nrt=False)
-def frames(buf, words, tp_size, keys, key_offs, kw, kwo, kwl, opt_is_int, state_names,
-           state_offs, sw, swo, swl, state_codes, f_iter, f_rank, f_nreq, f_ndummy, opt_val, opt_valid, r_id, r_state, r_dummy):
-    """Read every line of ``buf`` as a frame record; returns (status, frames, requests).
+def _frames_for(tokens_digest):
+    """:func:`frames` for the tokens of ``tokens_digest`` (see ``TOKENS_DIGEST``)."""
 
-    A line is taken only when it is ``{...}`` (a ``\\r`` allowed before the newline) with the
-    keys ``kind`` (exactly ``"frame"``), ``iter`` (int >= 0), ``rank`` (int in
-    ``[0, tp_size)``), ``requests`` (a list of ``{"id": int, "state": known name[, "dummy":
-    true|false]}``) and any of the optional decisions (int, or true/false, or null), each key
-    at most once, nothing else; JSON whitespace anywhere between tokens.
-    """
-    n = len(buf)
-    n_keys = len(key_offs) - 1
-    n_opt = n_keys - 4
-    p = 0
-    f = 0
-    r = 0
-    r_cap = len(r_id)
-    guess_state = 0
-    while p < n:
-        if f >= len(f_iter):
-            return FULL, f, r
-        q = skip_ws(buf, p, n)
-        if q >= n or buf[q] != 123:
-            return BAD_LINE, f, r
-        q += 1
-        seen = 0
-        for j in range(n_opt):
-            opt_valid[j, f] = False
-        guess_key = 0
-        nreq = 0
-        ndummy = 0
-        q = skip_ws(buf, q, n)
-        if q < n and buf[q] == 125:
-            return BAD_LINE, f, r          # {}: no kind
-        while True:
-            # "key"
-            if q >= n or buf[q] != 34:
+    @numba.njit(cache=True, nogil=True, _nrt=False)
+    def frames(buf, words, tp_size, keys, key_offs, kw, kwo, kwl, opt_is_int, state_names,
+               state_offs, sw, swo, swl, state_codes, f_iter, f_rank, f_nreq, f_ndummy, opt_val,
+               opt_valid, r_id, r_state, r_dummy):
+        """Read every line of ``buf`` as a frame record; returns (status, frames, requests).
+
+        A line is taken only when it is ``{...}`` (a ``\\r`` allowed before the newline) with the
+        keys ``kind`` (exactly ``"frame"``), ``iter`` (int >= 0), ``rank`` (int in
+        ``[0, tp_size)``), ``requests`` (a list of ``{"id": int, "state": known name[, "dummy":
+        true|false]}``) and any of the optional decisions (int, or true/false, or null), each key
+        at most once, nothing else; JSON whitespace anywhere between tokens.
+        """
+        tokens_digest  # noqa: B018 (a closure cell: keys numba's cache to the tokens)
+        n = len(buf)
+        n_keys = len(key_offs) - 1
+        n_opt = n_keys - 4
+        p = 0
+        f = 0
+        r = 0
+        r_cap = len(r_id)
+        guess_state = 0
+        while p < n:
+            if f >= len(f_iter):
+                return FULL, f, r
+            q = skip_ws(buf, p, n)
+            if q >= n or buf[q] != 123:
                 return BAD_LINE, f, r
-            key, e = key_at(buf, words, q + 1, n, keys, key_offs, kw, kwo, kwl, guess_key)
-            if e < 0:
-                return BAD_LINE, f, r
-            if key < 0:
-                return UNKNOWN_KEY, f, r
-            if (seen >> key) & 1:
-                return BAD_LINE, f, r     # a key given twice
-            seen |= 1 << key
-            guess_key = key + 1
-            q = skip_ws(buf, e + 1, n)
-            if q >= n or buf[q] != 58:
-                return BAD_LINE, f, r
-            q = skip_ws(buf, q + 1, n)
-            if key == 0:
-                if q + 7 > n:
+            q += 1
+            seen = 0
+            for j in range(n_opt):
+                opt_valid[j, f] = False
+            guess_key = 0
+            nreq = 0
+            ndummy = 0
+            q = skip_ws(buf, q, n)
+            if q < n and buf[q] == 125:
+                return BAD_LINE, f, r          # {}: no kind
+            while True:
+                # "key"
+                if q >= n or buf[q] != 34:
                     return BAD_LINE, f, r
-                for j in range(7):
-                    if buf[q + j] != frame_b[j]:
-                        return BAD_VALUE, f, r
-                q += 7
-            elif key == 1 or key == 2:
-                ok, v, q = json_int(buf, q, n)
-                if not ok or v < 0 or (key == 2 and v >= tp_size):
-                    return BAD_VALUE, f, r
-                if key == 1:
-                    f_iter[f] = v
-                else:
-                    f_rank[f] = v
-            elif key == 3:
-                if q >= n or buf[q] != 91:
-                    return BAD_VALUE, f, r
+                key, e = key_at(buf, words, q + 1, n, keys, key_offs, kw, kwo, kwl, guess_key)
+                if e < 0:
+                    return BAD_LINE, f, r
+                if key < 0:
+                    return UNKNOWN_KEY, f, r
+                if (seen >> key) & 1:
+                    return BAD_LINE, f, r     # a key given twice
+                seen |= 1 << key
+                guess_key = key + 1
+                q = skip_ws(buf, e + 1, n)
+                if q >= n or buf[q] != 58:
+                    return BAD_LINE, f, r
                 q = skip_ws(buf, q + 1, n)
-                if q < n and buf[q] == 93:
-                    q += 1
-                else:
-                    while True:
-                        if r >= r_cap:
-                            return FULL, f, r
-                        if q >= n or buf[q] != 123:
+                if key == 0:
+                    if q + 7 > n:
+                        return BAD_LINE, f, r
+                    for j in range(7):
+                        if buf[q + j] != frame_b[j]:
                             return BAD_VALUE, f, r
-                        q = skip_ws(buf, q + 1, n)
-                        rseen = 0
-                        guess_rk = 0
-                        dummy = False
+                    q += 7
+                elif key == 1 or key == 2:
+                    ok, v, q = json_int(buf, q, n)
+                    if not ok or v < 0 or (key == 2 and v >= tp_size):
+                        return BAD_VALUE, f, r
+                    if key == 1:
+                        f_iter[f] = v
+                    else:
+                        f_rank[f] = v
+                elif key == 3:
+                    if q >= n or buf[q] != 91:
+                        return BAD_VALUE, f, r
+                    q = skip_ws(buf, q + 1, n)
+                    if q < n and buf[q] == 93:
+                        q += 1
+                    else:
                         while True:
-                            if q >= n or buf[q] != 34:
+                            if r >= r_cap:
+                                return FULL, f, r
+                            if q >= n or buf[q] != 123:
                                 return BAD_VALUE, f, r
-                            rk, e = key_at(buf, words, q + 1, n, REQ_KEYS, REQ_OFFS, REQ_W,
-                                           REQ_WO, REQ_WL, guess_rk)
-                            if rk < 0 or (rseen >> rk) & 1:
-                                return BAD_VALUE, f, r
-                            rseen |= 1 << rk
-                            guess_rk = rk + 1
-                            q = skip_ws(buf, e + 1, n)
-                            if q >= n or buf[q] != 58:
-                                return BAD_LINE, f, r
                             q = skip_ws(buf, q + 1, n)
-                            if rk == 0:
-                                ok, v, q = json_int(buf, q, n)
-                                if not ok:
-                                    return BAD_VALUE, f, r
-                                r_id[r] = v
-                            elif rk == 1:
+                            rseen = 0
+                            guess_rk = 0
+                            dummy = False
+                            while True:
                                 if q >= n or buf[q] != 34:
                                     return BAD_VALUE, f, r
-                                s, e = key_at(buf, words, q + 1, n, state_names, state_offs,
-                                              sw, swo, swl, guess_state)
-                                if s < 0:
+                                rk, e = key_at(buf, words, q + 1, n, REQ_KEYS, REQ_OFFS, REQ_W,
+                                               REQ_WO, REQ_WL, guess_rk)
+                                if rk < 0 or (rseen >> rk) & 1:
                                     return BAD_VALUE, f, r
-                                guess_state = s
-                                r_state[r] = state_codes[s]
-                                q = e + 1
-                            else:
-                                ok, dummy, q = json_bool(buf, q, n)
-                                if not ok:
-                                    return BAD_VALUE, f, r
-                            more, q = next_member(buf, q, n, 125)
+                                rseen |= 1 << rk
+                                guess_rk = rk + 1
+                                q = skip_ws(buf, e + 1, n)
+                                if q >= n or buf[q] != 58:
+                                    return BAD_LINE, f, r
+                                q = skip_ws(buf, q + 1, n)
+                                if rk == 0:
+                                    ok, v, q = json_int(buf, q, n)
+                                    if not ok:
+                                        return BAD_VALUE, f, r
+                                    r_id[r] = v
+                                elif rk == 1:
+                                    if q >= n or buf[q] != 34:
+                                        return BAD_VALUE, f, r
+                                    s, e = key_at(buf, words, q + 1, n, state_names, state_offs,
+                                                  sw, swo, swl, guess_state)
+                                    if s < 0:
+                                        return BAD_VALUE, f, r
+                                    guess_state = s
+                                    r_state[r] = state_codes[s]
+                                    q = e + 1
+                                else:
+                                    ok, dummy, q = json_bool(buf, q, n)
+                                    if not ok:
+                                        return BAD_VALUE, f, r
+                                more, q = next_member(buf, q, n, 125)
+                                if more < 0:
+                                    return BAD_LINE, f, r
+                                if more == 0:
+                                    break
+                            if (rseen & 3) != 3:
+                                return BAD_VALUE, f, r     # id or state missing
+                            r_dummy[r] = dummy
+                            ndummy += dummy
+                            r += 1
+                            nreq += 1
+                            more, q = next_member(buf, q, n, 93)
                             if more < 0:
                                 return BAD_LINE, f, r
                             if more == 0:
                                 break
-                        if (rseen & 3) != 3:
-                            return BAD_VALUE, f, r     # id or state missing
-                        r_dummy[r] = dummy
-                        ndummy += dummy
-                        r += 1
-                        nreq += 1
-                        more, q = next_member(buf, q, n, 93)
-                        if more < 0:
-                            return BAD_LINE, f, r
-                        if more == 0:
-                            break
-            else:
-                j = key - 4
-                if literal(buf, q, n, null_b):
-                    q += 4
-                elif opt_is_int[j]:
-                    ok, v, q = json_int(buf, q, n)
-                    if not ok:
-                        return BAD_VALUE, f, r
-                    opt_val[j, f] = v
-                    opt_valid[j, f] = True
                 else:
-                    ok, v, q = json_bool(buf, q, n)
-                    if not ok:
-                        return BAD_VALUE, f, r
-                    opt_val[j, f] = v
-                    opt_valid[j, f] = True
-            more, q = next_member(buf, q, n, 125)
-            if more < 0:
+                    j = key - 4
+                    if literal(buf, q, n, null_b):
+                        q += 4
+                    elif opt_is_int[j]:
+                        ok, v, q = json_int(buf, q, n)
+                        if not ok:
+                            return BAD_VALUE, f, r
+                        opt_val[j, f] = v
+                        opt_valid[j, f] = True
+                    else:
+                        ok, v, q = json_bool(buf, q, n)
+                        if not ok:
+                            return BAD_VALUE, f, r
+                        opt_val[j, f] = v
+                        opt_valid[j, f] = True
+                more, q = next_member(buf, q, n, 125)
+                if more < 0:
+                    return BAD_LINE, f, r
+                if more == 0:
+                    break
+            if (seen & 15) != 15:
+                return BAD_VALUE, f, r            # kind, iter, rank or requests missing
+            q = skip_ws(buf, q, n)
+            if q < n and buf[q] != 10:
                 return BAD_LINE, f, r
-            if more == 0:
-                break
-        if (seen & 15) != 15:
-            return BAD_VALUE, f, r            # kind, iter, rank or requests missing
-        q = skip_ws(buf, q, n)
-        if q < n and buf[q] != 10:
-            return BAD_LINE, f, r
-        f_nreq[f] = nreq
-        f_ndummy[f] = ndummy
-        f += 1
-        p = q + 1
-    return OK, f, r
+            f_nreq[f] = nreq
+            f_ndummy[f] = ndummy
+            f += 1
+            p = q + 1
+        return OK, f, r
+
+    return frames
+
+
+frames = _frames_for(TOKENS_DIGEST)
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
@@ -377,93 +234,6 @@ def count_byte(buf, c):
 
 # ---------------------------------------------------------------------------------- stats
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
-def json_number(buf, q, n):
-    """A strict JSON number at ``q``: (ok, kind, int value, float value, position after).
-
-    ``K_INT`` for an integer of at most 18 significant digits; ``K_FLOAT`` for a decimal or exponent form
-    whose value is one correctly rounded operation (mantissa < 2**53, power of ten <= 22:
-    Clinger's fast path); ``K_FTEXT`` for any other decimal (the caller reads its text).
-    Integers of more digits are not ok (the caller declines the block).
-    """
-    neg = False
-    if q < n and buf[q] == 45:
-        neg = True
-        q += 1
-    p = q
-    m = 0
-    sig = 0                 # significant digits in m
-    while q < n and 48 <= buf[q] <= 57:
-        if sig or buf[q] != 48:
-            sig += 1
-            if sig <= MAX_INT_DIGITS:
-                m = m * 10 + (buf[q] - 48)
-        q += 1
-    if q == p or (buf[p] == 48 and q - p > 1):
-        return False, 0, 0, 0.0, q
-    frac = 0
-    is_float = False
-    if q < n and buf[q] == 46:
-        is_float = True
-        q += 1
-        f0 = q
-        while q < n and 48 <= buf[q] <= 57:
-            if sig or buf[q] != 48:
-                sig += 1
-                if sig <= MAX_INT_DIGITS:
-                    m = m * 10 + (buf[q] - 48)
-                    frac += 1
-            else:
-                frac += 1
-            q += 1
-        if q == f0:
-            return False, 0, 0, 0.0, q
-    exp = 0
-    if q < n and (buf[q] == 101 or buf[q] == 69):
-        is_float = True
-        q += 1
-        eneg = False
-        if q < n and (buf[q] == 43 or buf[q] == 45):
-            eneg = buf[q] == 45
-            q += 1
-        e0 = q
-        while q < n and 48 <= buf[q] <= 57:
-            if exp < 100000:
-                exp = exp * 10 + (buf[q] - 48)
-            q += 1
-        if q == e0:
-            return False, 0, 0, 0.0, q
-        if eneg:
-            exp = -exp
-    if not delimiter(buf, q, n):
-        return False, 0, 0, 0.0, q
-    if not is_float:
-        if sig > MAX_INT_DIGITS:
-            return False, 0, 0, 0.0, q
-        return True, K_INT, -m if neg else m, 0.0, q
-    e10 = exp - frac
-    if sig > MAX_INT_DIGITS or m >= EXACT or e10 > 22 or e10 < -22:
-        return True, K_FTEXT, 0, 0.0, q
-    v = m * pow10[e10] if e10 >= 0 else m / pow10[-e10]
-    return True, K_FLOAT, 0, -v if neg else v, q
-
-
-@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
-def string_end(buf, q, n):
-    """:func:`plain_string_end`, and whether the body holds a byte >= 0x80 (then the caller
-    checks that the block is UTF-8)."""
-    high = False
-    while q < n:
-        c = buf[q]
-        if c == 34:
-            return q, high
-        if c == 92 or c < 32:
-            return -1, high
-        high |= c >= 128
-        q += 1
-    return -1, high
-
-
-@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def copy_key(dotted, dotted_offs, slot, out, k):
     """Append slot ``slot``'s dotted name to ``out`` at ``k``; returns the new end."""
     for j in range(dotted_offs[slot], dotted_offs[slot + 1]):
@@ -472,226 +242,235 @@ def copy_key(dotted, dotted_offs, slot, out, k):
     return k
 
 
-@numba.njit(cache=True, nogil=True, _nrt=False)
-def stats(buf, words, names, offs, nw, nwo, nwl, parent, is_obj, next_sib, first_child,
-          col_of, col_float, col_lo, col_hi, col_lim, ts_slot, dotted, dotted_offs, coli, colf,
-          colv, kbytes, koff, fval, foff, ts_bytes, ts_off, ts_valid, fix, where):
-    """Read every line of ``buf`` as one IterationStats object of the template straight into
-    the ``stats`` columns; returns (status, lines). ``where[0]`` is the line of a non-zero
-    status, ``where[1]`` the ``fields`` entries and ``where[2]`` the fix-ups written,
-    ``where[3:35]`` the scanner's stack of open objects, ``where[36]`` is set when a string
-    value holds a byte >= 0x80 (keys are ASCII names; such a byte anywhere else declines).
+def _stats_for(tokens_digest):
+    """:func:`stats` for the tokens of ``tokens_digest`` (see ``TOKENS_DIGEST``)."""
 
-    The template is a tree of slots in depth-first key order: ``names``/``offs`` the key,
-    ``parent`` the enclosing object's slot (-1: the line's object), ``is_obj``, ``next_sib``
-    and ``first_child`` (index ``slot + 1``; 0 for the line's object; -1 none). A line is taken
-    when it is ``{...}`` (whitespace around tokens allowed) whose keys are template keys in
-    template order (a subset: absent is absent), each value a strict JSON number, true,
-    false, null, a string without escapes or control characters, or an object where the
-    template has one (null there too); no lists. ``UNKNOWN_KEY`` names a line with a key the
-    template lacks, ``NEW_OBJECT`` one with an object where the template has a leaf (the caller
-    learns them and runs again); other codes decline the block.
+    @numba.njit(cache=True, nogil=True, _nrt=False)
+    def stats(buf, words, names, offs, nw, nwo, nwl, parent, is_obj, next_sib, first_child,
+              col_of, col_float, col_lo, col_hi, col_lim, ts_slot, dotted, dotted_offs, coli, colf,
+              colv, kbytes, koff, fval, foff, ts_bytes, ts_off, ts_valid, fix, where):
+        """Read every line of ``buf`` as one IterationStats object of the template straight into
+        the ``stats`` columns; returns (status, lines). ``where[0]`` is the line of a non-zero
+        status, ``where[1]`` the ``fields`` entries and ``where[2]`` the fix-ups written,
+        ``where[3:35]`` the scanner's stack of open objects, ``where[36]`` is set when a string
+        value holds a byte >= 0x80 (keys are ASCII names; such a byte anywhere else declines).
 
-    Output, the rules of ``stats_json.stats_row``: a leaf whose slot has a typed column
-    (``col_of``; ``col_float``, else an int column of ``[col_lo, col_hi]``, a whole float
-    within ``±col_lim``) and whose value fits it goes to ``coli``/``colf`` (``colv`` True; 0
-    and False where it does not); any other number or bool (as 1/0) is a ``fields`` entry in key
-    order (its slot's dotted name, ``dotted[dotted_offs[slot]:dotted_offs[slot + 1]]``,
-    copied to ``kbytes`` with offsets ``koff``; ``fval`` its value; ``foff`` each row's first
-    entry). The
-    top-level string ``timestamp`` (slot ``ts_slot``) is copied to ``ts_bytes`` (offsets
-    ``ts_off``, ``ts_valid``). A decimal that is not one correctly rounded operation is a
-    fix-up: ``fix[0]`` its destination (a ``fields`` entry, or ``-1 - (column * cap + row)``),
-    ``fix[1:3]`` its text span, for the caller's ``float()``; in an int column it declines.
-    """
-    n = len(buf)
-    stack_parent = where[3:19]
-    stack_last = where[19:35]
-    p = 0
-    row = 0
-    cap = coli.shape[1]
-    n_cols = coli.shape[0]
-    e = 0                   # fields entries
-    nfix = 0
-    tlen = 0
-    klen = 0
-    foff[0] = 0
-    koff[0] = 0
-    ts_off[0] = 0
-    while p < n:
-        if row >= cap:
-            where[0] = row
-            return FULL, row
-        q = skip_ws(buf, p, n)
-        if q >= n or buf[q] != 123:
-            where[0] = row
-            return BAD_LINE, row
-        q = skip_ws(buf, q + 1, n)
-        depth = 0
-        stack_parent[0] = -1
-        stack_last[0] = -1
-        closed = False
-        ts_valid[row] = False
-        for c in range(n_cols):
-            coli[c, row] = 0
-            colf[c, row] = 0.0
-            colv[c, row] = False
-        if q < n and buf[q] == 125:            # {}
-            q += 1
-            closed = True
-        while not closed:
-            if q >= n or buf[q] != 34:
+        The template is a tree of slots in depth-first key order: ``names``/``offs`` the key,
+        ``parent`` the enclosing object's slot (-1: the line's object), ``is_obj``, ``next_sib``
+        and ``first_child`` (index ``slot + 1``; 0 for the line's object; -1 none). A line is taken
+        when it is ``{...}`` (whitespace around tokens allowed) whose keys are template keys in
+        template order (a subset: absent is absent), each value a strict JSON number, true,
+        false, null, a string without escapes or control characters, or an object where the
+        template has one (null there too); no lists. ``UNKNOWN_KEY`` names a line with a key the
+        template lacks, ``NEW_OBJECT`` one with an object where the template has a leaf (the caller
+        learns them and runs again); other codes decline the block.
+
+        Output, the rules of ``stats_json.stats_row``: a leaf whose slot has a typed column
+        (``col_of``; ``col_float``, else an int column of ``[col_lo, col_hi]``, a whole float
+        within ``±col_lim``) and whose value fits it goes to ``coli``/``colf`` (``colv`` True; 0
+        and False where it does not); any other number or bool (as 1/0) is a ``fields`` entry in key
+        order (its slot's dotted name, ``dotted[dotted_offs[slot]:dotted_offs[slot + 1]]``,
+        copied to ``kbytes`` with offsets ``koff``; ``fval`` its value; ``foff`` each row's first
+        entry). The
+        top-level string ``timestamp`` (slot ``ts_slot``) is copied to ``ts_bytes`` (offsets
+        ``ts_off``, ``ts_valid``). A decimal that is not one correctly rounded operation is a
+        fix-up: ``fix[0]`` its destination (a ``fields`` entry, or ``-1 - (column * cap + row)``),
+        ``fix[1:3]`` its text span, for the caller's ``float()``; in an int column it declines.
+        """
+        tokens_digest  # noqa: B018 (a closure cell: keys numba's cache to the tokens)
+        n = len(buf)
+        stack_parent = where[3:19]
+        stack_last = where[19:35]
+        p = 0
+        row = 0
+        cap = coli.shape[1]
+        n_cols = coli.shape[0]
+        e = 0                   # fields entries
+        nfix = 0
+        tlen = 0
+        klen = 0
+        foff[0] = 0
+        koff[0] = 0
+        ts_off[0] = 0
+        while p < n:
+            if row >= cap:
                 where[0] = row
-                return BAD_LINE, row
-            a = q + 1
-            par = stack_parent[depth]
-            last = stack_last[depth]
-            guess = first_child[par + 1] if last < 0 else next_sib[last]
-            slot = -1
-            if name_here(words, a, nw, nwo, nwl, guess):
-                slot = guess
-                e_key = a + nwl[guess] - 1
-            else:
-                e_key = plain_string_end(buf, a, n)
-                if e_key < 0:
-                    where[0] = row
-                    return BAD_LINE, row
-                m = e_key - a
-                c = first_child[par + 1]
-                while c >= 0:
-                    if offs[c + 1] - offs[c] == m and same_bytes(buf, a, names, offs[c], m):
-                        slot = c
-                        break
-                    c = next_sib[c]
-                if slot < 0:
-                    where[0] = row
-                    return UNKNOWN_KEY, row
-                if slot <= last:
-                    where[0] = row
-                    return BAD_LINE, row      # another key order, or a key given twice
-            stack_last[depth] = slot
-            q = skip_ws(buf, e_key + 1, n)
-            if q >= n or buf[q] != 58:
+                return FULL, row
+            q = skip_ws(buf, p, n)
+            if q >= n or buf[q] != 123:
                 where[0] = row
                 return BAD_LINE, row
             q = skip_ws(buf, q + 1, n)
-            if q >= n:
-                where[0] = row
-                return BAD_LINE, row
-            c0 = buf[q]
-            if (48 <= c0 <= 57 or c0 == 45) and not is_obj[slot]:
-                ok, k, iv, fv, w = json_number(buf, q, n)
-                if not ok:
-                    where[0] = row
-                    return BAD_VALUE, row
-                c = col_of[slot]
-                typed = False
-                if k == K_INT:
-                    fv = float(iv)      # correctly rounded, as Python's float(int)
-                    if c >= 0:
-                        if col_float[c]:
-                            colf[c, row] = fv
-                            typed = True
-                        elif col_lo[c] <= iv <= col_hi[c]:
-                            coli[c, row] = iv
-                            typed = True
-                elif k == K_FLOAT:
-                    if c >= 0:
-                        if col_float[c]:
-                            colf[c, row] = fv
-                            typed = True
-                        elif fv == np.floor(fv) and -col_lim[c] <= fv < col_lim[c]:
-                            coli[c, row] = np.int64(fv)
-                            typed = True
-                else:                   # K_FTEXT: the caller reads the text
-                    if c >= 0 and not col_float[c]:
-                        where[0] = row
-                        return BAD_VALUE, row   # whole or not is the text's to say
-                    fix[0, nfix] = -1 - (c * cap + row) if c >= 0 else e
-                    fix[1, nfix] = q
-                    fix[2, nfix] = w
-                    nfix += 1
-                    typed = c >= 0
-                if typed:
-                    colv[c, row] = True
-                else:
-                    klen = copy_key(dotted, dotted_offs, slot, kbytes, klen)
-                    koff[e + 1] = klen
-                    fval[e] = fv
-                    e += 1
-                q = w
-            elif c0 == 123:
-                if depth + 1 >= 16:
-                    where[0] = row
-                    return BAD_VALUE, row
-                if not is_obj[slot]:
-                    where[0] = row
-                    return NEW_OBJECT, row     # an object where the shape has a leaf
-                depth += 1
-                stack_parent[depth] = slot
-                stack_last[depth] = -1
-                q = skip_ws(buf, q + 1, n)
-                if q < n and buf[q] == 125:
-                    q += 1
-                    depth -= 1
-                else:
-                    continue
-            elif literal(buf, q, n, null_b):
-                q += 4
-            elif is_obj[slot]:
-                where[0] = row
-                return BAD_VALUE, row
-            elif c0 == 34:
-                w, high = string_end(buf, q + 1, n)
-                if w < 0:
-                    where[0] = row
-                    return BAD_VALUE, row
-                if high:
-                    where[36] = 1
-                if slot == ts_slot:
-                    for j in range(q + 1, w):
-                        ts_bytes[tlen] = buf[j]
-                        tlen += 1
-                    ts_valid[row] = True
-                q = w + 1
-            elif literal(buf, q, n, true_b):
-                klen = copy_key(dotted, dotted_offs, slot, kbytes, klen)
-                koff[e + 1] = klen
-                fval[e] = 1.0
-                e += 1
-                q += 4
-            elif literal(buf, q, n, false_b):
-                klen = copy_key(dotted, dotted_offs, slot, kbytes, klen)
-                koff[e + 1] = klen
-                fval[e] = 0.0
-                e += 1
-                q += 5
-            else:
-                where[0] = row
-                return BAD_VALUE, row
-            # after a value: "," and the next key, or "}" closing objects
-            while True:
-                more, q = next_member(buf, q, n, 125)
-                if more < 0:
+            depth = 0
+            stack_parent[0] = -1
+            stack_last[0] = -1
+            closed = False
+            ts_valid[row] = False
+            for c in range(n_cols):
+                coli[c, row] = 0
+                colf[c, row] = 0.0
+                colv[c, row] = False
+            if q < n and buf[q] == 125:            # {}
+                q += 1
+                closed = True
+            while not closed:
+                if q >= n or buf[q] != 34:
                     where[0] = row
                     return BAD_LINE, row
-                if more == 1:
-                    break
-                if depth == 0:
-                    closed = True
-                    break
-                depth -= 1
-        q = skip_ws(buf, q, n)
-        if q < n and buf[q] != 10:
-            where[0] = row
-            return BAD_LINE, row
-        row += 1
-        foff[row] = e
-        ts_off[row] = tlen
-        p = q + 1
-    where[1] = e
-    where[2] = nfix
-    return OK, row
+                a = q + 1
+                par = stack_parent[depth]
+                last = stack_last[depth]
+                guess = first_child[par + 1] if last < 0 else next_sib[last]
+                slot = -1
+                if name_here(words, a, nw, nwo, nwl, guess):
+                    slot = guess
+                    e_key = a + nwl[guess] - 1
+                else:
+                    e_key = plain_string_end(buf, a, n)
+                    if e_key < 0:
+                        where[0] = row
+                        return BAD_LINE, row
+                    m = e_key - a
+                    c = first_child[par + 1]
+                    while c >= 0:
+                        if offs[c + 1] - offs[c] == m and same_bytes(buf, a, names, offs[c], m):
+                            slot = c
+                            break
+                        c = next_sib[c]
+                    if slot < 0:
+                        where[0] = row
+                        return UNKNOWN_KEY, row
+                    if slot <= last:
+                        where[0] = row
+                        return BAD_LINE, row      # another key order, or a key given twice
+                stack_last[depth] = slot
+                q = skip_ws(buf, e_key + 1, n)
+                if q >= n or buf[q] != 58:
+                    where[0] = row
+                    return BAD_LINE, row
+                q = skip_ws(buf, q + 1, n)
+                if q >= n:
+                    where[0] = row
+                    return BAD_LINE, row
+                c0 = buf[q]
+                if (48 <= c0 <= 57 or c0 == 45) and not is_obj[slot]:
+                    ok, k, iv, fv, w = json_number(buf, q, n)
+                    if not ok:
+                        where[0] = row
+                        return BAD_VALUE, row
+                    c = col_of[slot]
+                    typed = False
+                    if k == K_INT:
+                        fv = float(iv)      # correctly rounded, as Python's float(int)
+                        if c >= 0:
+                            if col_float[c]:
+                                colf[c, row] = fv
+                                typed = True
+                            elif col_lo[c] <= iv <= col_hi[c]:
+                                coli[c, row] = iv
+                                typed = True
+                    elif k == K_FLOAT:
+                        if c >= 0:
+                            if col_float[c]:
+                                colf[c, row] = fv
+                                typed = True
+                            elif fv == np.floor(fv) and -col_lim[c] <= fv < col_lim[c]:
+                                coli[c, row] = np.int64(fv)
+                                typed = True
+                    else:                   # K_FTEXT: the caller reads the text
+                        if c >= 0 and not col_float[c]:
+                            where[0] = row
+                            return BAD_VALUE, row   # whole or not is the text's to say
+                        fix[0, nfix] = -1 - (c * cap + row) if c >= 0 else e
+                        fix[1, nfix] = q
+                        fix[2, nfix] = w
+                        nfix += 1
+                        typed = c >= 0
+                    if typed:
+                        colv[c, row] = True
+                    else:
+                        klen = copy_key(dotted, dotted_offs, slot, kbytes, klen)
+                        koff[e + 1] = klen
+                        fval[e] = fv
+                        e += 1
+                    q = w
+                elif c0 == 123:
+                    if depth + 1 >= 16:
+                        where[0] = row
+                        return BAD_VALUE, row
+                    if not is_obj[slot]:
+                        where[0] = row
+                        return NEW_OBJECT, row     # an object where the shape has a leaf
+                    depth += 1
+                    stack_parent[depth] = slot
+                    stack_last[depth] = -1
+                    q = skip_ws(buf, q + 1, n)
+                    if q < n and buf[q] == 125:
+                        q += 1
+                        depth -= 1
+                    else:
+                        continue
+                elif literal(buf, q, n, null_b):
+                    q += 4
+                elif is_obj[slot]:
+                    where[0] = row
+                    return BAD_VALUE, row
+                elif c0 == 34:
+                    w, high = string_end(buf, q + 1, n)
+                    if w < 0:
+                        where[0] = row
+                        return BAD_VALUE, row
+                    if high:
+                        where[36] = 1
+                    if slot == ts_slot:
+                        for j in range(q + 1, w):
+                            ts_bytes[tlen] = buf[j]
+                            tlen += 1
+                        ts_valid[row] = True
+                    q = w + 1
+                elif literal(buf, q, n, true_b):
+                    klen = copy_key(dotted, dotted_offs, slot, kbytes, klen)
+                    koff[e + 1] = klen
+                    fval[e] = 1.0
+                    e += 1
+                    q += 4
+                elif literal(buf, q, n, false_b):
+                    klen = copy_key(dotted, dotted_offs, slot, kbytes, klen)
+                    koff[e + 1] = klen
+                    fval[e] = 0.0
+                    e += 1
+                    q += 5
+                else:
+                    where[0] = row
+                    return BAD_VALUE, row
+                # after a value: "," and the next key, or "}" closing objects
+                while True:
+                    more, q = next_member(buf, q, n, 125)
+                    if more < 0:
+                        where[0] = row
+                        return BAD_LINE, row
+                    if more == 1:
+                        break
+                    if depth == 0:
+                        closed = True
+                        break
+                    depth -= 1
+            q = skip_ws(buf, q, n)
+            if q < n and buf[q] != 10:
+                where[0] = row
+                return BAD_LINE, row
+            row += 1
+            foff[row] = e
+            ts_off[row] = tlen
+            p = q + 1
+        where[1] = e
+        where[2] = nfix
+        return OK, row
+
+    return stats
+
+
+stats = _stats_for(TOKENS_DIGEST)
 
 
 # ------------------------------------------------------------------------ entry points
@@ -707,51 +486,69 @@ STATS_SIG, FRAMES_SIG, COUNT_SIG = (types.int64(*(_ARG_TYPES[c] for c in SIGNATU
                                     for name in ("stats", "frames", "count"))
 
 
-@numba.cfunc(STATS_SIG, cache=True, nogil=True, error_model="numpy")
-def stats_c(buf, n, words, names, n_names, name_words, n_name_words, slots, n_slots, cols,
-            col_lim, n_cols, dotted, n_dotted, ts_slot, cap, entries, coli, colf, colv, kbytes,
-            n_kbytes, koff, fval, foff, ts_bytes, ts_off, ts_valid, fix, where):
-    """:func:`stats` over raw pointers; the rows read go to ``where[35]``."""
-    s = numba.carray(slots, (9, n_slots + 1))
-    c = numba.carray(cols, (3, n_cols))
-    w = numba.carray(where, (37,))
-    status, rows = stats(
-        numba.carray(buf, (n,)), numba.carray(words, (n // 8,)), numba.carray(names, (n_names,)),
-        s[0], numba.carray(name_words, (n_name_words,)), s[7], s[8, :n_slots], s[1, :n_slots],
-        s[2, :n_slots], s[3, :n_slots], s[4], s[5, :n_slots], c[0], c[1], c[2],
-        numba.carray(col_lim, (n_cols,)), ts_slot, numba.carray(dotted, (n_dotted,)), s[6],
-        numba.carray(coli, (n_cols, cap)), numba.carray(colf, (n_cols, cap)),
-        numba.carray(colv, (n_cols, cap)), numba.carray(kbytes, (n_kbytes,)),
-        numba.carray(koff, (entries + 1,)), numba.carray(fval, (entries,)),
-        numba.carray(foff, (cap + 1,)), numba.carray(ts_bytes, (n,)),
-        numba.carray(ts_off, (cap + 1,)), numba.carray(ts_valid, (cap,)),
-        numba.carray(fix, (3, entries)), w)
-    w[35] = rows
-    return status
+def _stats_c_for(tokens_digest):
+    """:func:`stats_c` for the tokens of ``tokens_digest`` (see ``TOKENS_DIGEST``)."""
+
+    @numba.cfunc(STATS_SIG, cache=True, nogil=True, error_model="numpy")
+    def stats_c(buf, n, words, names, n_names, name_words, n_name_words, slots, n_slots, cols,
+                col_lim, n_cols, dotted, n_dotted, ts_slot, cap, entries, coli, colf, colv, kbytes,
+                n_kbytes, koff, fval, foff, ts_bytes, ts_off, ts_valid, fix, where):
+        """:func:`stats` over raw pointers; the rows read go to ``where[35]``."""
+        tokens_digest  # noqa: B018 (a closure cell: keys numba's cache to the tokens)
+        s = numba.carray(slots, (9, n_slots + 1))
+        c = numba.carray(cols, (3, n_cols))
+        w = numba.carray(where, (37,))
+        status, rows = stats(
+            numba.carray(buf, (n,)), numba.carray(words, (n // 8,)), numba.carray(names, (n_names,)),
+            s[0], numba.carray(name_words, (n_name_words,)), s[7], s[8, :n_slots], s[1, :n_slots],
+            s[2, :n_slots], s[3, :n_slots], s[4], s[5, :n_slots], c[0], c[1], c[2],
+            numba.carray(col_lim, (n_cols,)), ts_slot, numba.carray(dotted, (n_dotted,)), s[6],
+            numba.carray(coli, (n_cols, cap)), numba.carray(colf, (n_cols, cap)),
+            numba.carray(colv, (n_cols, cap)), numba.carray(kbytes, (n_kbytes,)),
+            numba.carray(koff, (entries + 1,)), numba.carray(fval, (entries,)),
+            numba.carray(foff, (cap + 1,)), numba.carray(ts_bytes, (n,)),
+            numba.carray(ts_off, (cap + 1,)), numba.carray(ts_valid, (cap,)),
+            numba.carray(fix, (3, entries)), w)
+        w[35] = rows
+        return status
+
+    return stats_c
 
 
-@numba.cfunc(FRAMES_SIG, cache=True, nogil=True, error_model="numpy")
-def frames_c(buf, n, words, tp_size, keys, n_keys_bytes, key_tab, key_words, n_key_words,
-             n_keys, states, n_states_bytes, state_tab, state_words, n_state_words, n_states,
-             cap, r_cap, f_iter, f_rank, f_nreq, f_nd, opt_val, opt_valid, r_id, r_state,
-             r_dummy, out):
-    """:func:`frames` over raw pointers; (frames, requests) read go to ``out``."""
-    kt = numba.carray(key_tab, (4, n_keys + 1))
-    st = numba.carray(state_tab, (4, n_states + 1))
-    n_opt = n_keys - 4
-    status, nf, nr = frames(
-        numba.carray(buf, (n,)), numba.carray(words, (n // 8,)), tp_size,
-        numba.carray(keys, (n_keys_bytes,)), kt[0], numba.carray(key_words, (n_key_words,)),
-        kt[1], kt[2, :n_keys], kt[3, :n_opt], numba.carray(states, (n_states_bytes,)), st[0],
-        numba.carray(state_words, (n_state_words,)), st[1], st[2, :n_states], st[3, :n_states],
-        numba.carray(f_iter, (cap,)), numba.carray(f_rank, (cap,)), numba.carray(f_nreq, (cap,)),
-        numba.carray(f_nd, (cap,)), numba.carray(opt_val, (n_opt, cap)),
-        numba.carray(opt_valid, (n_opt, cap)), numba.carray(r_id, (r_cap,)),
-        numba.carray(r_state, (r_cap,)), numba.carray(r_dummy, (r_cap,)))
-    o = numba.carray(out, (2,))
-    o[0] = nf
-    o[1] = nr
-    return status
+stats_c = _stats_c_for(TOKENS_DIGEST)
+
+
+def _frames_c_for(tokens_digest):
+    """:func:`frames_c` for the tokens of ``tokens_digest`` (see ``TOKENS_DIGEST``)."""
+
+    @numba.cfunc(FRAMES_SIG, cache=True, nogil=True, error_model="numpy")
+    def frames_c(buf, n, words, tp_size, keys, n_keys_bytes, key_tab, key_words, n_key_words,
+                 n_keys, states, n_states_bytes, state_tab, state_words, n_state_words, n_states,
+                 cap, r_cap, f_iter, f_rank, f_nreq, f_nd, opt_val, opt_valid, r_id, r_state,
+                 r_dummy, out):
+        """:func:`frames` over raw pointers; (frames, requests) read go to ``out``."""
+        tokens_digest  # noqa: B018 (a closure cell: keys numba's cache to the tokens)
+        kt = numba.carray(key_tab, (4, n_keys + 1))
+        st = numba.carray(state_tab, (4, n_states + 1))
+        n_opt = n_keys - 4
+        status, nf, nr = frames(
+            numba.carray(buf, (n,)), numba.carray(words, (n // 8,)), tp_size,
+            numba.carray(keys, (n_keys_bytes,)), kt[0], numba.carray(key_words, (n_key_words,)),
+            kt[1], kt[2, :n_keys], kt[3, :n_opt], numba.carray(states, (n_states_bytes,)), st[0],
+            numba.carray(state_words, (n_state_words,)), st[1], st[2, :n_states], st[3, :n_states],
+            numba.carray(f_iter, (cap,)), numba.carray(f_rank, (cap,)), numba.carray(f_nreq, (cap,)),
+            numba.carray(f_nd, (cap,)), numba.carray(opt_val, (n_opt, cap)),
+            numba.carray(opt_valid, (n_opt, cap)), numba.carray(r_id, (r_cap,)),
+            numba.carray(r_state, (r_cap,)), numba.carray(r_dummy, (r_cap,)))
+        o = numba.carray(out, (2,))
+        o[0] = nf
+        o[1] = nr
+        return status
+
+    return frames_c
+
+
+frames_c = _frames_c_for(TOKENS_DIGEST)
 
 
 @numba.cfunc(COUNT_SIG, cache=True, nogil=True, error_model="numpy")

@@ -2,14 +2,14 @@
 checked against.
 
 numba offers no public way to get a compiled function's object code. Of each ``cfunc`` entry
-point the loader (:mod:`forensics.readers.compiled.loader`) reads ``cf._library`` (its code
+point a build (:mod:`forensics.readers.compiled.builder`) reads ``cf._library`` (its code
 library), that library's ``_get_module_for_linking()`` (the optimised LLVM module numba keeps
 for linking, there also when loaded from numba's cache), numba's own target machine
 ``_library._codegen._tm`` (its ``emit_object`` writes the object) and ``cf.native_name``
 (:data:`CFUNC_INTERNALS`, read by :func:`object_code` only). Of numba's modules it sets
 ``numba.core.config.CACHE_DIR``, and the JSON kernels pass the private option ``_nrt=False``
 (:data:`MODULE_INTERNALS`); the numba runtime symbols the wrappers name are defined by the
-loader itself (``loader._STUBBED``). Of llvmlite it uses the binding API of
+loader itself (``library.STUBBED``). Of llvmlite it uses the binding API of
 :data:`LLVMLITE_API` (MCJIT, which a later llvmlite may drop).
 
 With :data:`NUMBA_CHECKED` / :data:`LLVMLITE_CHECKED` installed these are used as they are.

@@ -2,17 +2,16 @@
 when that path runs). Module-level functions and constant arrays (the field table's lookup
 arrays built from :mod:`forensics.dataset.log_fields` on import), so numba's cache works; the
 functions that freeze the table are closures over its digest, so the cache is keyed to it."""
-import hashlib
-from pathlib import Path
-
 import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from forensics.readers.compiled import byte_tests, prefix_kernel
+from forensics.readers.compiled import byte_tests, decimal_kernel, prefix_kernel
 from forensics.readers.compiled.byte_tests import at, digit_run, digits
+from forensics.readers.compiled.cache_digest import source_digest
+from forensics.readers.compiled.decimal_kernel import nearest_double
 from forensics.readers.compiled.prefix_kernel import prefix_shape
 from forensics.readers.native_scan import (
     I_ITER,
@@ -24,6 +23,7 @@ from forensics.readers.native_scan import (
     LOOKUP,
     N_FLOATS,
     N_INTS,
+    SCRATCH,
     SEVERITIES,
 )
 
@@ -31,13 +31,11 @@ from forensics.readers.native_scan import (
 # them into the compiled code. Its cache keys a function by its bytecode, not by the globals
 # it freezes, so the functions that read them (and those that link them in: ``scan``,
 # ``scan_c``) are closures over the table's digest, which numba's cache key includes. The
-# digest takes in the source of the compiled modules they call too: numba's cache checks only
-# the stamp of the file a function is defined in, so an edit of a callee alone would leave the
-# callers' cached code as it was (measured: an edited callee still ran from the old object).
-TABLE_DIGEST = int.from_bytes(hashlib.sha256(b"".join(
-    [str(LOOKUP.digest).encode()] + [Path(m.__file__).read_bytes()
-                                     for m in (byte_tests, prefix_kernel)]
-)).digest()[:8], "little") >> 1
+# digest takes in the source of the compiled modules they call too, and so do the functions
+# that call those only (``odd_bytes``, ``count_newlines``, ``count_c``): numba's cache checks
+# only the stamp of the file a function is defined in (:mod:`.cache_digest`).
+TABLE_DIGEST = source_digest((byte_tests, decimal_kernel, prefix_kernel),
+                             str(LOOKUP.digest).encode())
 NAMES = LOOKUP.names
 name_bytes = np.frombuffer("".join(NAMES).encode(), dtype=np.uint8).copy()
 name_off = np.cumsum([0] + [len(n) for n in NAMES]).astype(np.int64)
@@ -73,6 +71,17 @@ def _words(text: bytes) -> tuple[list[int], list[int]]:
 
 name_word = np.array([_words(n.encode())[0] for n in NAMES], dtype=np.uint64)
 name_mask = np.array([_words(n.encode())[1] for n in NAMES], dtype=np.uint64)
+#: The codes of the names by their first byte: ``first_code[b]`` the first (-1: none),
+#: ``next_code[c]`` the next after ``c`` with the same first byte (-1: none): a name is found
+#: by comparing one or two names, not all. (Trying first the name the last line had at the same
+#: place measured no faster on a log of fixed field order, and 7% slower on the varied log of
+#: benchmarks/ingest.py, whose order changes every line.)
+first_code = np.full(256, -1, np.int64)
+next_code = np.full(max(n_names, 1), -1, np.int64)
+for _c in range(n_names - 1, -1, -1):
+    _b = NAMES[_c].encode()[0]
+    next_code[_c] = first_code[_b]
+    first_code[_b] = _c
 prefix_mid = np.frombuffer(b"] [TRT-LLM] [RANK ", dtype=np.uint8).copy()
 iter_head = np.frombuffer(b"iter = ", dtype=np.uint8).copy()
 na = np.frombuffer(b"N/A", dtype=np.uint8).copy()
@@ -99,6 +108,14 @@ def same_name(buf, q, c):
     d |= (load_u64(buf, q + 8) ^ name_word[c, 1]) & name_mask[c, 1]
     d |= (load_u64(buf, q + 16) ^ name_word[c, 2]) & name_mask[c, 2]
     return d == 0
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def same_time(buf, a, b):
+    """Whether the 19 bytes of a time at ``a`` are those at ``b`` (``a + 19 <= len(buf)``)."""
+    return load_u64(buf, a) == load_u64(buf, b) and load_u64(buf, a + 8) == load_u64(buf, b + 8) \
+        and at(buf, a + 16) == at(buf, b + 16) and at(buf, a + 17) == at(buf, b + 17) \
+        and at(buf, a + 18) == at(buf, b + 18)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -168,12 +185,12 @@ def _line_for(table_digest):
     """:func:`line` for the table of ``table_digest`` (see ``TABLE_DIGEST``)."""
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")
-    def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, pred):
+    def line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sevs, scratch):
         """Read the line starting at ``p`` into row ``k``. Returns the offset of its end (its
         newline, or ``n``) when it is a fast line, else -1 (nothing of row ``k`` is used then).
 
-        ``pred`` holds the field code of each pair in the last fast line: tried first (lines of a
-        log share one layout), a full look-up only when it differs.
+        A name is looked up by its first byte (one or two names compared). ``scratch`` holds
+        the last times read (``native_scan.SCRATCH``): the same 19 bytes are the same time.
 
         Every test is on a byte class, so no test reads past the line's newline as if it were
         part of the line; the value grammars are exact and each value must end at a separator.
@@ -182,12 +199,19 @@ def _line_for(table_digest):
         # ---- prefix: [MM/DD/YYYY-HH:MM:SS] [TRT-LLM] [RANK n] [S]
         if p + 53 > n or at(buf, p) != 91:
             return -1
-        ok, mo, dd, yy, hh, mi, ss, q = time_fields(buf, p + 1, n, prefix_widths, prefix_seps)
-        if not ok:
-            return -1
-        t = epoch_us(yy, mo, dd, hh, mi, ss)
-        if t < 0:
-            return -1
+        if scratch[0] >= 0 and same_time(buf, p + 1, scratch[0]):
+            t = scratch[1]
+            q = p + 20
+        else:
+            ok, mo, dd, yy, hh, mi, ss, q = time_fields(buf, p + 1, n, prefix_widths,
+                                                        prefix_seps)
+            if not ok:
+                return -1
+            t = epoch_us(yy, mo, dd, hh, mi, ss)
+            if t < 0:
+                return -1
+            scratch[0] = p + 1
+            scratch[1] = t
         for j in range(len(prefix_mid)):
             if at(buf, q + j) != prefix_mid[j]:
                 return -1
@@ -223,7 +247,6 @@ def _line_for(table_digest):
         seen = 0
         in_states = False
         f = 0   # the format: the newest the fields so far imply
-        pair = 0
         while True:
             # ---- what follows a value: the end, "}" + end (states), or ", " and a name
             if eol(buf, q, n):
@@ -249,17 +272,19 @@ def _line_for(table_digest):
                     return -1
                 q += 1
             code = -1
-            if pair < len(pred) and pred[pair] >= 0:   # the last line's name here, compared
-                c = pred[pair]
-                o = name_off[c]
-                ln = name_off[c + 1] - o
-                if q + 24 <= n:   # (else the full look-up below)
-                    code = c if same_name(buf, q, c) else -1
-                    if code >= 0 and (97 <= at(buf, q + ln) <= 122 or at(buf, q + ln) == 95):
-                        code = -1
-                    if code >= 0:
+            if q + 24 <= n:   # the names of this first byte, compared
+                c = first_code[at(buf, q)]
+                while c >= 0:
+                    ln = name_off[c + 1] - name_off[c]
+                    if same_name(buf, q, c) and not (97 <= at(buf, q + ln) <= 122
+                                                     or at(buf, q + ln) == 95):
+                        code = c
                         q += ln
-            if code < 0:
+                        break
+                    c = next_code[c]
+                if code < 0:
+                    return -1
+            if code < 0:   # near the block's end: the name's letters, then each name
                 a = q
                 while q < n and (97 <= at(buf, q) <= 122 or at(buf, q) == 95):
                     q += 1
@@ -279,9 +304,6 @@ def _line_for(table_digest):
             if code < 0 or (code >= state_first) != in_states or (seen >> code) & 1:
                 return -1
             seen |= 1 << code
-            if pair < len(pred):
-                pred[pair] = code
-            pair += 1
             if in_states:
                 if q >= n or at(buf, q) != 39:
                     return -1
@@ -301,12 +323,18 @@ def _line_for(table_digest):
                 and ends_value(buf, q + 3, n, in_states)
             kc = kind[code]
             if kc == K_TIME:               # YYYY-MM-DD HH:MM:SS
-                ok, y2, m2, d2, h2, n2, s2, w = time_fields(buf, q, n, iso_widths, iso_seps)
-                if not ok:
-                    return -1
-                t2 = epoch_us(y2, m2, d2, h2, n2, s2)
-                if t2 < 0:
-                    return -1
+                if scratch[2] >= 0 and q + 19 <= n and same_time(buf, q, scratch[2]):
+                    t2 = scratch[3]
+                    w = q + 19
+                else:
+                    ok, y2, m2, d2, h2, n2, s2, w = time_fields(buf, q, n, iso_widths, iso_seps)
+                    if not ok:
+                        return -1
+                    t2 = epoch_us(y2, m2, d2, h2, n2, s2)
+                    if t2 < 0:
+                        return -1
+                    scratch[2] = q
+                    scratch[3] = t2
                 ints[int_row[code], k] = t2
                 valid[int_row[code], k] = True
                 q = w
@@ -365,9 +393,13 @@ def _line_for(table_digest):
                     if at(buf, w + j) != unit_bytes[uo + j]:
                         return -1
                 w += ul
-                if nd <= 18 and m < 9007199254740992 and frac <= 22:
+                exact = nd <= 18 and m < 9007199254740992 and frac <= 22
+                if exact:
                     floats[fc, k] = m / pow10[frac]
-                else:
+                elif nd <= 18:   # repr's 17 digits: the correctly rounded double
+                    exact, v = nearest_double(m, -frac)
+                    floats[fc, k] = v
+                if not exact:
                     fneed[fc, k] = True
                     fspan[2 * fc, k] = q
                     fspan[2 * fc + 1, k] = u
@@ -384,34 +416,44 @@ def _line_for(table_digest):
 line = _line_for(TABLE_DIGEST)
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy")
-def odd_bytes(buf, p, e):
-    """1 if ``at(buf, p:e)`` holds a ``\\r`` or NUL, | 2 if a byte >= 0x80 (a separate loop from
-    the newline search: it vectorises)."""
-    hi = 0
-    ctl = 0
-    for j in range(p, e):
-        b = at(buf, j)
-        hi |= b
-        ctl |= (b == 13) | (b == 0)
-    return (1 if ctl else 0) | (2 if hi >= 128 else 0)
+def _odd_bytes_for(table_digest):
+    """:func:`odd_bytes` for the callees of ``table_digest`` (see ``TABLE_DIGEST``)."""
+
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def odd_bytes(buf, p, e):
+        """1 if ``at(buf, p:e)`` holds a ``\\r`` or NUL, | 2 if a byte >= 0x80 (a separate loop
+        from the newline search: it vectorises)."""
+        table_digest  # noqa: B018 (a closure cell: keys numba's cache to the callees)
+        hi = 0
+        ctl = 0
+        for j in range(p, e):
+            b = at(buf, j)
+            hi |= b
+            ctl |= (b == 13) | (b == 0)
+        return (1 if ctl else 0) | (2 if hi >= 128 else 0)
+
+    return odd_bytes
+
+
+odd_bytes = _odd_bytes_for(TABLE_DIGEST)
 
 
 def _scan_for(table_digest):
     """:func:`scan` for the table of ``table_digest`` (see ``TABLE_DIGEST``)."""
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")
-    def scan(buf, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev, pred,
+    def scan(buf, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev, scratch,
              shape, boff, lrank, lsev):
         """Split ``buf`` into lines (starts/ends, newline excluded) and read the fast ones;
         returns (lines, fast rows, odd). Row ``k`` of the outputs is line ``fast_line[k]``. A fast
         line has only bytes its grammar names; the other lines' bytes set ``odd``: 1 for a ``\\r``
         or NUL, 2 for a byte >= 0x80 (the caller checks the UTF-8). Per line, what
         :func:`prefix_shape` reads of the prefix of a line not taken (``shape`` 0 for a fast
-        one): ``shape``, ``boff``, ``lrank``, ``lsev``. ``pred``
-        (int64, filled with -1) is scratch: no allocation here, so the compiled code needs no
-        runtime (see :mod:`forensics.readers.compiled.loader`). Lines -1 when ``buf`` has more
-        lines than the outputs have rows (the caller then counts them and calls again)."""
+        one): ``shape``, ``boff``, ``lrank``, ``lsev``. ``scratch`` (int64,
+        ``native_scan.SCRATCH`` of them, filled with -1) is scratch: no allocation here, so the
+        compiled code needs no runtime (see :mod:`forensics.readers.compiled.loader`). Lines -1
+        when ``buf`` has more lines than the outputs have rows (the caller then counts them and
+        calls again)."""
         table_digest  # noqa: B018 (a closure cell: keys numba's cache to the table)
         n = len(buf)
         cap = len(starts)
@@ -422,7 +464,7 @@ def _scan_for(table_digest):
         while p < n:
             if i == cap:
                 return -1, k, odd
-            e = line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sev, pred)
+            e = line(buf, p, n, k, ints, floats, valid, fspan, fneed, fmt, sev, scratch)
             if e >= 0:
                 fast_line[k] = i
                 k += 1
@@ -449,13 +491,22 @@ def _scan_for(table_digest):
 scan = _scan_for(TABLE_DIGEST)
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy")
-def count_newlines(buf):
-    """Newlines in ``buf`` (a plain loop numba vectorises: 3x ``bytes.count`` here)."""
-    c = 0
-    for i in range(len(buf)):
-        c += at(buf, i) == 10
-    return c
+def _count_newlines_for(table_digest):
+    """:func:`count_newlines` for the callees of ``table_digest`` (see ``TABLE_DIGEST``)."""
+
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def count_newlines(buf):
+        """Newlines in ``buf`` (a plain loop numba vectorises: 3x ``bytes.count`` here)."""
+        table_digest  # noqa: B018 (a closure cell: keys numba's cache to the callees)
+        c = 0
+        for i in range(len(buf)):
+            c += at(buf, i) == 10
+        return c
+
+    return count_newlines
+
+
+count_newlines = _count_newlines_for(TABLE_DIGEST)
 
 
 _P8, _P64 = types.CPointer(types.uint8), types.CPointer(types.int64)
@@ -471,7 +522,7 @@ def _scan_c_for(table_digest):
 
     @numba.cfunc(SCAN_SIG, cache=True, nogil=True, error_model="numpy")
     def scan_c(buf, n, cap, starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev,
-               pred, out, shape, boff, lrank, lsev):
+               scratch, out, shape, boff, lrank, lsev):
         """:func:`scan` over raw pointers (arrays of ``cap`` rows); fast rows and odd to out."""
         table_digest  # noqa: B018 (a closure cell: keys numba's cache to the table)
         i, k, odd = scan(numba.carray(buf, (n,)), numba.carray(starts, (cap,)),
@@ -479,7 +530,8 @@ def _scan_c_for(table_digest):
                     numba.carray(ints, (N_INTS, cap)), numba.carray(floats, (N_FLOATS, cap)),
                     numba.carray(valid, (N_INTS + N_FLOATS, cap)),
                     numba.carray(fspan, (2 * N_FLOATS, cap)), numba.carray(fneed, (N_FLOATS, cap)),
-                    numba.carray(fmt, (cap,)), numba.carray(sev, (cap,)), numba.carray(pred, (32,)),
+                    numba.carray(fmt, (cap,)), numba.carray(sev, (cap,)),
+                    numba.carray(scratch, (SCRATCH,)),
                     numba.carray(shape, (cap,)), numba.carray(boff, (cap,)),
                     numba.carray(lrank, (cap,)), numba.carray(lsev, (cap,)))
         o = numba.carray(out, (2,))
@@ -490,14 +542,27 @@ def _scan_c_for(table_digest):
     return scan_c
 
 
-scan_c = _scan_c_for(TABLE_DIGEST)
+def _count_c_for(table_digest):
+    """:func:`count_c` for the callees of ``table_digest`` (see ``TABLE_DIGEST``)."""
+
+    @numba.cfunc(COUNT_SIG, cache=True, nogil=True, error_model="numpy")
+    def count_c(buf, n):
+        """:func:`count_newlines` over a raw pointer."""
+        table_digest  # noqa: B018 (a closure cell: keys numba's cache to the callees)
+        return count_newlines(numba.carray(buf, (n,)))
+
+    return count_c
 
 
-@numba.cfunc(COUNT_SIG, cache=True, nogil=True, error_model="numpy")
-def count_c(buf, n):
-    """:func:`count_newlines` over a raw pointer."""
-    return count_newlines(numba.carray(buf, (n,)))
-
-
-#: The entry points, by the names :mod:`forensics.readers.compiled.loader` knows them.
-ENTRY_POINTS = {"scan": scan_c, "count": count_c}
+def __getattr__(name: str):
+    """``ENTRY_POINTS`` (and ``scan_c``, ``count_c``): the entry points, by the names
+    :mod:`forensics.readers.compiled.loader` knows them, compiled on first use, not on import (a
+    ``cfunc`` compiles when defined): so one function can be compiled alone
+    (tests/ingest/test_log_fields.py compiles :func:`line` of a changed table, a third of the
+    whole scanner's compile)."""
+    if name not in ("ENTRY_POINTS", "scan_c", "count_c"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    global ENTRY_POINTS, scan_c, count_c
+    scan_c, count_c = _scan_c_for(TABLE_DIGEST), _count_c_for(TABLE_DIGEST)
+    ENTRY_POINTS = {"scan": scan_c, "count": count_c}
+    return globals()[name]

@@ -1,0 +1,264 @@
+"""JSON tokens as the compiled JSON Lines scanners (:mod:`forensics.readers.compiled.json_kernel`)
+read them: whitespace, strict numbers, literals, strings without escapes, and keys looked up
+among known names. Imports numba (imported only when the scanners are compiled).
+
+Every function is inlined into its caller (``inline="always"``) and allocates nothing
+(``_nrt=False``): the reasons and measurements are in :mod:`~forensics.readers.compiled.json_kernel`,
+whose functions are closures over this file's digest (numba's cache would keep them otherwise
+when only this file changed: :mod:`~forensics.readers.compiled.cache_digest`). Each returns
+what it read with certainty and a position; the caller declines a block on anything else.
+"""
+import numba
+import numpy as np
+
+# number kinds of json_number
+K_INT, K_FLOAT, K_FTEXT = 1, 2, 3
+pow10 = np.array([10.0 ** k for k in range(23)], dtype=np.float64)
+
+MAX_INT_DIGITS = 18             # |v| < 10**18 fits int64 and is exact as a Python int
+EXACT = 9007199254740992        # 2**53: mantissas below it are exact doubles
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def skip_ws(buf, q, n):
+    """The first position at or after ``q`` that is not JSON whitespace inside a line."""
+    while q < n and (buf[q] == 32 or buf[q] == 9 or buf[q] == 13):
+        q += 1
+    return q
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def delimiter(buf, q, n):
+    """Whether a scalar may end at ``q``: whitespace, ``,``, ``}``, ``]``, a newline or the end."""
+    if q >= n:
+        return True
+    c = buf[q]
+    return c == 44 or c == 125 or c == 93 or c == 32 or c == 9 or c == 13 or c == 10
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def json_int(buf, q, n):
+    """(ok, value, position after) of a strict JSON integer of at most 18 digits at ``q``
+    (``-?(0|[1-9][0-9]*)`` followed by a delimiter: no fraction, no exponent)."""
+    neg = False
+    if q < n and buf[q] == 45:
+        neg = True
+        q += 1
+    p = q
+    v = 0
+    while q < n and 48 <= buf[q] <= 57:
+        v = v * 10 + (buf[q] - 48)
+        q += 1
+        if q - p > MAX_INT_DIGITS:
+            return False, 0, q
+    if q == p or (buf[p] == 48 and q - p > 1) or not delimiter(buf, q, n):
+        return False, 0, q
+    return True, -v if neg else v, q
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def literal(buf, q, n, word):
+    """Whether the bytes ``word`` (true/false/null) are at ``q``, followed by a delimiter."""
+    m = len(word)
+    if q + m > n:
+        return False
+    for j in range(m):
+        if buf[q + j] != word[j]:
+            return False
+    return delimiter(buf, q + m, n)
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def same_bytes(buf, a, names, o, m):
+    for j in range(m):
+        if buf[a + j] != names[o + j]:
+            return False
+    return True
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def plain_string_end(buf, q, n):
+    """Position of the closing quote of the string whose body starts at ``q``, or -1 when the
+    body holds a backslash, a control character or the line ends first."""
+    while q < n:
+        c = buf[q]
+        if c == 34:
+            return q
+        if c == 92 or c < 32:
+            return -1
+        q += 1
+    return -1
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def load8(words, a):
+    """The 8 bytes at ``a`` as a little-endian word, from the block's aligned words."""
+    i = a >> 3
+    r = a & 7
+    if r == 0:
+        return words[i]
+    return (words[i] >> np.uint64(8 * r)) | (words[i + 1] << np.uint64(64 - 8 * r))
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def name_here(words, a, wtab, woffs, lens, g):
+    """Whether name ``g`` and its closing quote are at ``a``, compared 8 bytes at a time (the
+    common case: a line laid out like the one before). False near the block's end."""
+    if g < 0 or g >= len(lens):
+        return False
+    m = lens[g]
+    if a + m + 16 > len(words) * 8:
+        return False
+    o = woffs[g]
+    while m > 8:
+        if load8(words, a) != wtab[o]:
+            return False
+        a += 8
+        m -= 8
+        o += 1
+    if m == 8:
+        return load8(words, a) == wtab[o]
+    mask = (np.uint64(1) << np.uint64(8 * m)) - np.uint64(1)
+    return ((load8(words, a) ^ wtab[o]) & mask) == 0
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def find_name(buf, a, m, names, offs, guess):
+    """Index of the name equal to ``buf[a:a+m]`` (``guess`` tried first), or -1."""
+    k = len(offs) - 1
+    if 0 <= guess < k and offs[guess + 1] - offs[guess] == m \
+            and same_bytes(buf, a, names, offs[guess], m):
+        return guess
+    for i in range(k):
+        if offs[i + 1] - offs[i] == m and same_bytes(buf, a, names, offs[i], m):
+            return i
+    return -1
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def key_at(buf, words, a, n, names, offs, w, wo, wl, guess):
+    """(index of the name whose string body starts at ``a``, position of its closing quote):
+    ``guess`` compared a word at a time first, else the string's end found and every name
+    looked up. (-1, -1) when the string holds an escape or a control character; (-1, end)
+    when it is no known name."""
+    if name_here(words, a, w, wo, wl, guess):
+        return guess, a + wl[guess] - 1
+    e = plain_string_end(buf, a, n)
+    if e < 0:
+        return -1, -1
+    return find_name(buf, a, e - a, names, offs, -1), e
+
+
+# the literals' bytes, for literal()
+true_b = np.frombuffer(b"true", dtype=np.uint8).copy()
+false_b = np.frombuffer(b"false", dtype=np.uint8).copy()
+null_b = np.frombuffer(b"null", dtype=np.uint8).copy()
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def next_member(buf, q, n, closer):
+    """After a value at ``q``: (1, start of the next member) after a comma, (0, position
+    after ``closer``) when it closes the object or list, (-1, q) for anything else."""
+    q = skip_ws(buf, q, n)
+    if q < n and buf[q] == 44:
+        return 1, skip_ws(buf, q + 1, n)
+    if q < n and buf[q] == closer:
+        return 0, q + 1
+    return -1, q
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def json_bool(buf, q, n):
+    """(ok, value, position after) of ``true`` or ``false`` at ``q``."""
+    if literal(buf, q, n, true_b):
+        return True, True, q + 4
+    if literal(buf, q, n, false_b):
+        return True, False, q + 5
+    return False, False, q
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def json_number(buf, q, n):
+    """A strict JSON number at ``q``: (ok, kind, int value, float value, position after).
+
+    ``K_INT`` for an integer of at most 18 significant digits; ``K_FLOAT`` for a decimal or exponent form
+    whose value is one correctly rounded operation (mantissa < 2**53, power of ten <= 22:
+    Clinger's fast path); ``K_FTEXT`` for any other decimal (the caller reads its text).
+    Integers of more digits are not ok (the caller declines the block).
+    """
+    neg = False
+    if q < n and buf[q] == 45:
+        neg = True
+        q += 1
+    p = q
+    m = 0
+    sig = 0                 # significant digits in m
+    while q < n and 48 <= buf[q] <= 57:
+        if sig or buf[q] != 48:
+            sig += 1
+            if sig <= MAX_INT_DIGITS:
+                m = m * 10 + (buf[q] - 48)
+        q += 1
+    if q == p or (buf[p] == 48 and q - p > 1):
+        return False, 0, 0, 0.0, q
+    frac = 0
+    is_float = False
+    if q < n and buf[q] == 46:
+        is_float = True
+        q += 1
+        f0 = q
+        while q < n and 48 <= buf[q] <= 57:
+            if sig or buf[q] != 48:
+                sig += 1
+                if sig <= MAX_INT_DIGITS:
+                    m = m * 10 + (buf[q] - 48)
+                    frac += 1
+            else:
+                frac += 1
+            q += 1
+        if q == f0:
+            return False, 0, 0, 0.0, q
+    exp = 0
+    if q < n and (buf[q] == 101 or buf[q] == 69):
+        is_float = True
+        q += 1
+        eneg = False
+        if q < n and (buf[q] == 43 or buf[q] == 45):
+            eneg = buf[q] == 45
+            q += 1
+        e0 = q
+        while q < n and 48 <= buf[q] <= 57:
+            if exp < 100000:
+                exp = exp * 10 + (buf[q] - 48)
+            q += 1
+        if q == e0:
+            return False, 0, 0, 0.0, q
+        if eneg:
+            exp = -exp
+    if not delimiter(buf, q, n):
+        return False, 0, 0, 0.0, q
+    if not is_float:
+        if sig > MAX_INT_DIGITS:
+            return False, 0, 0, 0.0, q
+        return True, K_INT, -m if neg else m, 0.0, q
+    e10 = exp - frac
+    if sig > MAX_INT_DIGITS or m >= EXACT or e10 > 22 or e10 < -22:
+        return True, K_FTEXT, 0, 0.0, q
+    v = m * pow10[e10] if e10 >= 0 else m / pow10[-e10]
+    return True, K_FLOAT, 0, -v if neg else v, q
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def string_end(buf, q, n):
+    """:func:`plain_string_end`, and whether the body holds a byte >= 0x80 (then the caller
+    checks that the block is UTF-8)."""
+    high = False
+    while q < n:
+        c = buf[q]
+        if c == 34:
+            return q, high
+        if c == 92 or c < 32:
+            return -1, high
+        high |= c >= 128
+        q += 1
+    return -1, high
