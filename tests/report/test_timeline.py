@@ -198,6 +198,45 @@ def test_a_long_run_is_thinned_and_stays_small(tmp_path):
     assert size == len(timeline_json(doc)) and size / 8 < 3e6, size
 
 
+def test_thinned_blocks_hold_their_rows_maxima():
+    """Each thinned slice holds its rows' first and last iteration, their number, the largest
+    active, expected and batch (a missing batch left out; none: null) and the fleet skips in
+    it, as read from the decisions row by row; a block cut by a detail window is two slices."""
+    rng = np.random.default_rng(5)
+    R, iters = 3, 9_000
+    result = _long_run(R, iters)
+    d = result.decisions.copy()
+    d["active"] = rng.integers(0, 50, len(d))
+    d["expected"] = rng.integers(0, 9, len(d))
+    batch = pd.array(rng.integers(0, 7, len(d)), dtype="Int64")
+    batch[rng.random(len(d)) < 0.3] = pd.NA
+    batch[(d["iter"] >= 2_000) & (d["iter"] < 2_018)] = pd.NA     # a block with none at all
+    d["batch"] = batch
+    result = ReplayResult(result.policy, result.config, result.run, d, result.ledger,
+                          leak_records=result.leak_records, crash=result.crash,
+                          skipped_iters=(300, 4_321), frames=None)
+    doc = timeline(result)
+    thin = doc["otherData"]["thinning"]
+    windows = thin["detail_iterations"]
+    assert any(a % thin["block_iterations"] for a, _ in windows)   # a window cuts a block
+    blocks = [e for e in doc["traceEvents"] if e.get("cat") == "thinned"]
+    assert blocks and any(e["args"]["max_batch"] is None for e in blocks)
+    for e in blocks:
+        a, b = e["args"]["iterations"]
+        rows = d[(d["iter"] >= a) & (d["iter"] <= b) & (d["rank"] == e["pid"] - 1)]
+        assert not any(lo <= x <= hi for x in rows["iter"] for lo, hi in windows)
+        assert e["args"]["frames"] == len(rows) and rows["iter"].min() == a
+        assert e["args"]["max_active"] == rows["active"].max()
+        assert e["args"]["max_expected"] == rows["expected"].max()
+        want = rows["batch"].dropna()
+        assert e["args"]["max_batch"] == (int(want.max()) if len(want) else None)
+        assert e["args"]["fleet_skips"] == sum(a <= s <= b for s in (300, 4_321))
+    per_rank = collections.Counter(e["pid"] for e in blocks)
+    for r in range(R):
+        covered = sum(e["args"]["frames"] for e in blocks if e["pid"] == r + 1)
+        assert covered + sum(hi - lo + 1 for lo, hi in windows) == iters, per_rank
+
+
 def test_postmortem_writes_the_timeline_of_the_story(tmp_path):
     """The sample's story is told by the recording build, prefix-2026 (its crash)."""
     res = forensics.postmortem([NVBUG], tmp_path / "report")
