@@ -448,7 +448,18 @@ def decide(policy: Policy, config: RunConfig, inputs: StepInputs,
                        removed_path=removed, survives=survives, leaked_now=survives.copy())
 
 
+def decision_key(policy: Policy, config: RunConfig) -> tuple:
+    """Everything a catalogue policy's step decision reads of the policy under ``config``
+    (:func:`decide`, the pad count, the dummy role): policies with one key decide every
+    transition alike (the explorer's searches and a streamed replay's walks are shared by it)."""
+    return (policy.predicate(config), policy.uses_forward_intent(config),
+            policy.alloc_failure_for(config), policy.rolls_back(config), policy.postpads(config),
+            policy.prechecks(config), policy.pads_run(config), policy.gated(config),
+            policy.cap, policy.entry_check, policy.dummy_role)
+
+
 __all__ = [
+    "decision_key",
     "CRASH_ALLOC_NONE",
     "CRASH_ASSERT",
     "CRASH_HOOK",

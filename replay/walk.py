@@ -87,6 +87,7 @@ from replay.step import (
     StepInputs,
     StepOutputs,
     decide,
+    decision_key,
     expected_step,
 )
 from replay.table_storage import DeferredTable
@@ -186,9 +187,7 @@ def decides_alike(pol: Policy, cfg: RunConfig) -> tuple | None:
     code decides)."""
     if type(pol) is not Policy or pol.pad_hook is not None:
         return None
-    return (cfg, pol.predicate(cfg), pol.cap, pol.expected_rule, pol.pads_run(cfg),
-            pol.entry_check, pol.uses_forward_intent(cfg), pol.alloc_failure_for(cfg),
-            pol.prechecks(cfg), pol.postpads(cfg), pol.rolls_back(cfg), pol.dummy_role)
+    return (cfg, pol.expected_rule, decision_key(pol, cfg))
 
 
 def walk_fast(frames: RunFrames, pol: Policy, cfg: RunConfig, st: WalkState,

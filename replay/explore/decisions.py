@@ -18,13 +18,28 @@ import numpy as np
 import pandas as pd
 
 from replay.config import RunConfig
-from replay.explore.mechanisms import (KIND_CRASH, KIND_ERROR, KIND_HANG, KIND_LEAK, KIND_WASTE,
-                                       DIVERGENCE_FIELDS, crash_kind_of_message)
+from replay.explore.mechanisms import (
+    DIVERGENCE_FIELDS,
+    KIND_CRASH,
+    KIND_ERROR,
+    KIND_HANG,
+    KIND_LEAK,
+    KIND_WASTE,
+    crash_kind_of_message,
+)
 from replay.explore.model import Reasons, Tables
 from replay.policy import FrameView, Policy
 from replay.states import RequestState
-from replay.step import (CRASH_ALLOC_NONE, CRASH_ASSERT, PadDecision, StepInputs, StepOutputs,
-                         decide, expected_step)
+from replay.step import (
+    CRASH_ALLOC_NONE,
+    CRASH_ASSERT,
+    PadDecision,
+    StepInputs,
+    StepOutputs,
+    decide,
+    decision_key,
+    expected_step,
+)
 from replay.walk import hook_outcomes
 
 #: Per-choice columns a transition's decisions read (besides each policy's ``sched_real{k}`` and,
@@ -369,16 +384,6 @@ def first_difference(a: StepOutputs, b: StepOutputs, kinds_a: np.ndarray,
     return first_field, va, vb, [c[0] for c in cols]
 
 
-def decision_key(policy: Policy, config: RunConfig) -> tuple:
-    """Everything a catalogue policy's step decision reads of the policy under ``config``
-    (``replay.step.decide``, the pad count, the dummy role): policies with one key decide every
-    transition alike."""
-    return (policy.predicate(config), policy.uses_forward_intent(config),
-            policy.alloc_failure_for(config), policy.rolls_back(config), policy.postpads(config),
-            policy.prechecks(config), policy.pads_run(config), policy.gated(config),
-            policy.cap, policy.entry_check, policy.dummy_role)
-
-
 def getattr_outcome(outcome, field: str) -> bool:
     """A ``PadOutcome`` as the ``PadDecision`` field ``field``."""
     if field == "role_context":
@@ -416,5 +421,5 @@ def _inputs(at: Callable[[str, np.ndarray], np.ndarray], G: np.ndarray, k: int, 
                       role_context=role_col, **extra)
 
 
-__all__ = ["CLASS_COLUMNS", "Decider", "HookMemo", "Level", "decision_key", "distinct_rows", "dummy_after",
+__all__ = ["CLASS_COLUMNS", "Decider", "HookMemo", "Level", "distinct_rows", "dummy_after",
            "first_difference", "getattr_outcome"]

@@ -15,11 +15,11 @@ import dataclasses
 from typing import Any, Optional, Sequence
 
 from replay.catalogue import get_policy, policy_names
-from replay.explore.decisions import decision_key
 from replay.explore.explorer import Progress, explore
 from replay.explore.result import ExploreResult, Witness, plural
 from replay.explore.space import DEFAULT_BOUND, Bound, ConfigSpace
 from replay.resolve import resolve_policy
+from replay.step import decision_key
 from replay.trtllm_source import era_of
 
 

@@ -25,15 +25,22 @@ import time
 from typing import Callable, Optional, Sequence
 
 from replay.config import RunConfig
+from replay.explore.decisions import HookMemo
 from replay.explore.mechanisms import KIND_OF
 from replay.explore.model import Reasons
 from replay.explore.result import ExploreResult, Witness, describe_key
-from replay.explore.decisions import HookMemo, decision_key
 from replay.explore.search import Search
-from replay.explore.space import DEFAULT_BOUND, KV_OUTCOMES, Bound, ConfigSpace, KvOutcome
+from replay.explore.space import (
+    DEFAULT_BOUND,
+    KV_OUTCOMES,
+    Bound,
+    ConfigSpace,
+    KvOutcome,
+)
 from replay.explore.witness import confirm, run_record, schedule_records
 from replay.policy import Policy
 from replay.resolve import resolve_policy
+from replay.step import decision_key
 
 #: ``progress(configs done, configs in all, schedules so far)``.
 Progress = Callable[[int, int, int], None]

@@ -10,9 +10,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import replay
+from replay.model_variants import model_variants
 from replay.policy import PadOutcome, Policy
 from replay.reference_loop import run_reference
+from replay.resolve import resolve_policy
 from replay.states import RequestState
+from replay.walk import decides_alike
 
 STATES = [8, 9, 7, 10, 12, 13, 14, 14, 13, 20]
 POLICIES = replay.policy_names()
@@ -116,10 +119,6 @@ def test_engine_equals_reference_loop(records, name):
 def test_policies_keyed_alike_replay_alike(records):
     """Policies (and model variants) that ``replay.walk.decides_alike`` keys alike replay
     alike: a streamed replay walks one of them for all (``replay.streaming.replay_windows``)."""
-    from replay.model_variants import model_variants
-    from replay.resolve import resolve_policy
-    from replay.walk import decides_alike
-
     frames = replay.RunFrames.from_records(records)
     cfg = frames.config
     groups: dict = {}
@@ -168,10 +167,6 @@ FIELD_VALUES = _field_values()
 def test_a_change_the_key_misses_changes_nothing(records, name):
     """A policy with one field changed, keyed alike by ``replay.walk.decides_alike`` (the key
     misses the change), replays alike: the key holds everything the walk reads."""
-    from replay.model_variants import model_variants
-    from replay.resolve import resolve_policy
-    from replay.walk import decides_alike
-
     base = resolve_policy(name)
     frames = replay.RunFrames.from_records(records)
     cfg = frames.config
