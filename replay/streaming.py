@@ -28,7 +28,7 @@ from replay.decision_tables import (
 from replay.feed import readers
 from replay.frame_windows import FrameWindows
 from replay.frames import RunFrames
-from replay.heap import release_arrow, trim, usable_cores
+from replay.heap import release_arrow, trim_above, usable_cores
 from replay.model_variants import combine_model_variants, model_variants
 from replay.policy import Policy
 from replay.resolve import resolve_policies, resolve_policy
@@ -105,6 +105,14 @@ def stream_windows(ds: Any, run: str | None = None, window: int | None = None, *
     return None
 
 
+#: Freed heap bytes a streamed replay keeps between windows before it trims them
+#: (``replay.heap.trim_above``): above what a window of ``WINDOW_FRAMES`` frames frees (40-115
+#: MiB on fleet-1h 32x100k, measured), so the replay's resident size stays within this of its
+#: live heap while most windows reuse the last one's pages (page faults 680k -> 350k, peak
+#: RSS 412 -> 415-438 MiB, replay alone).
+TRIM_FREE_BYTES = 128 << 20
+
+
 class StreamReplay:
     """One policy replayed window after window (:class:`replay.frame_windows.FrameWindows`).
 
@@ -148,7 +156,7 @@ class StreamReplay:
             walk = walk_fast if self.policy.pad_hook is None else walk_hooked
             crash_row = walk(frames, self.policy, self.config, st, self._carry)
             rows = cut_rows(frames, st, crash_row)
-        self.decided = (frames, rows, st, crash_row, [])
+        self.decided = (frames, rows, st, crash_row, {})
         self._take(*self.decided)
 
     def follow(self, frames: RunFrames, lead: StreamReplay) -> None:
@@ -156,27 +164,34 @@ class StreamReplay:
         stream whose policy decides alike (``replay.walk.decides_alike``) is not walked."""
         if self.stopped or not frames.num_iters:
             return
-        got, rows, st, crash_row, digest = lead.decided
+        got, rows, st, crash_row, memo = lead.decided
         assert got is frames, "follow() takes the window its lead has just decided"
-        self._take(frames, rows, st, crash_row, digest)
+        self._take(frames, rows, st, crash_row, memo)
 
     def _take(self, frames: RunFrames, rows: Rows, st: WalkState, crash_row: int | None,
-              digest: list) -> None:
-        """Write, record and ledger a window's decided rows (``digest``: the rows' digest once
-        known, shared by the streams taking them)."""
+              memo: dict) -> None:
+        """Write, record and ledger a window's decided rows. ``memo``: what the streams taking
+        these rows compute alike from them alone (their digest, skips, first divergence, the
+        ledger's arrays), computed by the first and read by the others."""
         with CLOCK.stage("replay write"):
-            self._write_decisions(frames, rows, digest)
+            self._write_decisions(frames, rows, memo)
         with CLOCK.stage("replay decide"):
-            self._skipped.extend(skipped_iters(frames, rows))
+            if "skipped" not in memo:
+                memo["skipped"] = skipped_iters(frames, rows)
+            self._skipped.extend(memo["skipped"])
             if self._div is None:
-                self._div = first_divergence(frames, rows.o, rows.n, rows.stopped,
-                                             rows.crashed_row)
+                if "divergence" not in memo:
+                    memo["divergence"] = first_divergence(frames, rows.o, rows.n, rows.stopped,
+                                                          rows.crashed_row)
+                self._div = memo["divergence"]
         with CLOCK.stage("ledger"):
-            self._ledger.feed(frames, rows, self._led)
+            if "ledger" not in memo:
+                memo["ledger"] = _LedgerWindow(frames, rows)
+            self._ledger.feed(frames, rows, memo["ledger"], self._led)
         if crash_row is not None:
             self.crash = crash_record(frames, rows, st)
 
-    def _write_decisions(self, frames: RunFrames, rows: Rows, digest: list) -> None:
+    def _write_decisions(self, frames: RunFrames, rows: Rows, memo: dict) -> None:
         """Write the window's decisions, or, when another stream of the replay decided the
         window alike (:class:`SharedWindows`), only note where its rows are."""
         if self._shared is None:
@@ -185,9 +200,9 @@ class StreamReplay:
         iters = frames.iters[:rows.n]
         mine = Piece(self._dec.path, self._dec.rows, rows.n * frames.num_ranks,
                      int(iters[0]), int(iters[-1]))
-        if not digest:
-            digest.append(_digest(rows.columns))
-        piece = self._shared.claim(digest[0], mine)
+        if "digest" not in memo:
+            memo["digest"] = _digest(rows.columns)
+        piece = self._shared.claim(memo["digest"], mine)
         self._pieces.append(piece)
         if piece is mine:
             self._dec.write(decisions_arrow(rows.columns))
@@ -247,6 +262,32 @@ def _digest(cols: dict) -> bytes:
     return h.digest()
 
 
+class _LedgerWindow:
+    """A window's dummies as the ledger pairs them, from its rows alone (every stream taking the
+    same rows shares one): each dummy created in the window (row-major, by (iter, rank)), the
+    row of its removal if in the window (-1: none), and the surviving rows in between."""
+
+    def __init__(self, frames: RunFrames, rows: Rows):
+        o, n, survives, removed = rows.o, rows.n, rows.survives, rows.removed
+        self.iters = frames.iters[:n]
+        self.cs = cs = np.cumsum(survives, axis=0)
+        new = o["padded"] | o["postpadded"]
+        self.ci, self.cr = ci, cr = np.nonzero(new)          # row-major: ordered by (iter, rank)
+        ri, rr = np.nonzero(removed)
+        stride = n + 1
+        rkey = np.sort(rr.astype(np.int64) * stride + ri)
+        pos = np.searchsorted(rkey, cr.astype(np.int64) * stride + ci, side="left")
+        pos_c = np.minimum(pos, max(rkey.size - 1, 0))
+        self.has_rm = has_rm = (pos < rkey.size) & (rkey[pos_c] // stride == cr) if rkey.size \
+            else np.zeros(ci.size, bool)
+        self.rm_row = rm_row = np.where(has_rm, rkey[pos_c] % stride if rkey.size else 0, -1)
+        end_row = np.where(has_rm, rm_row, n - 1)
+        self.skips = cs[end_row, cr] - np.where(ci > 0, cs[np.maximum(ci - 1, 0), cr], 0)
+        self.origin = np.where(o["postpadded"][ci, cr], "postpad", "pad")
+        self.role = np.where(o["role_context"][ci, cr] & o["padded"][ci, cr], "context",
+                             "generation")
+
+
 class _LedgerStream:
     """The dummy ledger built window by window: ``ledger_table``'s pairing (a dummy is removed at the
     first removal on its rank at or after its creation row; its skips are the surviving rows in
@@ -257,10 +298,9 @@ class _LedgerStream:
         self.open: list[dict] = []        # per open dummy: its ledger fields so far and its leak
         self.leaks: list[Leak] = []
 
-    def feed(self, frames: RunFrames, rows: Rows, out: TableWriter) -> None:
-        o, n, survives, removed = rows.o, rows.n, rows.survives, rows.removed
-        iters = frames.iters[:n]
-        cs = np.cumsum(survives, axis=0)
+    def feed(self, frames: RunFrames, rows: Rows, win: _LedgerWindow, out: TableWriter) -> None:
+        """The window's dummies into the ledger (``win``: its arrays, :class:`_LedgerWindow`)."""
+        n, removed, iters, cs = rows.n, rows.removed, win.iters, win.cs
         done: list[dict] = []
         still: list[dict] = []
         for d in self.open:                                  # dummies from earlier windows
@@ -273,19 +313,9 @@ class _LedgerStream:
             else:
                 d["skips"] += int(cs[n - 1, d["rank"]])
                 still.append(d)
-        new = o["padded"] | o["postpadded"]
-        ci, cr = np.nonzero(new)                             # row-major: ordered by (iter, rank)
-        ri, rr = np.nonzero(removed)
-        stride = n + 1
-        rkey = np.sort(rr.astype(np.int64) * stride + ri)
-        pos = np.searchsorted(rkey, cr.astype(np.int64) * stride + ci, side="left")
-        pos_c = np.minimum(pos, max(rkey.size - 1, 0))
-        has_rm = (pos < rkey.size) & (rkey[pos_c] // stride == cr) if rkey.size else np.zeros(ci.size, bool)
-        rm_row = np.where(has_rm, rkey[pos_c] % stride if rkey.size else 0, -1)
-        end_row = np.where(has_rm, rm_row, n - 1)
-        skips = cs[end_row, cr] - np.where(ci > 0, cs[np.maximum(ci - 1, 0), cr], 0)
-        origin = np.where(o["postpadded"][ci, cr], "postpad", "pad")
-        role = np.where(o["role_context"][ci, cr] & o["padded"][ci, cr], "context", "generation")
+        o = rows.o
+        ci, cr, has_rm, rm_row, skips = win.ci, win.cr, win.has_rm, win.rm_row, win.skips
+        origin, role = win.origin, win.role
         seq = self.seq + np.arange(ci.size)
         self.seq += int(ci.size)
         for k in np.flatnonzero(~has_rm | (skips > 0)):      # open ones, and leaks: need the frames
@@ -390,7 +420,7 @@ def replay_windows(windows: Any, policies: Iterable[Policy | str], directory: st
             for group in leads:
                 _feed_group(group, frames)
             del frames
-            trim()
+            trim_above(TRIM_FREE_BYTES)
             if all(s.stopped for s in every):
                 break
     else:
@@ -456,7 +486,7 @@ def _feed_threaded(windows: Any, groups: list, n: int, progress, total: int) -> 
             for f in [pool.submit(_feed_released, group, frames) for group in live]:
                 f.result()
             del frames
-            trim()
+            trim_above(TRIM_FREE_BYTES)
             k += 1
             if all(s.stopped for s in streams):
                 break
