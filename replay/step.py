@@ -379,7 +379,7 @@ def kv_outcomes(policy: Policy, config: RunConfig, inputs: StepInputs) -> tuple[
 
 
 def decide(policy: Policy, config: RunConfig, inputs: StepInputs,
-           pad: PadDecision | None = None) -> StepOutputs:
+           pad: PadDecision | None = None, expected: tuple | None = None) -> StepOutputs:
     """Run one iteration (or many independent ones) of every rank.
 
     Args:
@@ -388,11 +388,14 @@ def decide(policy: Policy, config: RunConfig, inputs: StepInputs,
         inputs: ``(..., R)`` arrays, see :class:`StepInputs`.
         pad: the pad step already decided (policies with a ``pad_hook``); default: the
             vectorised catalogue semantics of :func:`pad_step`.
+        expected: :func:`expected_step` of these inputs already computed (a streamed
+            replay's policies of one cap share it); default: computed here.
 
     Returns:
         :class:`StepOutputs`. Rows with a crash are still filled; callers stop there.
     """
-    active, expected, source = expected_step(policy, config, inputs)
+    active, expected, source = expected if expected is not None else \
+        expected_step(policy, config, inputs)
     if pad is None:
         pad = pad_step(policy, config, inputs, active, expected)
     adp = bool(config.enable_attention_dp)

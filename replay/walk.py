@@ -201,7 +201,7 @@ def walk_fast(frames: RunFrames, pol: Policy, cfg: RunConfig, st: WalkState,
     after the last row.
     """
     inp = frames.inputs(pol, cfg)
-    base = decide(pol, cfg, inp)
+    base = decide(pol, cfg, inp, expected=frames.base_expected(pol, cfg, inp))
     st.set_all(base, inp)
     I, R = frames.n_real.shape
     out = st.out
