@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -110,20 +111,28 @@ def postmortem(inputs: Sequence[str | os.PathLike] | str | os.PathLike, out_dir:
         next_step = j.next_step + "".join(" " + V.era_sentence(s, i) for s, i in identified.items())
         j = dataclasses.replace(j, next_step=next_step)
 
-    say("drawing figures")
-    with CLOCK.phase("figures"):
-        advised = [a.policy for a in j.recommended]
-        drawn = figure_policies(primary, j.chain_policy, j.verdicts, advised)
-        figs = figure_blocks(ds, runs[0] if runs else None, figure_views(primary, drawn),
-                             j.chain_policy, j.verdicts, lo, config, log_crash=log_crash,
-                             recommended=advised)
-        findings = report_findings(summary, results, j, signatures, log_crash, lo, config, runs,
-                                     lov=lov, identified=identified)
-    say("writing the report")
-    with CLOCK.phase("timeline"):
-        if primary:   # the zoomable timeline of the story's replay (forensics.report.timeline)
-            report_dir.write(TIMELINE_FILE,
-                             story_timeline_json(primary, j.chain_policy or config.build))
+    # The zoomable timeline of the story's replay (forensics.report.timeline) is built on a
+    # thread while the figures are drawn: both read the story's decisions back from Parquet
+    # (outside the GIL), and nothing of one is the other's input.
+    timeline_pool = ThreadPoolExecutor(1, thread_name_prefix="timeline")
+    try:
+        story = timeline_pool.submit(_timeline_json, primary, j.chain_policy or config.build) \
+            if primary else None
+        say("drawing figures")
+        with CLOCK.phase("figures"):
+            advised = [a.policy for a in j.recommended]
+            drawn = figure_policies(primary, j.chain_policy, j.verdicts, advised)
+            figs = figure_blocks(ds, runs[0] if runs else None, figure_views(primary, drawn),
+                                 j.chain_policy, j.verdicts, lo, config, log_crash=log_crash,
+                                 recommended=advised)
+            findings = report_findings(summary, results, j, signatures, log_crash, lo, config, runs,
+                                         lov=lov, identified=identified)
+        say("writing the report")
+        with CLOCK.phase("timeline"):   # what is left of it once the figures are drawn
+            if story is not None:
+                report_dir.write(TIMELINE_FILE, story.result())
+    finally:
+        timeline_pool.shutdown(wait=True, cancel_futures=True)
     with CLOCK.phase("report"):
         doc = build_document(summary=summary, run=runs[0] if runs else None, config=config,
                              verdicts=j.verdicts, signatures=signatures, log_crash=log_crash,
@@ -170,6 +179,13 @@ def _replay(ds, windows: dict, pols, replay_dir: Path, say: Progress, counts) ->
         if counts is not None:
             counts("replay", done, total)
     return results
+
+
+def _timeline_json(results: dict, policy: str | None) -> bytes:
+    """``timeline.json`` of the story (``story_timeline_json``), its time a stage of its own
+    (it runs beside the figures)."""
+    with CLOCK.stage("timeline"):
+        return story_timeline_json(results, policy)
 
 
 def _identify_real_code(policies: Sequence, say: Progress) -> dict:
