@@ -12,6 +12,7 @@ window's decisions and ledger rows go to Parquet files as they are decided
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -235,7 +236,6 @@ class SharedWindows:
     """
 
     def __init__(self):
-        import threading
         self._lock = threading.Lock()
         self._pieces: dict[bytes, Piece] = {}
 
@@ -448,8 +448,16 @@ def _feed_group(group: list, frames: Any) -> None:
     lead.decided = None
 
 
-def _feed_released(group: list, frames: Any) -> None:
-    _feed_group(group, frames)
+def _feed_share(todo: Any, lock: Any, frames: Any) -> None:
+    """Feed a window to the groups taken from ``todo`` (the window's groups, shared by the
+    threads deciding it) until none is left, then hand back this thread's freed Arrow pages,
+    once a window (after every group, the next group faulted them in again)."""
+    while True:
+        with lock:
+            group = next(todo, None)
+        if group is None:
+            break
+        _feed_group(group, frames)
     release_arrow()
 
 
@@ -483,7 +491,8 @@ def _feed_threaded(windows: Any, groups: list, n: int, progress, total: int) -> 
                 progress(k, total)
             live = [group for group in groups if not group[0].stopped]
             ahead = reader.submit(read_next)
-            for f in [pool.submit(_feed_released, group, frames) for group in live]:
+            todo, lock = iter(live), threading.Lock()
+            for f in [pool.submit(_feed_share, todo, lock, frames) for _ in range(n)]:
                 f.result()
             del frames
             trim_above(TRIM_FREE_BYTES)
