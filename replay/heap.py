@@ -67,36 +67,39 @@ def trim() -> None:
     release_arrow()
 
 
-def trim_above(free_bytes: int) -> None:
-    """:func:`trim` when the arenas hold more than ``free_bytes`` freed (glibc's ``mallinfo2``;
-    without it, always), else nothing: RSS stays within that much of the live heap, and the
-    pages a loop frees and allocates again each round stay mapped.
+class TrimPast:
+    """:func:`trim` once the resident size has grown more than ``growth`` bytes since the last
+    trim (the first call trims), else only :func:`release_arrow`: a loop that frees and
+    allocates about the same each round (a streamed replay's windows) then reuses its pages
+    instead of faulting them in afresh, and its resident size stays within ``growth`` of what
+    the last trim left. Where the resident size cannot be read (no ``/proc``), every call trims.
 
-    A streamed replay calls this after each window: trimming after every window faulted the
-    next window's pages in afresh (measured on fleet-1h 32x100k, the replay alone: 680k page
-    faults, 3.2 s of system time; the arenas held 40-115 MiB freed between windows)."""
-    free = free_heap_bytes()
-    if free is None or free > free_bytes:
-        trim()
-    else:
-        release_arrow()
+    Measured on fleet-1h 32x100k, the replay alone: trimming after every window faulted 680k
+    pages in (3.2 s of system time); the arenas held 40-115 MiB freed between windows."""
+
+    def __init__(self, growth: int):
+        self.growth = growth
+        self._base: int | None = None
+
+    def __call__(self) -> None:
+        rss = resident_bytes()
+        if rss is None or self._base is None or rss > self._base + self.growth:
+            trim()
+            self._base = resident_bytes()
+        else:
+            release_arrow()
 
 
-def free_heap_bytes() -> int | None:
-    """Bytes the glibc arenas hold freed and not handed back (``mallinfo2().fordblks``), or
-    None (glibc before 2.33, or not glibc)."""
-    libc = _libc()
-    fn = getattr(libc, "mallinfo2", None) if libc is not None else None
-    if fn is None:
+def resident_bytes() -> int | None:
+    """This process's resident size (``/proc/self/statm``), or None where there is none."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
         return None
-    fn.restype = _MallInfo2
-    return int(fn().fordblks)
 
 
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in (
-        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
-        "fordblks", "keepcost")]
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def release_arrow() -> None:
@@ -139,4 +142,4 @@ def large_blocks_mapped() -> Iterator[None]:
 
 
 __all__ = ["AFTER_MMAP_BYTES", "READING_MMAP_BYTES", "large_blocks_mapped", "release_arrow", "trim",
-           "free_heap_bytes", "trim_above", "usable_cores"]
+           "TrimPast", "resident_bytes", "usable_cores"]

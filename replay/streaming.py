@@ -29,7 +29,7 @@ from replay.decision_tables import (
 from replay.feed import readers
 from replay.frame_windows import FrameWindows
 from replay.frames import RunFrames
-from replay.heap import release_arrow, trim_above, usable_cores
+from replay.heap import TrimPast, release_arrow, usable_cores
 from replay.model_variants import combine_model_variants, model_variants
 from replay.policy import Policy
 from replay.resolve import resolve_policies, resolve_policy
@@ -106,12 +106,10 @@ def stream_windows(ds: Any, run: str | None = None, window: int | None = None, *
     return None
 
 
-#: Freed heap bytes a streamed replay keeps between windows before it trims them
-#: (``replay.heap.trim_above``): above what a window of ``WINDOW_FRAMES`` frames frees (40-115
-#: MiB on fleet-1h 32x100k, measured), so the replay's resident size stays within this of its
-#: live heap while most windows reuse the last one's pages (page faults 680k -> 350k, peak
-#: RSS 412 -> 415-438 MiB, replay alone).
-TRIM_FREE_BYTES = 128 << 20
+#: Growth of the resident size past which a streamed replay trims the heap between windows
+#: (``replay.heap.TrimPast``): above what a window of ``WINDOW_FRAMES`` frames frees (40-115
+#: MiB on fleet-1h 32x100k, measured), so most windows reuse the last one's pages.
+TRIM_GROWTH_BYTES = 128 << 20
 
 
 class StreamReplay:
@@ -413,6 +411,7 @@ def replay_windows(windows: Any, policies: Iterable[Policy | str], directory: st
         # a hook is Python (it holds the GIL: no gain) and may keep state that the model
         # variants of one policy share (the stand-in executor of real code): never two at once
         n = 1
+    trim_heap = TrimPast(TRIM_GROWTH_BYTES)
     if n == 1:
         for k, frames in enumerate(windows):
             if progress is not None:
@@ -420,11 +419,11 @@ def replay_windows(windows: Any, policies: Iterable[Policy | str], directory: st
             for group in leads:
                 _feed_group(group, frames)
             del frames
-            trim_above(TRIM_FREE_BYTES)
+            trim_heap()
             if all(s.stopped for s in every):
                 break
     else:
-        _feed_threaded(windows, leads, n, progress, total)
+        _feed_threaded(windows, leads, n, progress, total, trim_heap)
     out = {}
     for p in pols:
         group = streams[p.name]
@@ -461,7 +460,8 @@ def _feed_share(todo: Any, lock: Any, frames: Any) -> None:
     release_arrow()
 
 
-def _feed_threaded(windows: Any, groups: list, n: int, progress, total: int) -> None:
+def _feed_threaded(windows: Any, groups: list, n: int, progress, total: int,
+                   trim_heap: TrimPast) -> None:
     """:func:`replay_windows`' loop with ``n`` threads feeding the groups of streams of a
     window and one reading the next window."""
     from concurrent.futures import ThreadPoolExecutor
@@ -495,7 +495,7 @@ def _feed_threaded(windows: Any, groups: list, n: int, progress, total: int) -> 
             for f in [pool.submit(_feed_share, todo, lock, frames) for _ in range(n)]:
                 f.result()
             del frames
-            trim_above(TRIM_FREE_BYTES)
+            trim_heap()
             k += 1
             if all(s.stopped for s in streams):
                 break
