@@ -47,14 +47,15 @@ log = logging.getLogger(__name__)
 _CONFIG_KEYS = ("expected_multiplier", "enable_attention_dp", "model_arch", "dkv_enabled")
 
 
-def column_array(col, dtype=None, fill=None) -> np.ndarray:
-    """An Arrow column as numpy, nulls replaced by ``fill``."""
+def column_array(col, dtype=None, fill=None, copy: bool = True) -> np.ndarray:
+    """An Arrow column as numpy, nulls replaced by ``fill``; ``copy=False``: the Arrow buffer
+    itself (read-only) where it already has the dtype."""
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
     if fill is not None and col.null_count:
         col = col.fill_null(fill)
     out = col.to_numpy(zero_copy_only=False)
-    return out.astype(dtype) if dtype is not None else out
+    return out.astype(dtype, copy=copy) if dtype is not None else out
 
 
 def _as_arrow(t, schema: pa.Schema | None = None) -> pa.Table:
@@ -514,14 +515,15 @@ def _request_columns(names: Iterable[str]) -> list[str]:
 
 def real_requests(t: pa.Table | pa.RecordBatch) -> tuple[np.ndarray, ...]:
     """``(iter, rank, request_id, state code, pos)`` of the real (non-dummy) requests, compact
-    dtypes."""
+    dtypes; read-only where a column has its dtype already (not copied: a window's requests
+    are ~1M rows, read once)."""
     dummy = t.column("dummy")
     keep = pc.invert(pc.fill_null(dummy, False)) if pc.any(dummy).as_py() else None
     code = _code_column(t.column_names)
     out = []
     for name, dtype in _REQ_COLUMNS:
         c = t.column(code if name == "state_value" else name)
-        out.append(column_array(c.filter(keep) if keep is not None else c, dtype, 0))
+        out.append(column_array(c.filter(keep) if keep is not None else c, dtype, 0, copy=False))
     return tuple(out)
 
 
