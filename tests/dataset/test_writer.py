@@ -1,13 +1,16 @@
-"""The writer's encoding thread: rows land in the order written, and an error on that thread
-(a full disk while a row group is written) reaches the caller, who then leaves no dataset."""
+"""The dataset writer: rows land in the order written though a thread of its own encodes them,
+an error on that thread (a full disk while a row group is written) reaches the caller, who then
+leaves no dataset; row groups carry the statistics readers select rows by."""
 from __future__ import annotations
 
 import errno
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import forensics
 from forensics.dataset import writer as writer_module
 from forensics.dataset.schema import ROW_GROUP_ROWS, SCHEMAS
 from forensics.dataset.tables import ArrowDataset
@@ -46,3 +49,18 @@ def test_an_error_while_encoding_reaches_the_caller(tmp_path, monkeypatch):
             w.finish({})
     assert not (tmp_path / "ds").exists()
     assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == []
+
+
+def test_row_groups_carry_statistics_of_the_columns_rows_are_selected_by(tmp_path):
+    sample = Path(__file__).resolve().parents[2] / "traces" / "samples" / "healthy" / "trace.jsonl"
+    forensics.ingest([sample], tmp_path / "ds")
+    ds = ArrowDataset(tmp_path / "ds")
+    for table in ("frames", "requests"):
+        (path,) = ds.files(table)
+        md = pq.ParquetFile(path).metadata
+        assert md.num_rows > 0
+        names = pq.ParquetFile(path).schema_arrow.names
+        group = md.row_group(0)
+        kept = {names[i] for i in range(group.num_columns) if group.column(i).is_stats_set}
+        assert {"run", "iter", "rank"} <= kept           # replay.frame_windows reads by iter
+        assert "request_id" not in kept and "num_requests" not in kept
