@@ -42,11 +42,10 @@ def test_an_error_while_encoding_reaches_the_caller(tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(pq.ParquetWriter, "write_table", full)
-    with pytest.raises(EnvironmentFault):
-        with DatasetWriter(tmp_path / "ds") as w:
-            for k in range(writer_module.PENDING_WRITES + 3):
-                w.write("unparsed", _unparsed(k * ROW_GROUP_ROWS, ROW_GROUP_ROWS))
-            w.finish({})
+    with pytest.raises(EnvironmentFault), DatasetWriter(tmp_path / "ds") as w:
+        for k in range(writer_module.PENDING_WRITES + 3):
+            w.write("unparsed", _unparsed(k * ROW_GROUP_ROWS, ROW_GROUP_ROWS))
+        w.finish({})
     assert not (tmp_path / "ds").exists()
     assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == []
 
