@@ -18,7 +18,7 @@ tolerant-17278         NVIDIA 000515e     as fix-16279                   yes    
 sched-aware-16921      #16921             scheduler if gated, intent     yes    warning    every path   skip at pp 1 + transceiver, else crash
 postpad-17379          NVIDIA 002f3cc     as sched-aware-16921           yes    warning    every path   as sched-aware-16921
 newest                 NVIDIA 0004396     as sched-aware-16921           yes    warning    every path   skip (#18157)
-kv-connector-19164     #19164, open       as newest                      yes    warning    every path   skip
+kv-connector-19164     #19250, merged     as newest                      yes    warning    every path   skip
 dkv                    later main         as newest; no pad under dkv    yes    warning    every path   skip
 =====================  =================  =============================  =====  =========  ===========  ======================
 
@@ -220,19 +220,24 @@ _NEWEST = dataclasses.replace(
 _KV_CONNECTOR = dataclasses.replace(
     _NEWEST,
     name="kv-connector-19164",
-    title="proposed (open): ADP with KV-cache connectors, the post-schedule pad after an async load",
-    prs=("#19164 (open; never merged)",),
-    merged=False,
+    title="ADP with KV-cache connectors (#19250): as newest, and the post-schedule pad after an "
+          "async load",
+    prs=("#19250 (merged 2026-09-16)", "#19164 (open; the proposal #19250 was ported from)",
+         "#18157", "#17379"),
     revision="",
-    notes=("_kv_connector_start_batch calls _pad_empty_attention_dp_batch when an async KV load "
-           "empties the scheduled batch; a request parked for the load is set to "
-           "DISAGG_GENERATION_TRANS_IN_PROGRESS (a second kind of awaiting KV, also on "
-           "aggregated runs); a refused padding (slot cap or KV capacity) keeps the prepared "
-           "batch with no dummy. On every frame the trace format can express (states at pad "
-           "entry, the recorded batch) it decides as newest: the park happens after scheduling "
-           "and the post-schedule pad already looks at no request state. Read from the PR's "
-           "stored tests (test_async_without_dummy_keeps_prepared_batch, "
-           "test_async_padding_preserves_connector_plan)."),
+    notes=("https://github.com/NVIDIA/TensorRT-LLM/pull/19250. _kv_connector_start_batch parks a "
+           "scheduled context request whose KV loads asynchronously (state "
+           "DISAGG_GENERATION_TRANS_IN_PROGRESS, as the connector did before ADP; CONTEXT_INIT "
+           "again when the load finishes) and, when that empties the owner's batch, calls "
+           "_pad_empty_attention_dp_batch so the peers can run "
+           "(test_async_padding_preserves_connector_plan). A refused pad (no dummy capacity or "
+           "sequence slot) leaves the batch empty and the ADP forward gate defers it, the fleet "
+           "skips (the connector guide's ADP section); #19164's wait for the first finished load "
+           "(test_async_without_dummy_keeps_prepared_batch) was not merged. On every frame the "
+           "trace format can express (states at pad entry, the recorded batch) it decides as "
+           "newest: the park happens after scheduling and the post-schedule pad looks at no "
+           "request state. The name keeps #19164, the number it was catalogued under while open; "
+           "kv-connector-19250 is accepted for it."),
 )
 
 _DKV = dataclasses.replace(
@@ -256,10 +261,16 @@ CATALOGUE: dict[str, Policy] = {p.name: p for p in
                                  _TOLERANT, _SCHED, _POSTPAD, _NEWEST, _KV_CONNECTOR, _DKV)}
 
 
+#: Other names a spec may use for an entry, to the entry's name. The entry keeps the name it was
+#: catalogued under (saved specs, run records and exported tests name it); the alias is the
+#: number it merged as.
+ALIASES: dict[str, str] = {"kv-connector-19250": "kv-connector-19164"}
+
+
 def get_policy(name: str) -> Policy:
-    """Look a catalogue policy up by name, with the known names in the error."""
+    """Look a catalogue policy up by name or alias, with the known names in the error."""
     try:
-        return CATALOGUE[name]
+        return CATALOGUE[ALIASES.get(name, name)]
     except KeyError:
         raise PolicyError(f"unknown policy {name!r}",
                           hint="known policies: " + ", ".join(CATALOGUE)) from None

@@ -395,12 +395,15 @@ def identify(spec: str | Policy, behaviours: Optional[list[Behaviour]] = None) -
         matches = tuple(n for n, o in others.items() if real.error is None and o == real)
         out.append(BehaviourMatch(case, real, matches, others))
     loop = era_of(policy)
+    own = policy.name if policy.name in catalogue else None   # a catalogue entry given by name
     order = list(catalogue)
 
-    def rank(n: str) -> tuple[int, int, int, int]:
-        # More behaviours matched first; then the loop's own era; then a merged entry over a
-        # proposal that decides the same; then the newer entry.
-        return (sum(n in b.matches for b in out), n == loop, catalogue[n].merged, order.index(n))
+    def rank(n: str) -> tuple[int, int, int, int, int]:
+        # More behaviours matched first; then the loop's own era; then the entry that was
+        # given (newest and kv-connector-19164 decide alike: each names itself); then a merged
+        # entry over a proposal that decides the same; then the newer entry.
+        return (sum(n in b.matches for b in out), n == loop, n == own, catalogue[n].merged,
+                order.index(n))
 
     everywhere = [n for n in order if all(n in b.matches for b in out)]
     named = max(everywhere, key=rank) if everywhere else None

@@ -70,6 +70,18 @@ def test_exit_0_when_no_chosen_policy_leaks(trace):
     assert all(p["leaks"] == [] and p["crash"] is None for p in doc["policies"].values())
 
 
+def test_the_merged_number_of_the_kv_connector_entry_replays_as_the_entry(trace):
+    """``--policy kv-connector-19250`` (the number #19164's port merged as) replays the entry
+    catalogued as kv-connector-19164, with newest's verdict on this trace (no leak, no crash)."""
+    by_alias = json.loads(invoke(trace, "--json", "--policy", "kv-connector-19250").stdout)
+    by_name = json.loads(invoke(trace, "--json", "--policy", "kv-connector-19164").stdout)
+    newest = json.loads(invoke(trace, "--json", "--policy", "newest").stdout)
+    assert list(by_alias["policies"]) == ["kv-connector-19164"]  # results name the entry
+    got = by_alias["policies"]["kv-connector-19164"]
+    assert got == by_name["policies"]["kv-connector-19164"] == newest["policies"]["newest"]
+    assert got["verdict"] == "clean" and got["leaks"] == [] and got["crash"] is None
+
+
 def test_default_is_every_policy_with_mechanisms_and_a_verdict_table(trace):
     res = invoke(trace)
     assert res.exit_code == 1

@@ -2,7 +2,9 @@
 import pytest
 
 from forensics.errors import ConfigError, PolicyError
-from replay import CATALOGUE, RunConfig, get_policy
+from replay import CATALOGUE, RunConfig, get_policy, policy_names
+from replay.resolve import resolve_policy
+from replay.step import decision_key
 from replay.policy import Predicate
 from replay.states import (ALL_STATES, MICRO_BATCH_WINDOW, RequestState, UnknownStateError,
                            parse_state, state_index)
@@ -60,12 +62,33 @@ def test_catalogue_has_the_stable_names_and_each_cites_a_pr():
                                "fix-16279", "tolerant-17278", "sched-aware-16921", "postpad-17379",
                                "newest", "kv-connector-19164", "dkv"]
     assert all(p.prs for p in CATALOGUE.values())
-    assert [n for n, p in CATALOGUE.items() if not p.merged] == ["fix-16161", "kv-connector-19164"]
+    assert [n for n, p in CATALOGUE.items() if not p.merged] == ["fix-16161"]
     assert "never merged" in CATALOGUE["fix-16161"].prs[0]
-    assert "never merged" in CATALOGUE["kv-connector-19164"].prs[0]
     assert [n for n, p in CATALOGUE.items() if not p.cap] == ["mid-2025", "legacy-2025", "early-2026"]
     with pytest.raises(PolicyError):
         get_policy("nope")
+
+
+def test_the_kv_connector_entry_is_the_merged_19250_under_its_first_name():
+    """#19250 (merged 2026-09-16) is the port of the #19164 proposal the entry was catalogued as:
+    the entry keeps its name (saved specs name it) and is a shipped build now; its merged number
+    is accepted as an alias, which resolves to the same entry and adds no catalogue row. Its step
+    is newest's in every configuration: the park and the pad after it happen after scheduling,
+    which the abstraction does not express."""
+    entry = get_policy("kv-connector-19164")
+    assert entry.merged and entry.prs[0] == "#19250 (merged 2026-09-16)"
+    assert get_policy("kv-connector-19250") is entry
+    assert resolve_policy("kv-connector-19250") is entry
+    assert "kv-connector-19250" not in CATALOGUE and "kv-connector-19250" not in policy_names()
+    newest = get_policy("newest")
+    configs = [RunConfig(tp_size=2, pp_size=pp, disaggregated=dis, overlap_scheduler=ov,
+                         model_arch=model, dkv_enabled=dkv)
+               for pp in (1, 2) for dis in (True, False) for ov in (True, False)
+               for model in ("deepseek_v4", "qwen3_5_moe", "kimi_k2", "llama")
+               for dkv in (False, True)]
+    assert all(decision_key(entry, c) == decision_key(newest, c) for c in configs)
+    with pytest.raises(PolicyError, match="kv-connector-19251"):
+        get_policy("kv-connector-19251")
 
 
 def test_fix_keeps_the_legacy_count_on_the_aggregated_path():

@@ -1,11 +1,14 @@
 """The compiled scanners' cache (issue 25 items 1-2): objects in the per-user cache directory
 (never in the package), a cold cache starts one background build and reads with the reference
-path meanwhile (said in one line), an unwritable cache is no error."""
+path meanwhile (said in one line), an unwritable cache is no error, a library saved again
+leaves a process that loaded it whole."""
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,7 @@ from forensics.readers.compiled.library import SCAN, object_key, shared_key, sha
 
 #: ``subprocess.Popen`` before the fixtures record builds instead (the linker still runs).
 POPEN = subprocess.Popen
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_user_cache_dir_follows_the_convention(monkeypatch, tmp_path):
@@ -74,9 +78,45 @@ def test_a_shared_library_is_refused_when_damaged_and_not_built_again(cold, tmp_
         assert builder._save_shared(shared, scan_kernel.ENTRY_POINTS)
     assert loader._load_shared(shared) is not None
     so = shared.parent / (shared.name + ".so")
-    so.write_bytes(so.read_bytes()[:1000])
+    # the damaged copy replaces the file: this process has the library mapped, and cutting
+    # that file in place makes its pages past the cut a SIGBUS when ld.so runs its
+    # finalisers at exit (a worker dying after its tests passed)
+    damaged = shared.parent / "damaged.so"
+    damaged.write_bytes(so.read_bytes()[:1000])
+    os.replace(damaged, so)
     assert loader._load_shared(shared) is None
     assert builder.shared_tried(SCAN, key)
+
+
+def test_a_library_saved_again_leaves_a_process_that_loaded_it_whole(tmp_path):
+    """Two ingests, one loading the shared library while a build saves it again (here other
+    bytes: a short file): the saved file is replaced, never written in place, so the loaded
+    copy keeps its pages (cut in place, they are a SIGBUS on its next call or at its exit)."""
+    if builder.linker() is None:
+        pytest.skip("no C compiler driver to link with")
+    from forensics.readers.compiled import scan_kernel
+
+    shared = shared_stem(tmp_path / "cache" / "native", SCAN, shared_key(SCAN))
+    assert builder._save_shared(shared, scan_kernel.ENTRY_POINTS)
+    code = ("import ctypes, sys\n"
+            "from forensics.readers.compiled import loader\n"
+            "funcs = loader.entry_points(compile='never')\n"
+            "print(funcs is not None and 'llvmlite.binding' not in sys.modules, flush=True)\n"
+            "sys.stdin.readline()\n"
+            "buf = ctypes.create_string_buffer(b'a\\nb\\nc\\n', 6)\n"
+            "print(funcs['count'](ctypes.addressof(buf), 6), flush=True)\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO), FORENSICS_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop(cache_dirs.CACHE_ENV, None)
+    with subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=env) as child:
+        assert child.stdout.readline() == "True\n"      # loaded with ctypes alone
+        so = shared.parent / (shared.name + ".so")
+        meta = json.loads((shared.parent / (shared.name + ".json")).read_text())
+        assert builder._save(shared, {}, meta, extra=[(".so", so.read_bytes()[:1000])])
+        out, err = child.communicate("go\n", timeout=120)
+    assert (child.returncode, out) == (0, "3\n"), err      # -7: SIGBUS
+    assert loader._load_shared(shared) is None             # what was saved is refused
 
 
 def test_without_a_c_compiler_no_library_is_made(monkeypatch, tmp_path):

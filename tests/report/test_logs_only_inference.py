@@ -104,7 +104,8 @@ def test_signature_matched_only_against_possible_versions(tmp_path):
     assert v.survivors == (("disaggregated, pp_size 1",
                             ("fix-16279 (only if the model is DeepSeek-V4)",
                              "tolerant-17278 (only if the model is DeepSeek-V4)",
-                             "sched-aware-16921", "postpad-17379", "newest", "dkv")),)
+                             "sched-aware-16921", "postpad-17379", "newest",
+                             "kv-connector-19164", "dkv")),)
     assert v.chain is None and not v.explained     # rank 0 alone logs: no skip is known
 
 

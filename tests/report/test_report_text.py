@@ -62,9 +62,9 @@ def test_opening_sentence_names_the_three_behaviours(crash_report):
 def test_the_report_reads_verdict_then_what_to_do_then_evidence(crash_inputs, tmp_path):
     """The same run. The verdict: rank 0, iteration 2, the entry assert, under prefix-2026,
     because rank 1's empty batch at iteration 1 made the fleet skip it. The builds to move to,
-    best first: sched-aware-16921, postpad-17379, newest, dkv (fix-16161 and kv-connector-19164
-    never merged; fix-16279 and tolerant-17278 are clean only for DeepSeek-V4, a model the trace
-    does not name), each clean
+    best first: sched-aware-16921, postpad-17379, newest, kv-connector-19164 (#19250, merged),
+    dkv (fix-16161 never merged; fix-16279 and tolerant-17278 are clean only for DeepSeek-V4, a
+    model the trace does not name), each clean
     on this run's path and still open on the other two paths (aggregated pp 1, disaggregated pp 2)
     where a leak is warned about. Report, terminal, findings.json: the same order."""
     r = postmortem(crash_inputs, tmp_path / "report")
@@ -72,7 +72,7 @@ def test_the_report_reads_verdict_then_what_to_do_then_evidence(crash_inputs, tm
                "when rank 1's empty batch made the fleet skip iteration 1.")
     assert r.verdict == verdict and words(verdict) == 24
     assert [st.build for st in r.what_to_do] == ["sched-aware-16921", "postpad-17379", "newest",
-                                                 "dkv"]
+                                                 "kv-connector-19164", "dkv"]
     assert r.what_to_do[-1].text.startswith("**dkv** (later main): ")   # no PR of its own
     first = r.what_to_do[0]
     assert (first.pr, first.clean_on) == ("#16921", "this run's path")
@@ -103,7 +103,7 @@ def test_the_report_reads_verdict_then_what_to_do_then_evidence(crash_inputs, tm
                                    str(tmp_path / "cli")]).stdout.splitlines()
     assert out[0] == verdict and out[1] == "What to do:"
     assert out[2] == f"  - {f['what_to_do'][0]['text']}"
-    assert out.index("Causal chain:") == 2 + 4    # the verdict, the heading, a line per build
+    assert out.index("Causal chain:") == 2 + 5    # the verdict, the heading, a line per build
 
 
 def _before_the_chain(md: str) -> list[str]:
@@ -142,7 +142,7 @@ def test_recommendation_names_open_paths(crash_report):
     (PR #16921) and never on the aggregated path, which keeps counting GENERATION_TO_COMPLETE."""
     r = crash_report
     rec = {a.policy: a for a in r.recommended}
-    assert set(rec) == {"sched-aware-16921", "postpad-17379", "newest", "dkv"}
+    assert set(rec) == {"sched-aware-16921", "postpad-17379", "newest", "kv-connector-19164", "dkv"}
     assert [p.label for p in rec["sched-aware-16921"].open_paths] == \
         ["aggregated, pp_size 1", "disaggregated, pp_size 2"]
     assert rec["sched-aware-16921"].open_paths[0].gap_states == ("GENERATION_TO_COMPLETE",)
@@ -222,12 +222,13 @@ def test_report_md_escapes_values_from_inputs(tmp_path):
 
 
 def test_replayed_clean_build_with_a_remaining_gap_says_so(tmp_path):
-    """The aggregated-overlap sample: only postpad-17379 and newest replay it clean, but their
+    """The aggregated-overlap sample: only postpad-17379, newest and the entries that decide as
+    newest (kv-connector-19164, dkv without a dkv configuration) replay it clean, but their
     aggregated predicate still counts GENERATION_TO_COMPLETE and post-schedule padding works only
     below the cap, so this run's own path is marked as still open at the cap."""
     r = postmortem([SAMPLES / "aggregated-overlap"], tmp_path / "r")
     rec = {a.policy: a for a in r.recommended}
-    assert set(rec) == {"postpad-17379", "newest", "dkv"}
+    assert set(rec) == {"postpad-17379", "newest", "kv-connector-19164", "dkv"}
     here = rec["postpad-17379"].here
     assert here is not None and here.gap_states == ("GENERATION_TO_COMPLETE",)
     assert "warned" in here.outcome

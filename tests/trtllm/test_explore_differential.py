@@ -25,7 +25,7 @@ SMALL = Bound(ranks=2, requests=1, iterations=2)
 #: The entries this small bound and space cannot tell from the one each era fixture models
 #: (``ERA_ENTRIES``): the dummy role of mid-2025 (context on a context arrival) shows from the
 #: third iteration, the post-schedule pad of 002f3cc needs a cap of 2 (max_batch_size 2); the
-#: KV-connector proposal has newest's step in every configuration (no bound separates them).
+#: KV-connector entry (#19250) has newest's step in every configuration (no bound separates them).
 SMALL_TWINS = {
     "mid-2025": {"early-2026"},
     "early-2026": {"mid-2025"},
@@ -126,13 +126,14 @@ def test_the_default_space_separates_the_post_schedule_pad_of_002f3cc(eras):
         [{"id": 1, "state": "DISAGG_CONTEXT_WAIT_SCHEDULER"}]]
 
 
-def test_newest_and_the_kv_connector_proposal_are_the_same_step(eras):
-    """kv-connector-19164 changes what happens after scheduling (an async KV load that empties
-    the scheduled batch), not the pad step or the loop the explorer decides: in every
-    configuration its step is newest's, so no bound separates them. identify --explore names
-    the merged entry, newest, and says the proposal is alike. On pipeline parallelism with dkv,
-    postpad-17379 (a refused dummy indexed unchecked there) and dkv (no pad under dkv) are not:
-    they diverge; on a configuration where their steps are newest's they would be alike too."""
+def test_newest_and_the_kv_connector_entry_are_the_same_step(eras):
+    """kv-connector-19164 (#19250, merged) changes what happens after scheduling (an async KV
+    load that empties the scheduled batch), not the pad step or the loop the explorer decides:
+    in every configuration its step is newest's, so no bound separates them. Both are merged
+    now; identify --explore names newest, the loop's own era (0004396), and says the connector
+    entry is alike. On pipeline parallelism with dkv, postpad-17379 (a refused dummy indexed
+    unchecked there) and dkv (no pad under dkv) are not: they diverge; on a configuration where
+    their steps are newest's they would be alike too."""
     space = dataclasses.replace(one_config("deepseek_v4", 1), pp_sizes=(2,), dkv=(True,))
     found = identify_by_exploration(eras["0004396"], space, DEFAULT_BOUND)
     assert found.agreeing == ("newest", "kv-connector-19164"), found.summary()

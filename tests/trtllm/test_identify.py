@@ -201,3 +201,14 @@ def test_postmortem_names_the_era_of_a_real_code_policy(tmp_path):
     assert (f"The real code of {spec} behaves as catalogue entry prefix-2026") in r.next_step
     f = json.loads(r.findings_json.read_text())
     assert f["identified"][spec]["named"] == "prefix-2026"
+
+
+@pytest.mark.parametrize("entry", ["newest", "kv-connector-19164"])
+def test_a_catalogue_entry_given_by_name_names_itself(entry):
+    """newest and kv-connector-19164 (#19250, merged: both shipped) decide alike on every
+    behaviour; identifying either by name names it, not its twin that comes later in the
+    catalogue, and the twin is among the matches."""
+    result = identify(entry)
+    twin = ({"newest", "kv-connector-19164"} - {entry}).pop()
+    assert all(entry in b.matches and twin in b.matches for b in result.behaviours)
+    assert result.named == entry

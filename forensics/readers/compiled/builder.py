@@ -240,7 +240,9 @@ def shared_tried(lib: Library, key: str) -> bool:
 def _save(stem: Path, objects: dict[str, bytes], meta: dict[str, Any],
           extra: list[tuple[str, bytes]] | None = None) -> bool:
     """Write ``objects`` (``stem.NAME.o``), the ``extra`` files (``stem`` + suffix) and, last,
-    ``meta`` (``stem.json``), each atomically."""
+    ``meta`` (``stem.json``), each atomically: a new file replaces the old, never written in
+    place (another process may have the old ``.so`` mapped; cut in place, its pages past the
+    cut are a SIGBUS there, at its next call or its exit)."""
     files = [(f".{name}.o", data) for name, data in objects.items()] + (extra or [])
     try:
         stem.parent.mkdir(parents=True, exist_ok=True)
