@@ -49,7 +49,9 @@ def _samples() -> list[tuple[str, Path]]:
 
 
 def _normalise(text: str, tmp: Path) -> str:
-    for path, token in ((tmp, "<TMP>"), (ROOT, "<ROOT>"), (Path("/work/shared"), "<SHARED>")):
+    # ../shared as the checkout sees it (in a git worktree, often a symlink) and as found.
+    for path, token in ((tmp, "<TMP>"), (ROOT, "<ROOT>"), (ROOT.parent / "shared", "<SHARED>"),
+                        (Path("/work/shared"), "<SHARED>")):
         text = text.replace(str(path.resolve()), token).replace(str(path), token)
     text = re.sub(r"/tmp/[A-Za-z0-9_.\-]+", "<TMP>", text)
     text = TIMING_KEYS.sub(r"\1<T>", text)

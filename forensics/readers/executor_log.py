@@ -136,9 +136,7 @@ def _assemble(b: Block, claimed: np.ndarray, rows: list[dict[str, Any]],
             "line": ln, "line_end": ln, "kind": pa.repeat(
                 pa.scalar(event_kinds.COLLECTOR_TIMESTAMP), len(ln)), "log_time": ts,
             "text": text, **{k: pc.filter(v, sel) for k, v in b.wrappers.items()}}))
-    events = pa.concat_tables(parts) if parts else EVENTS.empty_table()
-    if len(parts) > 1:
-        events = events.take(pc.sort_indices(events, [("line", "ascending")]))
+    events = _by_line(parts) if len(parts) > 1 else parts[0] if parts else EVENTS.empty_table()
     sel = pa.array(unp)
     un = pa.Table.from_arrays([pa.repeat(pa.scalar(source, pa.string()), int(unp.sum())),
                                pc.filter(line_no, sel), pc.filter(b.lines, sel)],
@@ -154,6 +152,19 @@ def _assemble(b: Block, claimed: np.ndarray, rows: list[dict[str, Any]],
                         "with copytruncate leaves a NUL-filled hole)"} for i in at],
             schema=EVENTS)])
     return LogBatch(iterations=b.iterations, events=_typed_events(events), unparsed=un)
+
+
+def _by_line(parts: list[pa.Table]) -> pa.Table:
+    """``parts`` (each in line order) as one table in line order (ties keep their part's
+    order). Most event columns are null in every part: those are made, not taken (measured on
+    the varied benchmark log: ~3 ms per 16 MB block to take all 43 columns, ~1.4 ms so)."""
+    events = pa.concat_tables(parts)
+    order = pa.array(np.argsort(np.concatenate(
+        [p.column("line").to_numpy() for p in parts]), kind="stable"))
+    n = events.num_rows
+    return pa.Table.from_arrays(
+        [pa.nulls(n, c.type) if c.null_count == n else c.take(order) for c in events.columns],
+        schema=events.schema)
 
 
 def _unparsed_rows(rows: list[tuple[int, str]], source: str) -> pa.Table:

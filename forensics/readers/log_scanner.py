@@ -58,16 +58,19 @@ class Scanner:
         claimed = np.zeros(n, dtype=bool)
         positions: dict[int, np.ndarray] = {}
         has_logger = b.pre.has_logger
-        # Python lists of what the loop below reads per line (a numpy scalar per line cost
-        # the tracebacks of a log a third of this stage), made on the first multi-line event
-        per_line: list[list[bool]] = []
+        # What the loop below reads per line, made on the first multi-line event: indexed as
+        # Python objects (a numpy scalar per line cost the tracebacks of a log a third of this
+        # stage), but not as lists of the block's every line (``tolist`` of a 16 MB block's
+        # masks and line index cost ~5 ms, for the few lines a traceback reads): the masks'
+        # bytes (0/1, read as booleans) and a memoryview of the index
+        per_line: list[Any] = []
         one_stream = n == 0 or (b.stream[0] == b.stream).all()
 
         def scan(s: int, ev: Any, after: int) -> None:
             if not per_line:
-                per_line.extend([b.is_iter.tolist(), has_logger.tolist(),
-                                 b.is_collector.tolist()])
-            is_iter, logger_line, collector = per_line
+                per_line.extend([b.is_iter.tobytes(), has_logger.tobytes(),
+                                 b.is_collector.tobytes(), *b.texts()])
+            is_iter, logger_line, collector, index, bodies, raws = per_line
             if one_stream:   # the lines of the stream: every line after ``after``
                 following: Any = range(after + 1, n) if n and s == b.stream[0] else ()
             else:
@@ -75,56 +78,69 @@ class Scanner:
                 if pos is None:
                     pos = positions[s] = np.flatnonzero(b.stream == s)
                 following = pos[np.searchsorted(pos, after, side="right"):].tolist()
-            is_traceback = isinstance(ev, Traceback)
             first = b.first_line
-            for j in following:
-                if is_iter[j]:
-                    self._finish(s, ev)
+            took: list[int] = []   # claimed once the event stops (one numpy store, not one a line)
+            try:
+                if isinstance(ev, Traceback):
+                    feed = ev.feed
+                    for j in following:
+                        if is_iter[j]:
+                            self._finish(s, ev)
+                            return
+                        k = index[j]
+                        if not feed(first + j, bodies[k], raws[k], logger_line[j], collector[j]):
+                            self._finish(s, ev)
+                            return
+                        took.append(j)
+                    self.open[s] = ev   # a traceback is never done: it ends at a line it refuses
                     return
-                body = b.body_at(j)
-                if is_traceback:
-                    coll = collector[j]
-                    if not ev.accepts(body, logger_line[j], coll):
+                for j in following:
+                    if is_iter[j]:
                         self._finish(s, ev)
                         return
-                    ev.add(first + j, body, b.raw_at(j), coll)
-                else:
+                    body = bodies[index[j]]
                     if not ev.accepts(body, logger_line[j]):
                         self._finish(s, ev)
                         return
                     ev.add(first + j, body)
-                claimed[j] = True
-                if ev.done:
-                    self._finish(s, ev)
-                    return
-            self.open[s] = ev
+                    took.append(j)
+                    if ev.done:
+                        self._finish(s, ev)
+                        return
+                self.open[s] = ev
+            finally:
+                claimed[took] = True
 
         for s, ev in sorted(self.open.items()):
             scan(s, ev, -1)
         cand = np.flatnonzero(b.is_cand)
         if len(cand):
             launcher = b.pre.launcher_rank
-            for i in cand:
+            wrap_head = b.wrap_head
+            for i in cand.tolist():
                 if claimed[i]:
                     continue
                 body = b.body_at(i)
+                logger = has_logger[i]
                 row = log_events.match_single(body)
-                header = has_logger[i] and row is None and traceback_opens(body) == "header"
-                if row is None and has_logger[i] and b.wrap_head[i] and not header:
+                # a logger line opens a multi-line event only as a traceback's header
+                how = traceback_opens(body) if logger and row is None else None
+                header = how == "header"
+                if row is None and logger and wrap_head[i] and not header:
                     row = {"kind": event_kinds.CPP_LOG if b.pre.is_cpp[i] else event_kinds.LOG,
                            "message": body, "text": body}
                 if row is not None:
-                    row = self._single(b, int(i), row)
+                    row = self._single(b, i, row)
                     claimed[i] = True
-                    if b.wrap_head[i]:
+                    if wrap_head[i]:
                         s = int(b.stream[i])
                         if s in self.open:
                             self._finish(s, self.open[s])
-                        scan(s, log_events.Wrapped(row, body, b.raw_at(i)), int(i))
+                        scan(s, log_events.Wrapped(row, body, b.raw_at(i)), i)
                     else:
                         self.events.append(row)
                     continue
-                if has_logger[i] and not header:
+                if logger and not header:
                     continue
                 s = int(b.stream[i])
                 if s in self.open:
@@ -135,8 +151,9 @@ class Scanner:
                     if rank is None:
                         rank = self.last_rank
                 raw = b.raw_at(i)
-                line = b.first_line + int(i)
-                how = traceback_opens(body)
+                line = b.first_line + i
+                if not logger:
+                    how = traceback_opens(body)
                 if how is not None:
                     ev: Any = Traceback(line, body, how, rank, raw)
                 elif log_events.MPI_DASHES.match(body) or log_events.MPI_ABORT_LINE.match(body):
@@ -146,8 +163,8 @@ class Scanner:
                 else:
                     continue
                 claimed[i] = True
-                ev.wrappers = b.wrappers_at(int(i))
-                scan(s, ev, int(i))
+                ev.wrappers = b.wrappers_at(i)
+                scan(s, ev, i)
         if n:
             last = b.rank_ffill[n - 1].as_py()
             if last is not None:

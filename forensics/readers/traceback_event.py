@@ -175,6 +175,22 @@ class Traceback:
             return False
         return _EXC.match(body.lstrip(" \t")) is not None
 
+    def feed(self, line: int, body: str, raw: str, has_logger: bool = False,
+             collector: bool = False) -> bool:
+        """:meth:`accepts` the stream's next line and, if so, :meth:`add` it. The scanner's call
+        per line: a frame or source line of the body (most of a traceback) takes one step."""
+        if self.phase == "body" and not has_logger and not collector:
+            indent = len(body) - len(body.lstrip(" \t"))
+            if indent > self.base and body.strip():   # what accepts and add then do
+                if self.tentative:
+                    self._commit()
+                self._add(line, body, indent)
+                return True
+        if not self.accepts(body, has_logger, collector):
+            return False
+        self.add(line, body, raw, collector)
+        return True
+
     def add(self, line: int, body: str, raw: str | None = None, collector: bool = False) -> None:
         """Append an accepted line."""
         if collector or not body.strip():
@@ -295,6 +311,9 @@ def pieces(base: dict[str, Any], lines: list[int], kind: str, bodies: list[str]
     Lines of one launcher stream can be interleaved with other ranks' lines; splitting keeps
     every line inside at most one event range.
     """
+    if lines[-1] - lines[0] == len(lines) - 1:   # one run (lines only increase): one row
+        return [{**base, "line": lines[0], "line_end": lines[-1], "text": "\n".join(bodies),
+                 "kind": kind}]
     rows: list[dict[str, Any]] = []
     start = prev = lines[0]
     first = 0
