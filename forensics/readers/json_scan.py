@@ -53,6 +53,7 @@ from forensics.readers.compiled.library import Library
 from forensics.readers.native_scan import PATH_ENV, use_compiled  # PATH_ENV: this reader's switch too
 from forensics.readers.stats_columns import FLOAT_COLUMNS, INT_BOUNDS, TYPED_COLUMNS, StatsBatch
 from forensics.readers.frame_columns import OPTIONAL, FrameColumns
+from forensics.readers.repeated_text import repeated
 
 #: Inputs smaller than this (bytes on disk) are read by the reference reader alone (without
 #: llvmlite). Measured (whole ``forensics ingest`` processes, CPU medians of three paired rounds,
@@ -522,7 +523,7 @@ class _StatsOut:
                                                  type=STATS_READ.field("fields").type)
         ln = pa.array(np.arange(line, line + n, dtype=np.int64))
         cols["line"] = cols["line_end"] = ln
-        cols["source"] = _repeated(source, n)
+        cols["source"] = repeated(source, n)
         table = pa.table([cols[f.name] for f in STATS_READ], schema=STATS_READ)
         return StatsBatch(stats=table, events=EVENTS.empty_table(),
                           unparsed=UNPARSED.empty_table())
@@ -538,16 +539,6 @@ def _cut(a: np.ndarray, n: int) -> np.ndarray:
 def _bitmap(valid: np.ndarray) -> pa.Buffer | None:
     """An Arrow validity bitmap of ``valid`` (None when every value is valid)."""
     return None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
-
-
-def _repeated(text: str, n: int) -> pa.StringArray:
-    """``text`` ``n`` times as a plain string array, built from its buffers."""
-    raw = text.encode()
-    if n * len(raw) >= 2 ** 31:         # past int32 offsets: a dictionary cast makes it
-        return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)),
-                                              pa.array([text])).cast(pa.string())
-    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(raw))
-    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw * n))
 
 
 __all__ = ["BLOCK_BYTES", "MIN_BYTES", "DeclineBlock", "enabled", "frames", "kernel",

@@ -18,6 +18,7 @@ from forensics.dataset.schema import EVENTS, FRAMES, REQUESTS, RUNS, UNPARSED
 from forensics.errors import TraceFormatError
 from forensics.readers.frame_columns import FIXED, OPTIONAL, FrameColumns
 from forensics.readers.frame_keys import FrameKeys
+from forensics.readers.repeated_text import repeated
 from forensics.readers.surrogates import escaped
 from replay.states import (CURRENT_NUMBERING, RequestState, UnknownStateError, numbering_decoder,
                            parse_state)
@@ -423,12 +424,11 @@ class TraceBuilder:
         starts = np.cumsum(counts) - counts
         n_req = int(counts.sum())
         pos = np.arange(n_req, dtype=np.int32) - np.repeat(starts, counts).astype(np.int32)
-        frames = {"run": pa.repeat(run, n).cast(pa.string()),
-                  "source": pa.repeat(self.source, n).cast(pa.string()),
+        frames = {"run": repeated(run, n), "source": repeated(self.source, n),
                   "line": pa.array(cols.line), "iter": pa.array(frame_iter),
                   "rank": pa.array(frame_rank), "num_requests": pa.array(cols.num_requests),
                   "num_dummies": pa.array(cols.num_dummies), **cols.optional}
-        requests = {"run": pa.repeat(run, n_req).cast(pa.string()),
+        requests = {"run": repeated(run, n_req),
                     "iter": pa.array(np.repeat(frame_iter, counts)),
                     "rank": pa.array(np.repeat(frame_rank, counts)), "pos": pa.array(pos),
                     "request_id": pa.array(cols.req_id), "state": state_names(cols.req_state),
