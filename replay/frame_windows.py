@@ -17,13 +17,8 @@ import pyarrow.parquet as pq
 
 from replay.first_seen import SeenBefore
 from replay.frame_schema import FRAMES
-from replay.frames import (
-    REQUEST_COLUMNS,
-    RunFrames,
-    column_array,
-    real_requests,
-    run_config,
-)
+from replay.frames import RunFrames, run_config
+from replay.request_columns import REQUEST_COLUMNS, column_array, real_requests
 from replay.stage_clock import CLOCK
 
 #: Frames (iterations x ranks) per window of :class:`FrameWindows`: about 30 MB of arrays for a
@@ -261,4 +256,4 @@ def _runs(it: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return it[starts], np.diff(np.r_[starts, it.size])
 
 
-__all__ = ["FrameWindows", "WINDOW_FRAMES"]
+__all__ = ["WINDOW_FRAMES", "FrameWindows"]

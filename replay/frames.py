@@ -21,7 +21,6 @@ import dataclasses
 import json
 import logging
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,32 +29,33 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from replay.config import RunConfig
+from replay.errors import ConfigError, DatasetError, NoTraceError
 from replay.first_seen import ROW_SLICE, SeenBefore, first_seen, new_on_rank
 from replay.frame_counts import counts, frame_counts
 from replay.frame_schema import FRAMES
-from replay.errors import ConfigError, DatasetError, NoTraceError
-from replay.heap import release_arrow
-from replay.config import RunConfig
 from replay.policy import Policy, Predicate
-from replay.states import (ALL_STATES, CONTEXT_INTENT_STATES, CONTEXT_ONLY_STATES,
-                           GENERATION_ONLY_STATES, RequestState, micro_batch_window, state_index)
-from replay.step import INTENT_CONTEXT, INTENT_GENERATION, INTENT_NONE, StepInputs, expected_step
-
+from replay.request_columns import column_array, read_real_requests, real_requests
+from replay.states import (
+    ALL_STATES,
+    CONTEXT_INTENT_STATES,
+    CONTEXT_ONLY_STATES,
+    GENERATION_ONLY_STATES,
+    RequestState,
+    micro_batch_window,
+    state_index,
+)
+from replay.step import (
+    INTENT_CONTEXT,
+    INTENT_GENERATION,
+    INTENT_NONE,
+    StepInputs,
+    expected_step,
+)
 
 log = logging.getLogger(__name__)
 
 _CONFIG_KEYS = ("expected_multiplier", "enable_attention_dp", "model_arch", "dkv_enabled")
-
-
-def column_array(col, dtype=None, fill=None, copy: bool = True) -> np.ndarray:
-    """An Arrow column as numpy, nulls replaced by ``fill``; ``copy=False``: the Arrow buffer
-    itself (read-only) where it already has the dtype."""
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-    if fill is not None and col.null_count:
-        col = col.fill_null(fill)
-    out = col.to_numpy(zero_copy_only=False)
-    return out.astype(dtype, copy=copy) if dtype is not None else out
 
 
 def _as_arrow(t, schema: pa.Schema | None = None) -> pa.Table:
@@ -203,7 +203,7 @@ class RunFrames:
         frames = pq.read_table(frame_files[0], schema=FRAMES,
                                columns=[c for c in FRAMES.names if c not in ("run", "source")],
                                filters=[("run", "==", run)] if only else None)
-        return cls.from_parts(run, source, config, frames, _read_real_requests(request_files[0], only))
+        return cls.from_parts(run, source, config, frames, read_real_requests(request_files[0], only))
 
     @classmethod
     def from_tables(cls, runs, frames, requests, run: str | None = None) -> RunFrames:
@@ -493,62 +493,6 @@ _BEFORE_CONTEXT = np.r_[[int(s) < int(RequestState.CONTEXT_INIT) for s in ALL_ST
 _CONTEXT_ONLY = _state_lut(CONTEXT_ONLY_STATES)
 _GENERATION_ONLY = _state_lut(GENERATION_ONLY_STATES)
 
-#: Requests columns the replay reads, with the compact dtypes they are held in.
-#: ``state_value`` is the int code (dataset layout 2.3, where ``state`` is the name); a table of
-#: an older layout has the code in ``state`` (:func:`_code_column`).
-_REQ_COLUMNS = (("iter", np.int64), ("rank", np.int32), ("request_id", np.int64),
-                ("state_value", np.int16), ("pos", np.int32))
-REQUEST_COLUMNS = [name for name, _ in _REQ_COLUMNS] + ["dummy"]
-
-
-def _code_column(names: Iterable[str]) -> str:
-    """Where a requests table holds the state codes: ``state_value``, else (layouts before
-    2.3, pandas frames of them) ``state``."""
-    return "state_value" if "state_value" in names else "state"
-
-
-def _request_columns(names: Iterable[str]) -> list[str]:
-    """:data:`REQUEST_COLUMNS` as a requests file with these column names holds them."""
-    code = _code_column(names)
-    return [code if c == "state_value" else c for c in REQUEST_COLUMNS]
-
-
-def real_requests(t: pa.Table | pa.RecordBatch) -> tuple[np.ndarray, ...]:
-    """``(iter, rank, request_id, state code, pos)`` of the real (non-dummy) requests, compact
-    dtypes; read-only where a column has its dtype already (not copied: a window's requests
-    are ~1M rows, read once)."""
-    dummy = t.column("dummy")
-    keep = pc.invert(pc.fill_null(dummy, False)) if pc.any(dummy).as_py() else None
-    code = _code_column(t.column_names)
-    out = []
-    for name, dtype in _REQ_COLUMNS:
-        c = t.column(code if name == "state_value" else name)
-        out.append(column_array(c.filter(keep) if keep is not None else c, dtype, 0, copy=False))
-    return tuple(out)
-
-
-def _read_real_requests(file: Path, run: str | None) -> tuple[np.ndarray, ...]:
-    """:func:`real_requests` of a requests Parquet file, read batch by batch into arrays
-    sized by the file's row count (pages past the real requests are never touched)."""
-    pf = pq.ParquetFile(file)
-    total = pf.metadata.num_rows
-    bufs = [np.empty(total, dtype) for _, dtype in _REQ_COLUMNS]
-    columns = _request_columns(pf.schema_arrow.names) + (["run"] if run is not None else [])
-    n = 0
-    batch = parts = None
-    for batch in pf.iter_batches(batch_size=1 << 18, columns=columns):
-        if run is not None:
-            batch = batch.filter(pc.equal(batch.column("run"), run))
-        parts = real_requests(batch)
-        k = parts[0].size
-        for buf, part in zip(bufs, parts):
-            buf[n:n + k] = part
-        n += k
-    del batch, parts
-    release_arrow()
-    return tuple(buf[:n] for buf in bufs)
-
-
 def _real_batch(recorded: np.ndarray, window_real: np.ndarray, exact: np.ndarray) -> np.ndarray:
     """Recorded real batch: ``exact`` where the frame records ``postpadded``, else inferred.
 
@@ -594,5 +538,4 @@ def _segment_max(out: np.ndarray, index: np.ndarray, values: np.ndarray) -> None
     out[index[starts]] = np.maximum(out[index[starts]], mx)
 
 
-__all__ = ["ALL_STATES", "REQUEST_COLUMNS", "RunFrames", "column_array", "real_requests",
-           "run_config"]
+__all__ = ["RunFrames", "run_config"]
