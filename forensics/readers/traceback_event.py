@@ -180,7 +180,7 @@ class Traceback:
         """:meth:`accepts` the stream's next line and, if so, :meth:`add` it. The scanner's call
         per line: a frame or source line of the body (most of a traceback) takes one step."""
         if self.phase == "body" and not has_logger and not collector:
-            indent = len(body) - len(body.lstrip(" \t"))
+            indent = _indent(body)
             if indent > self.base and body.strip():   # what accepts and add then do
                 if self.tentative:
                     self._commit()
