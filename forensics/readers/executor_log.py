@@ -42,6 +42,7 @@ from forensics.readers import event_kinds, native_scan, sources, timestamps
 from forensics.readers.analysed_block import Block, Scanned, Streams, analyse, finish_scanned
 from forensics.readers.log_blocks import MAX_LINE_BYTES, LongLine, blocks
 from forensics.readers.log_scanner import Scanner
+from forensics.readers.repeated_text import repeated
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ def _events_table(n: int, source: str, cols: dict[str, pa.Array]) -> pa.Table:
     arrays = []
     for f in EVENTS:
         if f.name == "source":
-            arrays.append(pa.repeat(pa.scalar(source, pa.string()), n))
+            arrays.append(repeated(source, n))
         elif f.name in cols:
             arrays.append(cols[f.name].cast(f.type))
         else:
@@ -138,7 +139,7 @@ def _assemble(b: Block, claimed: np.ndarray, rows: list[dict[str, Any]],
             "text": text, **{k: pc.filter(v, sel) for k, v in b.wrappers.items()}}))
     events = _by_line(parts) if len(parts) > 1 else parts[0] if parts else EVENTS.empty_table()
     sel = pa.array(unp)
-    un = pa.Table.from_arrays([pa.repeat(pa.scalar(source, pa.string()), int(unp.sum())),
+    un = pa.Table.from_arrays([repeated(source, int(unp.sum())),
                                pc.filter(line_no, sel), pc.filter(b.lines, sel)],
                               schema=UNPARSED)
     if extra_unparsed:
@@ -168,7 +169,7 @@ def _by_line(parts: list[pa.Table]) -> pa.Table:
 
 
 def _unparsed_rows(rows: list[tuple[int, str]], source: str) -> pa.Table:
-    return pa.Table.from_arrays([pa.array([source] * len(rows), pa.string()),
+    return pa.Table.from_arrays([repeated(source, len(rows)),
                                  pa.array([r[0] for r in rows], pa.int64()),
                                  pa.array([r[1] for r in rows], pa.string())], schema=UNPARSED)
 

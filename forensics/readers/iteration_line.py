@@ -37,6 +37,7 @@ from forensics.dataset.schema import ITERATIONS, WRAPPER_FIELDS
 from forensics.dataset import log_fields
 from forensics.readers import timestamps
 from forensics.readers.line_prefix import string_offsets
+from forensics.readers.repeated_text import repeated
 
 #: A body is an iteration line when it starts with its ``iter`` field.
 ITERATION_LINE = r"^iter ?(?:=|:) ?\d{1,18}(?:,|$)"
@@ -284,7 +285,7 @@ def parse(lines: pa.Array, *, source: str, line: pa.Array, rank: pa.Array,
         rkeys = rvals = pa.array([], pa.string())
     extra = pa.MapArray.from_arrays(pa.array(offsets), rkeys, rvals)
     arrays = {
-        "source": pa.repeat(pa.scalar(source, pa.string()), n),
+        "source": repeated(source, n),
         "line": line, "format": pa.array(fmt, pa.string()),
         "extra": extra, **cols, **_no_wrappers(n),
     }

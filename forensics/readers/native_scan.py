@@ -45,6 +45,7 @@ import pyarrow.compute as pc
 
 from forensics.dataset import log_fields
 from forensics.readers.line_prefix import Known, spans
+from forensics.readers.repeated_text import repeated
 
 #: Environment switch: ``reference`` forces the reference (Arrow/RE2) path for every input,
 #: ``native`` this one for every input whatever its size (when numba is importable).
@@ -369,7 +370,7 @@ def iterations(scan: Scan, block: bytes | bytearray, source: str) -> pa.Table:
     cols["log_time"] = _times(i[I_LOGT], np.ones(k, np.bool_))
     none = pa.nulls(k, pa.string())
     arrays = {
-        "source": pa.repeat(pa.scalar(source, pa.string()), k),
+        "source": repeated(source, k),
         "line": pa.array(scan.fast_line + 1),
         "format": _FORMATS.take(pa.array(scan.fmt)),
         "extra": pa.MapArray.from_arrays(pa.array(np.zeros(k + 1, np.int32)),

@@ -1,5 +1,5 @@
-"""One text repeated as a string column: a trace batch's ``run`` and ``source``, a stats
-batch's ``source``.
+"""One text repeated as a string column: a trace batch's ``run`` and ``source``, the ``source``
+of a stats batch and of a log's iterations, events and unparsed lines.
 
 Every batch of a trace repeats the run name once per request: building that column afresh
 (``pa.repeat``) copied the name tens of millions of times at 32 ranks x 100k iterations

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 
 from forensics.dataset.schema import EVENTS, UNPARSED
+from forensics.readers.repeated_text import repeated
 from forensics.readers.sources import compression_of, decompressed_chunks, open_raw
 
 #: Lines per ``unparsed`` batch.
@@ -23,7 +24,7 @@ READ_BYTES = 1 << 20
 
 def _table(source: str, first: int, lines: list[bytes]) -> pa.Table:
     text = [ln.rstrip(b"\r").decode("utf-8", errors="replace") for ln in lines]
-    return pa.table({"source": pa.repeat(source, len(text)).cast(pa.string()),
+    return pa.table({"source": repeated(source, len(text)),
                      "line": pa.array(range(first, first + len(text)), pa.int64()),
                      "text": pa.array(text, pa.string())}, schema=UNPARSED)
 
