@@ -82,7 +82,7 @@ _I64 = ctypes.c_int64
 _PTR = ctypes.c_void_p
 #: ctypes prototypes of the log scanner's entry points (``scan_kernel.SCAN_SIG`` / ``COUNT_SIG``).
 PROTOTYPES = {
-    "scan": ctypes.CFUNCTYPE(_I64, _PTR, _I64, _I64, *([_PTR] * 16)),
+    "scan": ctypes.CFUNCTYPE(_I64, _PTR, _I64, _I64, *([_PTR] * 15)),
     "count": ctypes.CFUNCTYPE(_I64, _PTR, _I64),
 }
 
