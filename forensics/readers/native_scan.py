@@ -210,8 +210,8 @@ class Scan:
     ``bits`` (bit ``c``: value ``c`` of ints then floats read, else null; bit
     ``NEED_SHIFT + f``: decimal ``f`` is for Arrow to read, :meth:`valid` / :meth:`need`),
     ``fspan`` (such a decimal's byte span), ``fmt`` (index into :data:`FORMATS`), ``sev``
-    (index into :data:`SEVERITIES`); per line, what the scan read of the prefix of a line it did not take
-    (:func:`known_prefixes`: ``shape``, ``boff``, ``lrank``, ``lsev``).
+    (index into :data:`SEVERITIES`); per line, what the scan read of the prefix of a line it
+    did not take (:func:`known_prefixes`: ``shape``, ``boff``, ``lrank``, ``lsev``).
     """
 
     n: int
