@@ -148,6 +148,8 @@ class RunFrames:
     _sched_cache: dict = dataclasses.field(default_factory=dict, repr=False)
     #: :meth:`base_expected` by (configuration, cap, recorded ``expected`` applies).
     _expected_cache: dict = dataclasses.field(default_factory=dict, repr=False)
+    #: Inputs :meth:`inputs` shares between policies (``_shared_input``).
+    _inputs_cache: dict = dataclasses.field(default_factory=dict, repr=False)
     intent: np.ndarray = None  # type: ignore[assignment]
     ctx_arrived: np.ndarray = None  # type: ignore[assignment]
     gen_arrived: np.ndarray = None  # type: ignore[assignment]
@@ -346,16 +348,29 @@ class RunFrames:
         z = np.zeros(self.n_real.shape, bool)
         exp_rec = self.expected_recorded
         if not self.recorded_expected_applies(policy):
-            exp_rec = np.full(self.n_real.shape, -1, np.int64)
+            exp_rec = self._shared_input("no recorded expected", lambda: np.full(
+                self.n_real.shape, -1, np.int64))
+        role = self._shared_input(("role", policy.dummy_role), lambda: np.broadcast_to(
+            self.dummy_role_context(policy)[:, None], self.n_real.shape))
         return StepInputs(n_real=self.n_real, sched_real=self.sched_real(policy.predicate(cfg)),
                           window_real=self.window_real, new_real=self.new_real,
                           all_before_ctx=self.all_before_ctx, alloc_ok=self.alloc_ok,
                           real_batch=self.real_batch, expected_recorded=exp_rec,
                           recorded_counts=self.recorded_counts, carried=z, carried_last=z,
                           intent=self.intent,
-                          role_context=np.broadcast_to(self.dummy_role_context(policy)[:, None],
-                                                       self.n_real.shape),
+                          role_context=role,
                           kv_precheck_ok=self.kv_precheck_ok)
+
+    def _shared_input(self, key, make) -> np.ndarray:
+        """An input array that policies share (read-only), made once per frames: the policies
+        of a window's walks read the same role rows and the same absent recorded ``expected``
+        (on fleet-1h, 15 walks a window)."""
+        got = self._inputs_cache.get(key)
+        if got is None:
+            got = make()
+            got.setflags(write=False)
+            self._inputs_cache[key] = got
+        return got
 
     def base_expected(self, policy: Policy, config: RunConfig,
                       inputs: StepInputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -514,7 +529,8 @@ def _request_grids(requests: tuple[np.ndarray, ...], kept: np.ndarray, R: int, f
     grids = frame_counts(r_flat, sidx, is_new, n, selections)
     del is_new
     if (sidx < 0).any():   # an unknown state: whether it is before CONTEXT_INIT is its value's
-        grids[_BEFORE_SELECTION] = counts(r_flat, n, lambda a, b: r_state[a:b] < int(RequestState.CONTEXT_INIT))
+        grids[_BEFORE_SELECTION] = counts(
+            r_flat, n, lambda a, b: r_state[a:b] < int(RequestState.CONTEXT_INIT))
     mfs = np.full(n, -1, np.int64)
     if r_flat.size:
         np.maximum.at(mfs, r_flat, first) if r_flat.size < 4096 else _segment_max(mfs, r_flat, first)
