@@ -232,7 +232,7 @@ class RunFrames:
         f_rank = column_array(frames.column("rank"), np.int64)
         if f_rank.size and (f_rank.min() < 0 or f_rank.max() >= R):
             raise DatasetError(f"run {run!r}: a frame rank is outside [0, {R})", path=source)
-        all_iters, per_iter = np.unique(f_iter, return_counts=True)
+        all_iters, per_iter = iteration_runs(f_iter)
         kept = all_iters[per_iter == R]
         skipped = tuple(int(x) for x in all_iters[per_iter != R])
         if skipped:
@@ -537,6 +537,15 @@ def _request_grids(requests: tuple[np.ndarray, ...], kept: np.ndarray, R: int, f
     return r_flat, r_id, r_state, r_pos, first, sidx, grids, mfs, True
 
 
+def iteration_runs(it: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(it, return_counts=True)``; without a sort when ``it`` is in order (a trace
+    is written iteration by iteration: 0.27 s CPU of sorting on fleet-1h 32x100k)."""
+    if not (it[1:] >= it[:-1]).all():
+        return np.unique(it, return_counts=True)
+    starts = np.flatnonzero(np.r_[True, it[1:] != it[:-1]]) if it.size else np.zeros(0, np.int64)
+    return it[starts], np.diff(np.r_[starts, it.size])
+
+
 def _real_batch(recorded: np.ndarray, window_real: np.ndarray, exact: np.ndarray) -> np.ndarray:
     """Recorded real batch: ``exact`` where the frame records ``postpadded``, else inferred.
 
@@ -582,4 +591,4 @@ def _segment_max(out: np.ndarray, index: np.ndarray, values: np.ndarray) -> None
     out[index[starts]] = np.maximum(out[index[starts]], mx)
 
 
-__all__ = ["RunFrames", "run_config"]
+__all__ = ["RunFrames", "iteration_runs", "run_config"]
