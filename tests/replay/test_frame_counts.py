@@ -207,3 +207,29 @@ def test_compiled_frames_equal_the_numpy_ones(variant, monkeypatch):
     if variant == "dropped":
         assert reference[0]["dropped_iters"] == (107 + shift,)
         assert not (107 + shift) in reference[0]["iters"][2]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_seen_before_keyed_like_per_rank(seed):
+    """The windows' memory of first-seen iterations gives what a per-(rank, id) dictionary
+    gives, with ids that fit its keys, and after an id that does not (negative) sends it to
+    per-rank arrays; a rank outside the run is neither looked up nor remembered."""
+    rng = np.random.default_rng(seed)
+    R = 3
+    seen, memo = SeenBefore(R), {}
+    for w in range(6):
+        n = 40
+        rank = rng.integers(-1 if seed == 3 else 0, R + (seed == 3), n)
+        rid = rng.integers(0, 30, n) - (50 if w == 4 and seed % 2 else 0)
+        first = rng.integers(100 * w, 100 * w + 50, n)
+        got = seen.update(rank, rid, first)
+        want = []
+        for r, q, f in zip(rank.tolist(), rid.tolist(), first.tolist()):
+            if not 0 <= r < R:
+                want.append(f)
+                continue
+            want.append(memo.get((r, q), f))
+        for r, q, f in zip(rank.tolist(), rid.tolist(), first.tolist()):
+            if 0 <= r < R:
+                memo.setdefault((r, q), f)
+        assert got.tolist() == want
