@@ -380,6 +380,18 @@ def kv_outcomes(policy: Policy, config: RunConfig, inputs: StepInputs) -> tuple[
     return fits, ~fits
 
 
+def rows_with_any(a: np.ndarray) -> np.ndarray:
+    """``np.flatnonzero(a.any(axis=1))`` of an ``(I, R)`` bool array, from its True cells when
+    they are few (dummies that survive, crashes: rare); ``any`` over rows of a few dozen ranks
+    is a slow reduction (measured on (2048, 32): 57 us, from 50 cells 18 us)."""
+    k = np.count_nonzero(a)
+    if not k:
+        return np.zeros(0, np.intp)
+    if k > a.shape[0] // 8:
+        return np.flatnonzero(a.any(axis=1))
+    return np.unique(np.flatnonzero(a) // a.shape[1])
+
+
 def decide(policy: Policy, config: RunConfig, inputs: StepInputs,
            pad: PadDecision | None = None, expected: tuple | None = None) -> StepOutputs:
     """Run one iteration (or many independent ones) of every rank.
@@ -417,9 +429,10 @@ def decide(policy: Policy, config: RunConfig, inputs: StepInputs,
     real_batch = np.where(inputs.real_batch >= 0, inputs.real_batch,
                           np.minimum(inputs.window_real, config.max_batch_size))
     has_dummy = padded | inputs.carried
-    # The dummy is scheduled like any request in the window, within max_batch_size.
-    batch = np.minimum(real_batch + has_dummy.astype(np.int64),
-                       np.maximum(config.max_batch_size, real_batch))
+    # The dummy is scheduled like any request in the window, within max_batch_size:
+    # ``min(real_batch + has_dummy, max(max_batch_size, real_batch))``, which adds the dummy
+    # exactly where the real batch is below max_batch_size.
+    batch = real_batch + (has_dummy & (real_batch < config.max_batch_size))
     postpadded = np.zeros_like(padded)
     if policy.postpads(config) and pads:
         postpadded = ((batch == 0) & (active > 0) & (expected > 0) & (active < config.cap)
@@ -427,7 +440,11 @@ def decide(policy: Policy, config: RunConfig, inputs: StepInputs,
         batch = batch + postpadded.astype(np.int64)
 
     this_rank = batch > 0
-    if adp:
+    if adp and this_rank.ndim == 2:   # every rank's batch: the rows with an empty one are few
+        fleet = np.ones((this_rank.shape[0], 1), bool)
+        fleet[rows_with_any(~this_rank)] = False
+        can_queue = np.broadcast_to(fleet, batch.shape)
+    elif adp:
         can_queue = np.broadcast_to(this_rank.all(axis=-1, keepdims=True), batch.shape)
     else:
         can_queue = this_rank
@@ -496,4 +513,5 @@ __all__ = [
     "kv_outcomes",
     "local_intent",
     "pad_step",
+    "rows_with_any",
 ]

@@ -89,6 +89,7 @@ from replay.step import (
     decide,
     decision_key,
     expected_step,
+    rows_with_any,
 )
 from replay.table_storage import DeferredTable
 
@@ -153,28 +154,49 @@ class WalkState:
         self.carried_last = np.zeros((I, R), bool)
         self.schedulable = np.zeros((I, R), np.int64)
         self.hook_messages: dict[tuple[int, int], str] = {}
+        self._borrowed: set[str] = set()
 
     def set_all(self, o: StepOutputs, inp: StepInputs) -> None:
-        # The walk writes rows into these: an array ``decide`` made for this call is taken
-        # as it is, a view, a shared (read-only) one or one named twice is copied.
+        # Rows of these are rewritten later (``writable``): an array ``decide`` made for this
+        # call is taken as it is, a view or one named twice is copied, and a read-only one
+        # (shared by the window's policies: ``RunFrames.base_expected``) or the inputs'
+        # schedulable counts are copied only when a row of them is first written.
         taken: set[int] = set()
         out = {}
+        self._borrowed = set()
         for k in _FIELDS:
             a = getattr(o, k)
-            if not (isinstance(a, np.ndarray) and a.base is None and a.flags.writeable
-                    and a.flags.c_contiguous and id(a) not in taken):
+            if isinstance(a, np.ndarray) and not a.flags.writeable:
+                self._borrowed.add(k)
+            elif not (isinstance(a, np.ndarray) and a.base is None and a.flags.c_contiguous
+                      and id(a) not in taken):
                 a = np.array(a)
             taken.add(id(a))
             out[k] = a
         self.out = out
-        self.schedulable = inp.sched_real + inp.carried
+        if inp.carried.any():
+            self.schedulable = inp.sched_real + inp.carried
+        else:   # ``sched_real + carried`` is ``sched_real`` (same dtype, same values)
+            self.schedulable = inp.sched_real
+            self._borrowed.add("schedulable")
+
+    def writable(self, name: str) -> np.ndarray:
+        """The array ``name`` (an output field or ``schedulable``), ready for rows to be
+        written: one :meth:`set_all` borrowed is copied first."""
+        if name in self._borrowed:
+            self._borrowed.discard(name)
+            if name == "schedulable":
+                self.schedulable = np.array(self.schedulable)
+            else:
+                self.out[name] = np.array(self.out[name])
+        return self.schedulable if name == "schedulable" else self.out[name]
 
     def set_row(self, i: int, o: StepOutputs, inp: StepInputs) -> None:
         for k in _FIELDS:
-            self.out[k][i] = getattr(o, k)
+            self.writable(k)[i] = getattr(o, k)
         self.carried[i] = inp.carried
         self.carried_last[i] = inp.carried & inp.carried_last
-        self.schedulable[i] = inp.sched_real + inp.carried
+        self.writable("schedulable")[i] = inp.sched_real + inp.carried
 
 
 class Carry:
@@ -199,18 +221,6 @@ def decides_alike(pol: Policy, cfg: RunConfig) -> tuple | None:
     if type(pol) is not Policy or pol.pad_hook is not None:
         return None
     return (cfg, pol.expected_rule, decision_key(pol, cfg))
-
-
-def rows_with_any(a: np.ndarray) -> np.ndarray:
-    """``np.flatnonzero(a.any(axis=1))`` of an ``(I, R)`` bool array, from its True cells when
-    they are few (dummies that survive, crashes: rare); ``any`` over rows of a few dozen ranks
-    is a slow reduction (measured on (2048, 32): 57 us, from 50 cells 18 us)."""
-    k = np.count_nonzero(a)
-    if not k:
-        return np.zeros(0, np.intp)
-    if k > a.shape[0] // 8:
-        return np.flatnonzero(a.any(axis=1))
-    return np.unique(np.flatnonzero(a) // a.shape[1])
 
 
 def walk_fast(frames: RunFrames, pol: Policy, cfg: RunConfig, st: WalkState,
@@ -250,11 +260,11 @@ def walk_fast(frames: RunFrames, pol: Policy, cfg: RunConfig, st: WalkState,
         c_last = c_in & (frames.max_first_seen[k] <= cr_in)
         sub = inp.take(k).with_carried(c_in, c_last)
         o = decide(pol, cfg, sub)
-        for name in out:
-            out[name][k] = getattr(o, name)
+        for name in _FIELDS:
+            st.writable(name)[k] = getattr(o, name)
         st.carried[k] = c_in
         st.carried_last[k] = c_last
-        st.schedulable[k] = sub.sched_real + c_in
+        st.writable("schedulable")[k] = sub.sched_real + c_in
         created_in[k] = cr_in
         pending = k + 1
         pending = pending[pending < I]
@@ -471,5 +481,4 @@ def first_divergence(frames, o, n, stopped, crashed_row) -> Divergence | None:
 
 __all__ = ["Carry", "Rows", "WalkState", "crash_record", "cut_rows", "decides_alike",
            "first_divergence", "hook_outcomes",
-           "replay_notes", "rows_with_any", "run", "run_all", "skipped_iters", "walk_fast",
-           "walk_hooked"]
+           "replay_notes", "run", "run_all", "skipped_iters", "walk_fast", "walk_hooked"]

@@ -1,11 +1,11 @@
-"""``replay.walk.rows_with_any``: the rows holding a True, whether the True cells are few (read
+"""``replay.step.rows_with_any``: the rows holding a True, whether the True cells are few (read
 from the cells) or many (a reduction), against a per-row loop."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from replay.walk import rows_with_any
+from replay.step import rows_with_any
 
 
 @pytest.mark.parametrize("share", [0.0, 0.001, 0.02, 0.5, 1.0])
