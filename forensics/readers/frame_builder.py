@@ -23,7 +23,7 @@ PROTOTYPES = {name: ctypes.CFUNCTYPE(ctypes.c_int64, *(ctypes.c_int64 if c == "i
 #: Keyed by the kernel's source and the contract it fills (the replay's side of it).
 LIBRARY = Library("frames", "forensics.readers.compiled.frame_kernel",
                   ("frame_kernel.py", "../../../replay/frame_build.py"), PROTOTYPES,
-                  "frame builder", "numpy for the replay's frames")
+                  "frame builder", "builds the replay's frames with numpy")
 
 _kernel = None
 
