@@ -23,7 +23,7 @@ from replay.states import NUM_STATES
 #: The C signatures of the kernel's entry points (``forensics.readers.compiled.frame_kernel``
 #: builds both sides from them): each letter an argument, ``i`` an int64, the others pointers
 #: to ``q`` int64, ``l`` int32, ``h`` int16, ``c`` int8; they return an int64.
-SIGNATURES = {"first": "qlqiiilq",
+SIGNATURES = {"first": "qlqiiiilq",
               "build": "qlqhliqilii" "iih" "qiii" "llqic" "qiqq"}
 
 #: The selections ``build`` counts (``RunFrames.from_parts``' nine: a constant, so the compiled
@@ -34,6 +34,8 @@ SELECTIONS = 9
 MIN_ROWS = 1 << 16
 #: ``first``'s status when some request id is on two ranks (the numpy path keys by rank then).
 SHARED_IDS = 1
+#: ``first``'s status when a request's rank is outside the run's (the numpy path takes it).
+BAD_RANK = 2
 
 
 def class_bits(selections: list[tuple[np.ndarray, bool]]) -> np.ndarray:
@@ -88,8 +90,8 @@ def build_requests(requests: tuple[np.ndarray, ...], kept: np.ndarray, R: int, f
     span = hi - lo + 1
     owner = np.empty(span, np.int32)
     first = np.empty(span, np.int64)
-    if _call(k, "first", c_id, r_rank, r_iter, n, lo, span, owner, first) == SHARED_IDS:
-        return None
+    if _call(k, "first", c_id, r_rank, r_iter, n, lo, span, R, owner, first) != 0:
+        return None   # SHARED_IDS or BAD_RANK
     big = np.iinfo(np.int64).max
     used = np.flatnonzero(first != big)
     if seen is not None:
@@ -128,4 +130,5 @@ def _call(k, name: str, *args) -> int:
     return int(status)
 
 
-__all__ = ["MIN_ROWS", "SELECTIONS", "SHARED_IDS", "SIGNATURES", "build_requests", "class_bits"]
+__all__ = ["BAD_RANK", "MIN_ROWS", "SELECTIONS", "SHARED_IDS", "SIGNATURES", "build_requests",
+           "class_bits"]

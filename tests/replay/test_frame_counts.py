@@ -173,17 +173,23 @@ def _built(frame_rows, req_rows, cuts, path, monkeypatch, first_iter=100):
     return out
 
 
-@pytest.mark.parametrize("variant", ["plain", "shuffled", "dropped", "wide", "unknown"])
+@pytest.mark.parametrize("variant", ["plain", "shuffled", "dropped", "wide", "unknown",
+                                     "stray rank", "shared"])
 def test_compiled_frames_equal_the_numpy_ones(variant, monkeypatch):
     """Every array of every window alike, dtypes included: requests out of frame order, an
     iteration some rank has no frame for (its requests dropped), iterations past int32 (int64
-    first-seen), unknown states; and the compiled path is the one taken."""
+    first-seen), unknown states; and the compiled path is the one taken, except where it
+    declines: a request on a rank the run does not have, an id on two ranks."""
     monkeypatch.setattr(frame_build, "MIN_ROWS", 0)
     monkeypatch.setenv(frame_builder.PATH_ENV, "native")
     frame_builder.forget()
     if frame_builder.kernel() is None:
         pytest.skip("numba cannot compile the frame builder here")
-    frame_rows, req_rows = _run(3, "dense", variant == "unknown", iters=30)
+    frame_rows, req_rows = _run(3, "shared" if variant == "shared" else "dense",
+                                variant == "unknown", iters=30)
+    if variant == "stray rank":   # a request row on rank 3 of a 3-rank run, mid-window
+        at = next(i for i, q in enumerate(req_rows) if q[0] == 105 and q[1] == 2)
+        req_rows[at] = (105, 3, *req_rows[at][2:])
     shift = 2 ** 33 if variant == "wide" else 0
     frame_rows = [(f[0] + shift, *f[1:]) for f in frame_rows]
     req_rows = [(q[0] + shift, *q[1:]) for q in req_rows]
@@ -198,7 +204,9 @@ def test_compiled_frames_equal_the_numpy_ones(variant, monkeypatch):
     monkeypatch.setattr("replay.frames.build_requests",
                         lambda *a, **k: calls.append(real(*a, **k)) or calls[-1])
     compiled = _built(frame_rows, req_rows, cuts, "native", monkeypatch, 100 + shift)
-    assert calls and all(c is not None for c in calls)
+    # per window whether the kernel declined (the stray row is in the first window only)
+    declined = {"stray rank": [True, False], "shared": [True, True]}.get(variant, [False, False])
+    assert [c is None for c in calls] == declined
     reference = _built(frame_rows, req_rows, cuts, "numpy", monkeypatch, 100 + shift)
     assert all(c is None for c in calls[len(cuts) - 1:])
     assert compiled == reference

@@ -8,7 +8,7 @@ import numba
 import numpy as np
 from numba import types
 
-from replay.frame_build import SELECTIONS, SHARED_IDS, SIGNATURES
+from replay.frame_build import BAD_RANK, SELECTIONS, SHARED_IDS, SIGNATURES
 
 _ARG_TYPES = {"i": types.int64, "q": types.CPointer(types.int64),
               "l": types.CPointer(types.int32), "h": types.CPointer(types.int16),
@@ -19,15 +19,18 @@ _BIG = np.iinfo(np.int64).max
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
-def first_seen(rid, rank, it, lo, owner, first):
-    """Each id's (``rid - lo``) rank and first iteration (``_BIG``: absent); ``SHARED_IDS``
-    as soon as an id is on two ranks, else 0."""
+def first_seen(rid, rank, it, lo, R, owner, first):
+    """Each id's (``rid - lo``) rank and first iteration (``_BIG``: absent); ``BAD_RANK`` as
+    soon as a rank is outside ``[0, R)``, ``SHARED_IDS`` as soon as an id is on two ranks,
+    else 0 (``build`` indexes the frames by these ranks)."""
     for c in range(first.size):
         owner[c] = -1
         first[c] = _BIG
     for i in range(rid.size):
         c = rid[i] - lo
         r = rank[i]
+        if r < 0 or r >= R:
+            return BAD_RANK
         if owner[c] < 0:
             owner[c] = r
         elif owner[c] != r:
@@ -89,10 +92,10 @@ def build(it, rank, rid, state, pos, first_tab, lo, row_of, k0, it_span, R, firs
 
 
 @numba.cfunc(FIRST_SIG, cache=True, nogil=True, error_model="numpy")
-def first_c(rid, rank, it, n, lo, span, owner, first):
+def first_c(rid, rank, it, n, lo, span, R, owner, first):
     """:func:`first_seen` over raw pointers."""
     return first_seen(numba.carray(rid, (n,)), numba.carray(rank, (n,)), numba.carray(it, (n,)),
-                      lo, numba.carray(owner, (span,)), numba.carray(first, (span,)))
+                      lo, R, numba.carray(owner, (span,)), numba.carray(first, (span,)))
 
 
 @numba.cfunc(BUILD_SIG, cache=True, nogil=True, error_model="numpy")
