@@ -96,6 +96,7 @@ class Library:
     sources: tuple[str, ...]        # files (from this one's folder) whose text keys the object
     prototypes: dict[str, Any]      # ctypes prototype of each entry point
     title: str = "compiled scanner"  # what the notes call it
+    instead: str = "reads with the reference reader"  # what a run does until it is built
 
 
 #: The log scanner (:mod:`forensics.readers.compiled.scan_kernel`).
