@@ -42,6 +42,7 @@ from forensics.readers.sources import (DecompressionError, compression_of, conte
                                        decompressed_chunks, open_raw)
 from forensics.readers.trace_tables import (FORMAT_NAME, FORMAT_VERSION, NOTE_EVENT_KIND,
                                             TraceBuilder, TraceTables, decode_line)
+from forensics.readers.zstd_into import ZstdInto
 
 #: Frames per batch of :func:`iter_trace`: ~100 MB peak at 16 requests a frame; larger batches
 #: are no faster (measured by benchmarks/trace_ingest.py).
@@ -178,7 +179,14 @@ def _blocks(path: str | os.PathLike, progress: Callable[[int], None] | None,
     is not yielded but left in ``stop["tail"]`` (it is kept verbatim, never parsed as a record).
     """
     stop = {} if stop is None else stop
-    if compression_of(path) is not None:
+    comp = compression_of(path)
+    if comp == "zstd":                 # decompressed straight into the blocks' buffer
+        with open_raw(path) as raw:
+            reader = ZstdInto(path, raw, progress)
+            yield from _cut(LineBlocks(reader=reader, read_bytes=block_bytes), block_bytes,
+                            stop, reader)
+        return
+    if comp is not None:
         yield from _cut(LineBlocks(_chunks(path, progress, stop)), block_bytes, stop)
         return
     left = os.path.getsize(path)       # progress adds up to the size, as in _chunks
@@ -196,8 +204,9 @@ def _blocks(path: str | os.PathLike, progress: Callable[[int], None] | None,
         progress(left)
 
 
-def _cut(blocks: LineBlocks, block_bytes: int, stop: dict[str, Any]) -> Iterator[bytes]:
-    """:func:`_blocks` of the bytes of ``blocks``."""
+def _cut(blocks: LineBlocks, block_bytes: int, stop: dict[str, Any],
+         reader: ZstdInto | None = None) -> Iterator[bytes]:
+    """:func:`_blocks` of the bytes of ``blocks`` (read from ``reader``, if given)."""
     want = block_bytes
     while True:
         blocks.fill(want)
@@ -209,6 +218,8 @@ def _cut(blocks: LineBlocks, block_bytes: int, stop: dict[str, Any]) -> Iterator
             want = block_bytes
         else:                 # a line longer than a block: read on to its end
             want = blocks.available() + 1
+    if reader is not None and reader.error is not None:
+        stop["error"] = reader.error
     cut = blocks.cut(blocks.available())
     if cut:
         yield blocks.take(cut)
