@@ -37,6 +37,23 @@ def delimiter(buf, q, n):
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def digit_run(buf, q, n, m, sig):
+    """The decimal digits at ``q`` appended to the mantissa ``m`` (``sig`` significant digits
+    in it so far; leading zeros are not significant, digits past ``MAX_INT_DIGITS`` significant
+    ones are dropped): (mantissa, significant digits, digits dropped, position after)."""
+    dropped = 0
+    while q < n and 48 <= buf[q] <= 57:
+        if sig or buf[q] != 48:
+            sig += 1
+            if sig <= MAX_INT_DIGITS:
+                m = m * 10 + (buf[q] - 48)
+            else:
+                dropped += 1
+        q += 1
+    return m, sig, dropped, q
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def json_int(buf, q, n):
     """(ok, value, position after) of a strict JSON integer of at most 18 digits at ``q``
     (``-?(0|[1-9][0-9]*)`` followed by a delimiter: no fraction, no exponent)."""
@@ -45,13 +62,9 @@ def json_int(buf, q, n):
         neg = True
         q += 1
     p = q
-    v = 0
-    while q < n and 48 <= buf[q] <= 57:
-        v = v * 10 + (buf[q] - 48)
-        q += 1
-        if q - p > MAX_INT_DIGITS:
-            return False, 0, q
-    if q == p or (buf[p] == 48 and q - p > 1) or not delimiter(buf, q, n):
+    v, sig, _, q = digit_run(buf, q, n, 0, 0)
+    if q == p or (buf[p] == 48 and q - p > 1) or sig > MAX_INT_DIGITS \
+            or not delimiter(buf, q, n):
         return False, 0, q
     return True, -v if neg else v, q
 
@@ -101,6 +114,16 @@ def load8(words, a):
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def word_is(words, a, want, m):
+    """Whether the ``m`` (1 to 8) bytes at ``a`` are those of the little-endian word ``want``
+    (the caller checks that a word past ``a`` is in the block)."""
+    if m == 8:
+        return load8(words, a) == want
+    mask = (np.uint64(1) << np.uint64(8 * m)) - np.uint64(1)
+    return ((load8(words, a) ^ want) & mask) == 0
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def name_here(words, a, wtab, woffs, lens, g):
     """Whether name ``g`` and its closing quote are at ``a``, compared 8 bytes at a time (the
     common case: a line laid out like the one before). False near the block's end."""
@@ -116,10 +139,7 @@ def name_here(words, a, wtab, woffs, lens, g):
         a += 8
         m -= 8
         o += 1
-    if m == 8:
-        return load8(words, a) == wtab[o]
-    mask = (np.uint64(1) << np.uint64(8 * m)) - np.uint64(1)
-    return ((load8(words, a) ^ wtab[o]) & mask) == 0
+    return word_is(words, a, wtab[o], m)
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
@@ -147,6 +167,23 @@ def key_at(buf, words, a, n, names, offs, w, wo, wl, guess):
     if e < 0:
         return -1, -1
     return find_name(buf, a, e - a, names, offs, -1), e
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def member_key(buf, words, q, n, names, offs, w, wo, wl, guess):
+    """An object member's key at ``q`` (its opening quote) and its colon, as :func:`key_at`
+    reads the key: (index of the name or -1, position of the key's closing quote or -1 when
+    there is no plain string, position of the value after whitespace or -1 when no colon
+    follows)."""
+    if q >= n or buf[q] != 34:
+        return -1, -1, -1
+    key, e = key_at(buf, words, q + 1, n, names, offs, w, wo, wl, guess)
+    if e < 0:
+        return key, e, -1
+    q = skip_ws(buf, e + 1, n)
+    if q >= n or buf[q] != 58:
+        return key, e, -1
+    return key, e, skip_ws(buf, q + 1, n)
 
 
 # the literals' bytes, for literal()
@@ -191,14 +228,7 @@ def json_number(buf, q, n):
         neg = True
         q += 1
     p = q
-    m = 0
-    sig = 0                 # significant digits in m
-    while q < n and 48 <= buf[q] <= 57:
-        if sig or buf[q] != 48:
-            sig += 1
-            if sig <= MAX_INT_DIGITS:
-                m = m * 10 + (buf[q] - 48)
-        q += 1
+    m, sig, _, q = digit_run(buf, q, n, 0, 0)      # sig: significant digits in m
     if q == p or (buf[p] == 48 and q - p > 1):
         return False, 0, 0, 0.0, q
     frac = 0
@@ -207,15 +237,8 @@ def json_number(buf, q, n):
         is_float = True
         q += 1
         f0 = q
-        while q < n and 48 <= buf[q] <= 57:
-            if sig or buf[q] != 48:
-                sig += 1
-                if sig <= MAX_INT_DIGITS:
-                    m = m * 10 + (buf[q] - 48)
-                    frac += 1
-            else:
-                frac += 1
-            q += 1
+        m, sig, dropped, q = digit_run(buf, q, n, m, sig)
+        frac = q - f0 - dropped     # the fraction's digits in m, its leading zeros included
         if q == f0:
             return False, 0, 0, 0.0, q
     exp = 0
