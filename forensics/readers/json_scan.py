@@ -247,8 +247,7 @@ def frames(block: bytes, line: int, tp_size: int):
     if status != 0:
         return None
     nf, nr = int(out[0]), int(out[1])
-    it = f_iter[:nf]
-    if nf and int(it.max()) > ((1 << 63) - 1 - tp_size) // tp_size:
+    if nf and int(f_iter[:nf].max()) > ((1 << 63) - 1 - tp_size) // tp_size:
         return None    # the frame key would overflow: the builder words that error
     optional = {}
     for j, (name, typ) in enumerate(zip(t.optional, t.opt_types)):
@@ -257,11 +256,12 @@ def frames(block: bytes, line: int, tp_size: int):
         vals = vals.astype(bool) if pa.types.is_boolean(typ) else vals
         optional[name] = pa.array(vals, typ, mask=None if valid.all() else ~valid) \
             if valid.any() else pa.nulls(nf, typ)
+    # shrunk in place, not copied: what a batch keeps is what the rows hold (see _cut)
     return FrameColumns(
-        line=np.arange(line, line + nf, dtype=np.int64), iter=it.copy(),
-        rank=f_rank[:nf].astype(np.int32), num_requests=f_nreq[:nf].copy(),
-        num_dummies=f_nd[:nf].copy(), optional=optional, req_id=r_id[:nr].copy(),
-        req_state=r_state[:nr].copy(), req_dummy=r_dummy[:nr].copy())
+        line=np.arange(line, line + nf, dtype=np.int64), iter=_cut(f_iter, nf),
+        rank=f_rank[:nf].astype(np.int32), num_requests=_cut(f_nreq, nf),
+        num_dummies=_cut(f_nd, nf), optional=optional, req_id=_cut(r_id, nr),
+        req_state=_cut(r_state, nr), req_dummy=_cut(r_dummy, nr))
 
 
 # ------------------------------------------------------------------------------------- stats
