@@ -310,6 +310,8 @@ class _Template:
         self.names, offs = _name_table(names)
         self.words, wo, wl = word_table(names)
         self.dotted, dotted_offs = _name_table(dotted)
+        # 8 bytes past the last name: the scanner copies names a word at a time
+        self.dotted = np.concatenate([self.dotted, np.zeros(8, np.uint8)])
         self.key_bytes = int(max(np.diff(dotted_offs), default=0))
         next_sib = np.full(self.n, -1, np.int64)
         first_child = np.full(self.n + 1, -1, np.int64)

@@ -21,12 +21,12 @@ from numba import types
 
 from forensics.readers.compiled import json_tokens
 from forensics.readers.compiled.cache_digest import source_digest
-from forensics.readers.compiled.json_tokens import (K_FLOAT, K_INT, MAX_INT_DIGITS, digit_run,
-                                                    false_b, json_bool, json_int, json_number,
-                                                    key_at, literal, load8, member_key, name_here,
-                                                    next_member, null_b, plain_string_end,
-                                                    same_bytes, skip_ws, string_end, true_b,
-                                                    word_is)
+from forensics.readers.compiled.json_tokens import (K_FLOAT, K_INT, MAX_INT_DIGITS, copy_bytes,
+                                                    digit_run, false_b, json_bool, json_int,
+                                                    json_number, key_at, literal, load8,
+                                                    member_key, name_here, next_member, null_b,
+                                                    plain_string_end, same_bytes, skip_ws,
+                                                    string_end, true_b, word_is)
 from forensics.readers.json_scan import (
     BAD_LINE,
     BAD_VALUE,
@@ -263,10 +263,8 @@ def count_byte(buf, c):
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def copy_key(dotted, dotted_offs, slot, out, k):
     """Append slot ``slot``'s dotted name to ``out`` at ``k``; returns the new end."""
-    for j in range(dotted_offs[slot], dotted_offs[slot + 1]):
-        out[k] = dotted[j]
-        k += 1
-    return k
+    a = dotted_offs[slot]
+    return copy_bytes(out, k, dotted, a, dotted_offs[slot + 1] - a)
 
 
 def _stats_for(tokens_digest):
@@ -450,9 +448,7 @@ def _stats_for(tokens_digest):
                     if high:
                         where[36] = 1
                     if slot == ts_slot:
-                        for j in range(q + 1, w):
-                            ts_bytes[tlen] = buf[j]
-                            tlen += 1
+                        tlen = copy_bytes(ts_bytes, tlen, buf, q + 1, w - q - 1)
                         ts_valid[row] = True
                     q = w + 1
                 elif literal(buf, q, n, true_b):

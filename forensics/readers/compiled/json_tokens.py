@@ -10,6 +10,9 @@ what it read with certainty and a position; the caller declines a block on anyth
 """
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
 # number kinds of json_number
 K_INT, K_FLOAT, K_FTEXT = 1, 2, 3
@@ -17,6 +20,40 @@ pow10 = np.array([10.0 ** k for k in range(23)], dtype=np.float64)
 
 MAX_INT_DIGITS = 18             # |v| < 10**18 fits int64 and is exact as a Python int
 EXACT = 9007199254740992        # 2**53: mantissas below it are exact doubles
+
+
+@intrinsic
+def copy8(typingctx, dst, d, src, s):
+    """Copy the 8 bytes at ``src[s]`` to ``dst[d]`` (uint8 arrays; one unaligned load and
+    store, no bounds check: the caller checks both ends)."""
+    sig = types.void(dst, d, src, s)
+
+    def codegen(context, builder, signature, args):
+        word = ir.IntType(64).as_pointer()
+        to = context.make_array(signature.args[0])(context, builder, args[0])
+        frm = context.make_array(signature.args[2])(context, builder, args[2])
+        v = builder.load(builder.bitcast(builder.gep(frm.data, [args[3]]), word), align=1)
+        builder.store(v, builder.bitcast(builder.gep(to.data, [args[1]]), word), align=1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def copy_bytes(dst, d, src, s, m):
+    """Copy ``src[s:s + m]`` to ``dst[d:d + m]``; returns ``d + m``. A word at a time when both
+    arrays have 8 bytes past the span (the bytes after ``d + m`` are then overwritten: for
+    outputs appended in order only); byte by byte otherwise. Keys and timestamps are ~20-30
+    bytes: the byte loop was the stats scanner's hottest (measured, perf)."""
+    if d >= 0 and s >= 0 and d + m + 8 <= len(dst) and s + m + 8 <= len(src):
+        j = 0
+        while j < m:
+            copy8(dst, d + j, src, s + j)
+            j += 8
+        return d + m
+    for j in range(m):
+        dst[d + j] = src[s + j]
+    return d + m
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
