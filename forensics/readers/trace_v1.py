@@ -114,9 +114,13 @@ def iter_trace(path: str | os.PathLike, source: str | None = None, *,
     lineno = 1
     stop: dict[str, Any] = {}
     native = json_scan.enabled(content_size(path))   # decompressed: zstd JSON is ~1/60
-    for block in _blocks(path, progress, stop, json_scan.BLOCK_BYTES if native else BLOCK_BYTES):
+    for block in _blocks(path, progress, stop, json_scan.BLOCK_BYTES if native else BLOCK_BYTES,
+                         lent=native):
         # Lines up to the run record one by one; then the block by the compiled scanner when
-        # it takes it, else line by line (exact errors naming file and line).
+        # it takes it, else line by line (exact errors naming file and line). A lent block
+        # (a view of the reader's buffer) is copied for anything but the scanner.
+        if not builder.first_record_seen:
+            block = bytes(block)
         while block and not builder.first_record_seen:
             cut = block.find(b"\n") + 1 or len(block)
             builder.add_line(decode_line(block[:cut]), lineno)
@@ -144,7 +148,7 @@ def iter_trace(path: str | os.PathLike, source: str | None = None, *,
                 yield builder.flush()
                 fast = fast.slice(take, fast.n_frames)
             continue
-        parts = block.split(b"\n")
+        parts = bytes(block).split(b"\n")
         if parts[-1] == b"":
             parts.pop()
         for p in parts:
@@ -170,9 +174,13 @@ def tables_from_records(records: Iterable[dict], source: str) -> TraceTables:
 
 
 def _blocks(path: str | os.PathLike, progress: Callable[[int], None] | None,
-            stop: dict[str, Any] | None = None, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
+            stop: dict[str, Any] | None = None, block_bytes: int = BLOCK_BYTES,
+            lent: bool = False) -> Iterator[bytes | memoryview]:
     """The decompressed bytes of ``path`` in blocks of whole lines (about ``block_bytes``, each
     ending in a newline), the last block being the tail after the last newline, if any.
+    ``lent``: the blocks read straight into a buffer (zstd and plain files) are views of it
+    (:meth:`LineBlocks.lend`), valid until the next block is asked for: a copy of 3 GB saved
+    on a fleet-hour trace (~0.25 s CPU, measured).
 
     When decompression stops early, ``stop["error"]`` is the
     :class:`~forensics.readers.sources.DecompressionError` and the cut line after the last newline
@@ -183,8 +191,8 @@ def _blocks(path: str | os.PathLike, progress: Callable[[int], None] | None,
     if comp == "zstd":                 # decompressed straight into the blocks' buffer
         with open_raw(path) as raw:
             reader = ZstdInto(path, raw, progress)
-            yield from _cut(LineBlocks(reader=reader, read_bytes=block_bytes), block_bytes,
-                            stop, reader)
+            yield from _cut(LineBlocks(reader=reader, read_bytes=block_bytes, lent=lent),
+                            block_bytes, stop, reader)
         return
     if comp is not None:
         yield from _cut(LineBlocks(_chunks(path, progress, stop)), block_bytes, stop)
@@ -198,14 +206,14 @@ def _blocks(path: str | os.PathLike, progress: Callable[[int], None] | None,
             left -= step
             progress(step)
     with open_raw(path) as raw:        # read straight into the blocks' buffer
-        yield from _cut(LineBlocks(reader=raw, progress=report, read_bytes=block_bytes),
-                        block_bytes, stop)
+        yield from _cut(LineBlocks(reader=raw, progress=report, read_bytes=block_bytes,
+                                   lent=lent), block_bytes, stop)
     if progress is not None and left:
         progress(left)
 
 
 def _cut(blocks: LineBlocks, block_bytes: int, stop: dict[str, Any],
-         reader: ZstdInto | None = None) -> Iterator[bytes]:
+         reader: ZstdInto | None = None) -> Iterator[bytes | memoryview]:
     """:func:`_blocks` of the bytes of ``blocks`` (read from ``reader``, if given)."""
     want = block_bytes
     while True:
@@ -214,7 +222,7 @@ def _cut(blocks: LineBlocks, block_bytes: int, stop: dict[str, Any],
             break
         cut = blocks.cut(block_bytes)
         if cut:
-            yield blocks.take(cut)
+            yield blocks.lend(cut) if blocks.lent else blocks.take(cut)
             want = block_bytes
         else:                 # a line longer than a block: read on to its end
             want = blocks.available() + 1
