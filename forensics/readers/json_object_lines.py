@@ -15,8 +15,9 @@ _LENT_MIN_READ = 64 << 10
 
 
 class LineBlocks:
-    """A stream of bytes as blocks of whole lines, each block a fresh ``bytes``: from chunks,
-    or read straight from a file (``reader``, an uncompressed input).
+    """A stream of bytes as blocks of whole lines, each block a fresh ``bytes`` (or, with
+    ``lent``, a view of the buffer: :meth:`lend`): from chunks, or read straight from a file
+    (``reader``: an uncompressed input, or :class:`~forensics.readers.zstd_into.ZstdInto`).
 
     Why: joining chunks into a block and then slicing the block off copied every byte two or
     three times into new multi-MB objects, whose pages were faulted in anew (measured on a
