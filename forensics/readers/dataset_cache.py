@@ -87,11 +87,13 @@ def as_dataset(inputs: PathLike | Iterable[PathLike], *, cache_dir: PathLike | N
         if ds is not None:
             logger.info("%s: inputs unchanged, reusing the dataset", cache)
             return ds
-        report = ingest(inputs, cache, quiet=quiet, jobs=jobs, keep_going=keep_going)
+        report = ingest(inputs, cache, quiet=quiet, jobs=jobs, keep_going=keep_going,
+                        summary=False)
     else:
         tmp = Path(tempfile.mkdtemp(prefix="forensics-ds-"))
         try:
-            report = ingest(inputs, tmp / "dataset", quiet=quiet, jobs=jobs, keep_going=keep_going)
+            report = ingest(inputs, tmp / "dataset", quiet=quiet, jobs=jobs, keep_going=keep_going,
+                            summary=False)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise

@@ -34,7 +34,7 @@ PathLike = str | os.PathLike
 
 def _ingest_one(path: str, part: str) -> str:
     """Task: ingest one input file into its own dataset ``part``; returns the path."""
-    return str(ingest([path], part).path)
+    return str(ingest([path], part, summary=False).path)
 
 
 def _merge_parts(parts: list[str], output: str, refused: list[dict], skipped: list[str]) -> str:

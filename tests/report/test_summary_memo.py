@@ -38,3 +38,13 @@ def test_a_rewritten_dataset_is_summarised_anew(logs, tmp_path):
     fresh = summarize(Dataset(tmp_path / "ds"))
     assert fresh.inputs == other.inputs != first.inputs
     assert fresh.rows == other.rows and fresh.events_by_kind == other.events_by_kind
+
+
+def test_an_ingest_asked_for_no_summary_leaves_it_to_the_caller(logs, tmp_path):
+    """``as_dataset`` and the post-mortem ingest with ``summary=False`` (the post-mortem reads
+    the summary on a thread beside the replay): none is made, the first ``summarize`` reads it."""
+    report = ingest([logs[0]], tmp_path / "ds", quiet=True, summary=False)
+    assert report.summary is None
+    made = summarize(tmp_path / "ds")
+    assert made.rows["iterations"] == report.rows["iterations"] > 0
+    assert summarize(Dataset(tmp_path / "ds")) is made
