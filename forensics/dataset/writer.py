@@ -150,7 +150,7 @@ class _TableFile:
                                            compression_level=ZSTD_LEVELS.get(self.table)
                                            if codec == "zstd" else None,
                                            use_dictionary=_dictionary_columns(self.schema),
-                                           column_encoding=_delta_columns(self.schema),
+                                           column_encoding=_delta_columns(self.table, self.schema),
                                            write_statistics=_statistics_columns(self.schema))
         self.writer.write_table(data, row_group_size=ROW_GROUP_ROWS)
 
@@ -197,11 +197,18 @@ def _dictionary_columns(schema: pa.Schema) -> list[str]:
             if pa.types.is_string(f.type) or pa.types.is_dictionary(f.type)]
 
 
-def _delta_columns(schema: pa.Schema) -> dict[str, str]:
+def _delta_columns(table: str, schema: pa.Schema) -> dict[str, str]:
     """Integer and timestamp columns written delta-encoded (``DELTA_BINARY_PACKED``): lines,
     iterations, counts and times move by small steps, so zstd gets a fraction of the bytes.
     Measured on 1.5 M iteration rows: 0.81 -> 0.58 s CPU to write, 35.7 -> 30.9 MB; frames
-    4x smaller. Every engine the layout promises reads it (tests/dataset/test_layout.py)."""
+    4x smaller. Every engine the layout promises reads it (tests/dataset/test_layout.py).
+
+    Not in the LZ4 tables (:data:`CODECS`): LZ4 finds the repeats and zero bytes of plain
+    integers but nothing in bit-packed deltas. Measured on 5.2 M rows of ``requests`` (32 ranks
+    x 100k iterations), plain integers: writing 55 -> 37 ns a row, 7.0 -> 5.7 MB (request ids
+    4.2 -> 2.0 MB), reading back 35 -> 31 ns a row."""
+    if table in CODECS:
+        return {}
     return {f.name: "DELTA_BINARY_PACKED" for f in schema
             if pa.types.is_integer(f.type) or pa.types.is_timestamp(f.type)}
 
