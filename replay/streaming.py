@@ -200,7 +200,7 @@ class StreamReplay:
         mine = Piece(self._dec.path, self._dec.rows, rows.n * frames.num_ranks,
                      int(iters[0]), int(iters[-1]))
         if "digest" not in memo:
-            memo["digest"] = _digest(rows.columns)
+            memo["digest"] = _digest(rows.columns, frames, rows.n)
         piece = self._shared.claim(memo["digest"], mine)
         self._pieces.append(piece)
         if piece is mine:
@@ -229,8 +229,8 @@ class SharedWindows:
     decide every window in one of 3 ways, measured): the first stream to decide a window's
     decisions writes them, and the others note where those rows are (``replay.table_storage.Piece``),
     so their results read the same rows. Alike means equal column arrays, compared by their
-    XXH3-128 digest (:func:`_digest`), iterations included. Safe across the threads of
-    :func:`replay_windows`.
+    XXH3-128 digest (:func:`_digest`), the window's iterations included. Safe across the
+    threads of :func:`replay_windows`.
     """
 
     def __init__(self):
@@ -244,13 +244,22 @@ class SharedWindows:
             return self._pieces.setdefault(digest, piece)
 
 
-def _digest(cols: dict) -> bytes:
+#: Decision columns that are the window's frames' (``replay.decision_tables.decision_columns``):
+#: alike in every stream taking a window, so its digest names the window instead.
+FRAME_COLUMNS = frozenset({"iter", "rank", "real", "window_real"})
+
+
+def _digest(cols: dict, frames: RunFrames, n: int) -> bytes:
     """XXH3-128 of a window's decision columns (:func:`decision_columns`): names, kinds,
-    dtypes, shapes and values, everything the written table is built from."""
+    dtypes, shapes and values, everything the written table is built from; of the columns
+    :data:`FRAME_COLUMNS`, the window's first iteration and rows (a third of the bytes)."""
     import xxhash
     h = xxhash.xxh3_128()
+    h.update(f"window:{int(frames.iters[0])}:{n}:{frames.num_ranks};".encode())
     for name, (kind, *rest) in cols.items():
         h.update(f"{name}:{kind};".encode())
+        if name in FRAME_COLUMNS:
+            continue
         for x in rest:
             if isinstance(x, np.ndarray):
                 h.update(f"{x.dtype.str}{x.shape};".encode())
