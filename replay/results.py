@@ -46,6 +46,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+import pyarrow as pa
 
 from replay.config import RunConfig
 from replay.policy import Policy
@@ -294,6 +295,16 @@ class ReplayResult:
             yield from t.frames(columns)
         else:
             yield self.decisions[list(columns)]
+
+    def decision_batches(self, columns: list[str]):
+        """The decisions' ``columns`` as Arrow record batches: a row group at a time from the
+        file of a streamed replay (bounded memory, no pandas conversion), else the table in
+        one batch."""
+        t = self._tables["decisions"]
+        if isinstance(t, StoredTable):
+            yield from t.batches(columns)
+        else:
+            yield pa.RecordBatch.from_pandas(self.decisions[list(columns)], preserve_index=False)
 
     def at_iterations(self, iters) -> ReplayResult:
         """This result with the decisions of some iterations only (the same leaks, crash, skips

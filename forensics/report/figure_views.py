@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+import numpy as np
 import pandas as pd
 
 from forensics.report import figure_data as F
@@ -36,7 +37,7 @@ def figure_views(results: dict, names: Optional[Sequence[str]] = None) -> dict:
         focus = pd.DataFrame({"iter": [lo, hi] + skips,
                               "can_queue": pd.array([True, True] + [False] * len(skips), "boolean")})
         if r.stored:  # the overview and the peak-load window read the whole run, per iteration
-            per_iter[name] = _per_iteration_active(r)
+            per_iter[name] = stored_per_iteration_active(r)
             focus.attrs[F.PER_ITERATION_ACTIVE] = per_iter[name]
         win = F.windows_for(focus, r.leaks, F.crash_marker(r.crash))
         for a, b in win.segments:
@@ -44,7 +45,7 @@ def figure_views(results: dict, names: Optional[Sequence[str]] = None) -> dict:
         if r.leak_records:
             need.add(int(r.first_leak.iter_skipped) + 1)
         if r.crash is None and not r.leak_records and r.stored:
-            need |= _busiest_iterations(r)
+            need |= busiest_iterations(r)
     out = {}
     for name, r in results.items():
         if not r.stored:
@@ -56,25 +57,57 @@ def figure_views(results: dict, names: Optional[Sequence[str]] = None) -> dict:
     return out
 
 
-def _per_iteration_active(result) -> pd.DataFrame:
-    """:func:`figure_data.per_iteration_active` of a streamed result, a row group at a time."""
-    parts = [F.per_iteration_active(df) for df in result._files["decisions"].frames(["iter", "active"])]
-    if not parts:
+def stored_per_iteration_active(result) -> pd.DataFrame:
+    """:func:`figure_data.per_iteration_active` of a streamed result, from one scan of its
+    decisions file a row group at a time (an iteration may straddle two row groups)."""
+    its, mxs, sums = [], [], []
+    for b in result.decision_batches(["iter", "active"]):
+        it, mx, sm = _per_iteration(b.column(0).to_numpy(), b.column(1).to_numpy())
+        its.append(it), mxs.append(mx), sums.append(sm)
+    if not its:
         return F.per_iteration_active(pd.DataFrame())
-    both = pd.concat(parts)   # an iteration may straddle two batches
-    return pd.DataFrame({"max": both["max"].groupby(level=0).max(),
-                         "sum": both["sum"].groupby(level=0).sum()}).sort_index()
+    it, mx, sm = np.concatenate(its), np.concatenate(mxs), np.concatenate(sums)
+    order = np.argsort(it, kind="stable")
+    it, mx, sm = it[order], mx[order], sm[order]
+    starts = _run_starts(it)
+    return pd.DataFrame({"max": np.maximum.reduceat(mx, starts), "sum": np.add.reduceat(sm, starts)},
+                        index=it[starts])
 
 
-def _busiest_iterations(result) -> set[int]:
+def _per_iteration(it: np.ndarray, active: np.ndarray):
+    """Per distinct iteration of one row group: (iterations, max, sum) of ``active``."""
+    if len(it) and np.any(it[1:] < it[:-1]):
+        order = np.argsort(it, kind="stable")
+        it, active = it[order], active[order]
+    if not len(it):
+        return it, active, active
+    starts = _run_starts(it)
+    return it[starts], np.maximum.reduceat(active, starts), np.add.reduceat(active, starts)
+
+
+def _run_starts(sorted_values: np.ndarray) -> np.ndarray:
+    return np.r_[0, np.flatnonzero(sorted_values[1:] != sorted_values[:-1]) + 1]
+
+
+def busiest_iterations(result) -> set[int]:
     """Per rank, the first iteration it holds its most active requests (a scan of the file)."""
     best: dict[int, tuple[int, int]] = {}
-    for df in result._files["decisions"].frames(["iter", "rank", "active"]):
-        top = df.loc[df.groupby("rank")["active"].idxmax()]
-        for it, rank, act in zip(top["iter"], top["rank"], top["active"]):
-            if int(rank) not in best or int(act) > best[int(rank)][0]:
-                best[int(rank)] = (int(act), int(it))
+    for b in result.decision_batches(["iter", "rank", "active"]):
+        it, rank, act = (b.column(k).to_numpy() for k in range(3))
+        if not len(it):
+            continue
+        # per rank: its most active requests in this row group, and the first row holding them
+        # (ranks are 0 .. tp_size - 1)
+        top = np.full(int(rank.max()) + 1, np.iinfo(np.int64).min)
+        np.maximum.at(top, rank, act)
+        hit = np.flatnonzero(act == top[rank])
+        first = np.full(top.size, len(act))
+        np.minimum.at(first, rank[hit], hit)
+        for i in first[first < len(act)]:
+            r, a = int(rank[i]), int(act[i])
+            if r not in best or a > best[r][0]:
+                best[r] = (a, int(it[i]))
     return {it for _, it in best.values()}
 
 
-__all__ = ["figure_views"]
+__all__ = ["busiest_iterations", "figure_views", "stored_per_iteration_active"]

@@ -21,8 +21,9 @@ import pytest
 
 import forensics
 from forensics.readers.dataset_cache import as_dataset
-from forensics.report.timeline import (DETAIL_RADIUS, MAX_BLOCKS, US_PER_ITER, timeline,
-                                       timeline_json, write_timeline)
+from forensics.report.timeline import (DETAIL_RADIUS, MAX_BLOCKS, US_PER_ITER,
+                                       story_timeline_json, timeline, timeline_json,
+                                       write_timeline)
 from replay.config import RunConfig
 from replay.walk import run_all
 from replay.frames import RunFrames
@@ -196,6 +197,9 @@ def test_a_long_run_is_thinned_and_stays_small(tmp_path):
     assert json.loads(path.read_text()) == doc
     size = path.stat().st_size
     assert size == len(timeline_json(doc)) and size / 8 < 3e6, size
+    # the post-mortem's file, its thinned events written as text, is the same bytes
+    assert story_timeline_json({"other": _long_run(2, 50), "long": result}, "long") \
+        == timeline_json(doc)
 
 
 def test_thinned_blocks_hold_their_rows_maxima():
@@ -207,7 +211,9 @@ def test_thinned_blocks_hold_their_rows_maxima():
     result = _long_run(R, iters)
     d = result.decisions.copy()
     d["active"] = rng.integers(0, 50, len(d))
-    d["expected"] = rng.integers(0, 9, len(d))
+    expected = pd.array(rng.integers(0, 9, len(d)), dtype="Int64")
+    expected[(d["iter"] >= 6_000) & (d["iter"] < 6_018)] = pd.NA  # a block's counter: active only
+    d["expected"] = expected
     batch = pd.array(rng.integers(0, 7, len(d)), dtype="Int64")
     batch[rng.random(len(d)) < 0.3] = pd.NA
     batch[(d["iter"] >= 2_000) & (d["iter"] < 2_018)] = pd.NA     # a block with none at all
@@ -227,14 +233,26 @@ def test_thinned_blocks_hold_their_rows_maxima():
         assert not any(lo <= x <= hi for x in rows["iter"] for lo, hi in windows)
         assert e["args"]["frames"] == len(rows) and rows["iter"].min() == a
         assert e["args"]["max_active"] == rows["active"].max()
-        assert e["args"]["max_expected"] == rows["expected"].max()
+        want = rows["expected"].dropna()
+        assert e["args"]["max_expected"] == (int(want.max()) if len(want) else None)
         want = rows["batch"].dropna()
         assert e["args"]["max_batch"] == (int(want.max()) if len(want) else None)
         assert e["args"]["fleet_skips"] == sum(a <= s <= b for s in (300, 4_321))
+    counters = {(e["pid"], e["ts"]): e["args"] for e in doc["traceEvents"]
+                if e["ph"] == "C" and e["ts"] // US_PER_ITER not in
+                {x for lo, hi in windows for x in range(lo, hi + 1)}}
+    assert len(counters) == len(blocks)
+    for e in blocks:   # a block's counter sample: its maxima, a missing one left out
+        want = {k: e["args"][f"max_{k}"] for k in ("active", "expected")
+                if e["args"][f"max_{k}"] is not None}
+        assert counters[e["pid"], e["ts"]] == want
+    assert any(set(c) == {"active"} for c in counters.values())
     per_rank = collections.Counter(e["pid"] for e in blocks)
     for r in range(R):
         covered = sum(e["args"]["frames"] for e in blocks if e["pid"] == r + 1)
         assert covered + sum(hi - lo + 1 for lo, hi in windows) == iters, per_rank
+    # missing maxima as null in the post-mortem's bytes too
+    assert story_timeline_json({"r": result}, "r") == timeline_json(doc)
 
 
 def test_postmortem_writes_the_timeline_of_the_story(tmp_path):
