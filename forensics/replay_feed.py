@@ -21,4 +21,10 @@ def _as_dataset(inputs: Any, cache_dir: Any = None) -> Any:
     return as_dataset(inputs, cache_dir=cache_dir)
 
 
-feed.install(tables_from_records=_tables_from_records, as_dataset=_as_dataset)
+def _frame_kernel() -> Any:
+    from forensics.readers.frame_builder import kernel
+    return kernel()
+
+
+feed.install(tables_from_records=_tables_from_records, as_dataset=_as_dataset,
+             frame_kernel=_frame_kernel)

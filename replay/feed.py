@@ -31,20 +31,25 @@ class Readers:
             ``requests`` tables (dataset schema) built from in-memory trace records.
         as_dataset: ``(inputs, cache_dir=None) -> dataset`` with ``.path`` and ``.arrow(name)``,
             from a dataset directory or raw inputs.
+        frame_kernel: ``() -> entry points or None``: the compiled frame builder
+            (``replay.frame_build``), None while it is not built (the numpy path then).
     """
 
     tables_from_records: Callable[[Iterable[dict], str], Any]
     as_dataset: Callable[..., Any]
+    frame_kernel: Callable[[], Any] | None = None
 
 
 _installed: Readers | None = None
 
 
 def install(*, tables_from_records: Callable[[Iterable[dict], str], Any],
-            as_dataset: Callable[..., Any]) -> None:
-    """Install the readers the replay uses for records, files and datasets (replaces any)."""
+            as_dataset: Callable[..., Any], frame_kernel: Callable[[], Any] | None = None) -> None:
+    """Install the readers the replay uses for records, files and datasets (replaces any), and
+    the compiled frame builder when there is one."""
     global _installed
-    _installed = Readers(tables_from_records=tables_from_records, as_dataset=as_dataset)
+    _installed = Readers(tables_from_records=tables_from_records, as_dataset=as_dataset,
+                         frame_kernel=frame_kernel)
 
 
 def uninstall() -> None:
@@ -74,4 +79,14 @@ def readers() -> Readers:
     return _installed
 
 
-__all__ = ["PROVIDER_MODULE", "Readers", "install", "readers", "uninstall"]
+def frame_kernel() -> Any | None:
+    """The compiled frame builder's entry points (``replay.frame_build``) the pipeline
+    installed, or None: none installed, or not built yet (the numpy path is used then)."""
+    try:
+        got = readers().frame_kernel
+    except NoReaderError:
+        return None
+    return got() if got is not None else None
+
+
+__all__ = ["PROVIDER_MODULE", "Readers", "frame_kernel", "install", "readers", "uninstall"]

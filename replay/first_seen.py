@@ -25,13 +25,18 @@ ROW_SLICE = 1 << 20
 class SeenBefore:
     """The first iteration each (rank, request id) was seen in the windows read so far.
 
-    Per rank, a sorted array of ids and their first iteration: memory is per distinct request
-    (an hour of a 32-rank fleet has a few hundred thousand), not per request row.
+    Memory is per distinct request (an hour of a 32-rank fleet has a few hundred thousand),
+    not per request row: one sorted array of keys ``id * R + rank`` and their first iteration
+    while every id is in ``[0, 2**62 / R)`` (the usual counted-up ids: one search for a whole
+    window), else per rank a sorted array of ids and their first iteration.
     """
 
     def __init__(self, R: int):
-        self.ids = [np.zeros(0, np.int64) for _ in range(R)]
-        self.first = [np.zeros(0, np.int64) for _ in range(R)]
+        self.R = R
+        self.keys: np.ndarray | None = np.zeros(0, np.int64)
+        self.key_first = np.zeros(0, np.int64)
+        self.ids: list[np.ndarray] = []
+        self.first: list[np.ndarray] = []
 
     def update(self, rank: np.ndarray, rid: np.ndarray, first: np.ndarray) -> np.ndarray:
         """``first`` (first seen within this window, per row) with every id seen in an earlier
@@ -39,6 +44,44 @@ class SeenBefore:
         if not rid.size:
             return first
         out = first.astype(np.int64)
+        if self.keys is not None and (int(rid.min()) < 0
+                                      or int(rid.max()) >= (2 ** 62) // max(self.R, 1)):
+            self._by_rank()   # an id outside the keys' range: per rank from now on
+        if self.keys is not None:
+            rows = None   # a rank outside [0, R) is neither looked up nor remembered
+            if int(rank.min()) < 0 or int(rank.max()) >= self.R:
+                rows = np.flatnonzero((rank >= 0) & (rank < self.R))
+                rank, rid = rank[rows], rid[rows]
+            key = rid.astype(np.int64) * self.R
+            key += rank
+            got = out if rows is None else out[rows]
+            known = self.keys
+            hit = np.zeros(key.size, bool)
+            if known.size:
+                at = np.minimum(np.searchsorted(known, key), known.size - 1)
+                hit = known[at] == key
+                got[hit] = self.key_first[at[hit]]
+            new_keys, j = np.unique(key[~hit], return_index=True)
+            if new_keys.size:   # sorted merge: one copy, no sort of what is already known
+                at = np.searchsorted(known, new_keys)
+                self.keys = np.insert(known, at, new_keys)
+                self.key_first = np.insert(self.key_first, at, got[~hit][j])
+            if rows is not None:
+                out[rows] = got
+        else:
+            self._update_by_rank(rank, rid, out)
+        return out.astype(first.dtype) if first.dtype != out.dtype and \
+            out.max() <= np.iinfo(first.dtype).max and out.min() >= np.iinfo(first.dtype).min else out
+
+    def _by_rank(self) -> None:
+        """The keys as per-rank sorted ids (sorted by key is sorted by id within a rank)."""
+        keys, R = self.keys, self.R
+        rank = keys % R
+        self.ids = [keys[rank == r] // R for r in range(R)]
+        self.first = [self.key_first[rank == r] for r in range(R)]
+        self.keys, self.key_first = None, np.zeros(0, np.int64)
+
+    def _update_by_rank(self, rank: np.ndarray, rid: np.ndarray, out: np.ndarray) -> None:
         order = np.argsort(rank, kind="stable")
         bounds = np.searchsorted(rank[order], np.arange(len(self.ids) + 1))
         for r in range(len(self.ids)):
@@ -56,8 +99,6 @@ class SeenBefore:
                 at = np.searchsorted(known, new_ids)
                 self.ids[r] = np.insert(known, at, new_ids)
                 self.first[r] = np.insert(self.first[r], at, out[rows[~hit]][j])
-        return out.astype(first.dtype) if first.dtype != out.dtype and \
-            out.max() <= np.iinfo(first.dtype).max and out.min() >= np.iinfo(first.dtype).min else out
 
 
 def first_seen(rank: np.ndarray, rid: np.ndarray, it: np.ndarray, R: int,

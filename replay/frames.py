@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 from replay.config import RunConfig
 from replay.errors import ConfigError, DatasetError, NoTraceError
 from replay.first_seen import ROW_SLICE, SeenBefore, first_seen, new_on_rank
+from replay.frame_build import build_requests
 from replay.frame_counts import counts, frame_counts
 from replay.frame_schema import FRAMES
 from replay.policy import Policy, Predicate
@@ -147,6 +148,8 @@ class RunFrames:
     _sched_cache: dict = dataclasses.field(default_factory=dict, repr=False)
     #: :meth:`base_expected` by (configuration, cap, recorded ``expected`` applies).
     _expected_cache: dict = dataclasses.field(default_factory=dict, repr=False)
+    #: Inputs :meth:`inputs` shares between policies (``_shared_input``).
+    _inputs_cache: dict = dataclasses.field(default_factory=dict, repr=False)
     intent: np.ndarray = None  # type: ignore[assignment]
     ctx_arrived: np.ndarray = None  # type: ignore[assignment]
     gen_arrived: np.ndarray = None  # type: ignore[assignment]
@@ -229,7 +232,7 @@ class RunFrames:
         f_rank = column_array(frames.column("rank"), np.int64)
         if f_rank.size and (f_rank.min() < 0 or f_rank.max() >= R):
             raise DatasetError(f"run {run!r}: a frame rank is outside [0, {R})", path=source)
-        all_iters, per_iter = np.unique(f_iter, return_counts=True)
+        all_iters, per_iter = iteration_runs(f_iter)
         kept = all_iters[per_iter == R]
         skipped = tuple(int(x) for x in all_iters[per_iter != R])
         if skipped:
@@ -265,73 +268,34 @@ class RunFrames:
         exact_batch = np.where((rec_sched >= 0) & (rec_post >= 0),
                                np.maximum(real_batch - (rec_post == 1), 0), -1)
 
-        # Requests: real ones only, on the grid. Compact dtypes and in-place steps keep the peak
-        # near the arrays themselves (a fleet-hour run holds tens of millions of requests).
-        r_iter, r_rank, r_id, r_state, r_pos = requests
-        # First iteration each request id appeared on its rank (over every frame of the run).
-        first = first_seen(r_rank, r_id, r_iter, R, seen)
-        # Flat frame index i * R + r: int32 when the grid allows (4 bytes a request, not 8).
-        flat_dtype = np.int32 if I * R < 2 ** 31 else np.int64
-        r_flat = np.zeros(r_iter.size, flat_dtype)
-        rok = np.zeros(r_iter.size, bool)
-        if I:
-            # Row of each request's iteration: a table over the kept iterations' span when it is
-            # no longer than the requests (a window's), else a binary search (measured on
-            # fleet-1h 32x20000: 0.25 -> 0.03 s CPU over its 10 windows).
-            span = int(kept[-1]) - int(kept[0]) + 1
-            row_of = None
-            if span <= max(r_iter.size, 1 << 16):
-                row_of = np.full(span + 2, -1, flat_dtype)   # -1: not kept (either end: outside)
-                row_of[kept - kept[0] + 1] = np.arange(I, dtype=flat_dtype)
-            for a in range(0, r_iter.size, _SLICE):  # slices: no int64 temporaries of N rows
-                it = r_iter[a:a + _SLICE]
-                if row_of is not None:
-                    at = np.clip(it - (int(kept[0]) - 1), 0, span + 1)
-                    at = row_of[at]
-                    rok[a:a + it.size] = at >= 0
-                else:
-                    at = np.minimum(np.searchsorted(kept, it), I - 1)
-                    rok[a:a + it.size] = kept[at] == it
-                r_flat[a:a + it.size] = at
-        if not rok.all():
-            r_rank, r_id, r_state, r_pos, first, r_iter, r_flat = (
-                a[rok] for a in (r_rank, r_id, r_state, r_pos, first, r_iter, r_flat))
-        del rok
-        r_flat *= R
-        r_flat += r_rank
-        del r_rank
-        if not _in_frame_order(r_flat, r_pos):  # usually already in order
+        # Requests: real ones only, on the grid (compiled in one pass when the kernel is there).
+        if first_iter is None:
+            first_iter = int(f_iter.min()) if f_iter.size else 0
+        sched_mask = Predicate.SCHEDULER.mask(config)
+        every = np.ones(1, bool)
+        selections = [
+            (every, False), (micro_batch_window(config.encoder_decoder).mask(), False),
+            (every, True), (_BEFORE_CONTEXT, False), (sched_mask, False),
+            (Predicate.NOT_AWAITING_KV.mask(config), False),
+            (np.r_[sched_mask, False] & _CONTEXT_INTENT, False),   # -1: False, as with np.isin
+            (_CONTEXT_ONLY, True), (_GENERATION_ONLY, True)]
+        built = build_requests(requests, kept, R, first_iter, seen, selections, _BEFORE_SELECTION,
+                               int(RequestState.CONTEXT_INIT), _STATE_INDEX_TABLE)
+        if built is None:
+            built = _request_grids(requests, kept, R, first_iter, seen, selections)
+        r_flat, r_id, r_state, r_pos, first, sidx, grids, mfs, ordered = built
+        if not ordered:   # in frame order, as the numpy path sorts them (usually they are)
             key = r_flat.astype(np.int64) * (int(r_pos.max()) + 1 if r_pos.size else 1) + r_pos
             order = np.argsort(key, kind="stable")
             del key
-            r_flat, r_id, r_state, r_pos, first, r_iter = (a[order] for a in
-                                                           (r_flat, r_id, r_state, r_pos, first, r_iter))
+            r_flat, r_id, r_state, r_pos, first, sidx = (
+                a[order] for a in (r_flat, r_id, r_state, r_pos, first, sidx))
             del order
         n = I * R
-        # Each row's state as a histogram column, once: every count below selects rows by state.
-        sidx = state_index(r_state).astype(np.int8)
-        if first_iter is None:
-            first_iter = int(f_iter.min()) if f_iter.size else 0
-        is_new = new_on_rank(first, r_iter, first_iter)
-        window = micro_batch_window(config.encoder_decoder).mask()
-        sched_mask = Predicate.SCHEDULER.mask(config)
-        waiting_mask = Predicate.NOT_AWAITING_KV.mask(config)
-        ctx_mask = np.r_[sched_mask, False] & _CONTEXT_INTENT   # -1: False, as with np.isin
-        every = np.ones(1, bool)
         (n_real, window_real, new_real, before, n_sched, n_not_waiting, n_ctx, ctx_new,
-         gen_new) = frame_counts(r_flat, sidx, is_new, n, [
-             (every, False), (window, False), (every, True), (_BEFORE_CONTEXT, False),
-             (sched_mask, False), (waiting_mask, False), (ctx_mask, False),
-             (_CONTEXT_ONLY, True), (_GENERATION_ONLY, True)])
-        if (sidx < 0).any():   # an unknown state: whether it is before CONTEXT_INIT is its value's
-            before = counts(r_flat, n, lambda a, b: r_state[a:b] < int(RequestState.CONTEXT_INIT))
+         gen_new) = grids
         intent = np.where(n_ctx > 0, INTENT_CONTEXT,
                           np.where(n_sched > 0, INTENT_GENERATION, INTENT_NONE)).astype(np.int8)
-        del is_new
-        mfs = np.full(n, -1, np.int64)
-        if r_flat.size:
-            np.maximum.at(mfs, r_flat, first) if r_flat.size < 4096 else _segment_max(mfs, r_flat, first)
-        del r_iter
         offsets = np.zeros(n + 1, np.int64)
         np.cumsum(n_real, out=offsets[1:])
         shape = (I, R)
@@ -384,16 +348,29 @@ class RunFrames:
         z = np.zeros(self.n_real.shape, bool)
         exp_rec = self.expected_recorded
         if not self.recorded_expected_applies(policy):
-            exp_rec = np.full(self.n_real.shape, -1, np.int64)
+            exp_rec = self._shared_input("no recorded expected", lambda: np.full(
+                self.n_real.shape, -1, np.int64))
+        role = self._shared_input(("role", policy.dummy_role), lambda: np.broadcast_to(
+            self.dummy_role_context(policy)[:, None], self.n_real.shape))
         return StepInputs(n_real=self.n_real, sched_real=self.sched_real(policy.predicate(cfg)),
                           window_real=self.window_real, new_real=self.new_real,
                           all_before_ctx=self.all_before_ctx, alloc_ok=self.alloc_ok,
                           real_batch=self.real_batch, expected_recorded=exp_rec,
                           recorded_counts=self.recorded_counts, carried=z, carried_last=z,
                           intent=self.intent,
-                          role_context=np.broadcast_to(self.dummy_role_context(policy)[:, None],
-                                                       self.n_real.shape),
+                          role_context=role,
                           kv_precheck_ok=self.kv_precheck_ok)
+
+    def _shared_input(self, key, make) -> np.ndarray:
+        """An input array that policies share (read-only), made once per frames: the policies
+        of a window's walks read the same role rows and the same absent recorded ``expected``
+        (on fleet-1h, 15 walks a window)."""
+        got = self._inputs_cache.get(key)
+        if got is None:
+            got = make()
+            got.setflags(write=False)
+            self._inputs_cache[key] = got
+        return got
 
     def base_expected(self, policy: Policy, config: RunConfig,
                       inputs: StepInputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -492,6 +469,82 @@ _CONTEXT_INTENT = _state_lut(CONTEXT_INTENT_STATES)
 _BEFORE_CONTEXT = np.r_[[int(s) < int(RequestState.CONTEXT_INIT) for s in ALL_STATES], False]
 _CONTEXT_ONLY = _state_lut(CONTEXT_ONLY_STATES)
 _GENERATION_ONLY = _state_lut(GENERATION_ONLY_STATES)
+#: Where the count of rows before CONTEXT_INIT is among ``from_parts``' selections.
+_BEFORE_SELECTION = 3
+#: ``state_index`` of every int16 code, at the code + 2**15 (the compiled builder's table).
+_STATE_INDEX_TABLE = state_index(np.arange(-(1 << 15), 1 << 15, dtype=np.int16))
+
+def _request_grids(requests: tuple[np.ndarray, ...], kept: np.ndarray, R: int, first_iter: int,
+                   seen: SeenBefore | None, selections: list[tuple[np.ndarray, bool]]):
+    """``replay.frame_build.build_requests``' result by numpy (its specification): the rows in
+    a kept iteration in frame order, their flat frame index, first seen and state column, per
+    frame the rows of each selection and the latest first seen."""
+    I = kept.size
+    # Compact dtypes and in-place steps keep the peak near the arrays themselves (a fleet-hour
+    # run holds tens of millions of requests).
+    r_iter, r_rank, r_id, r_state, r_pos = requests
+    # First iteration each request id appeared on its rank (over every frame of the run).
+    first = first_seen(r_rank, r_id, r_iter, R, seen)
+    # Flat frame index i * R + r: int32 when the grid allows (4 bytes a request, not 8).
+    flat_dtype = np.int32 if I * R < 2 ** 31 else np.int64
+    r_flat = np.zeros(r_iter.size, flat_dtype)
+    rok = np.zeros(r_iter.size, bool)
+    if I:
+        # Row of each request's iteration: a table over the kept iterations' span when it is
+        # no longer than the requests (a window's), else a binary search (measured on
+        # fleet-1h 32x20000: 0.25 -> 0.03 s CPU over its 10 windows).
+        span = int(kept[-1]) - int(kept[0]) + 1
+        row_of = None
+        if span <= max(r_iter.size, 1 << 16):
+            row_of = np.full(span + 2, -1, flat_dtype)   # -1: not kept (either end: outside)
+            row_of[kept - kept[0] + 1] = np.arange(I, dtype=flat_dtype)
+        for a in range(0, r_iter.size, _SLICE):  # slices: no int64 temporaries of N rows
+            it = r_iter[a:a + _SLICE]
+            if row_of is not None:
+                at = np.clip(it - (int(kept[0]) - 1), 0, span + 1)
+                at = row_of[at]
+                rok[a:a + it.size] = at >= 0
+            else:
+                at = np.minimum(np.searchsorted(kept, it), I - 1)
+                rok[a:a + it.size] = kept[at] == it
+            r_flat[a:a + it.size] = at
+    if not rok.all():
+        r_rank, r_id, r_state, r_pos, first, r_iter, r_flat = (
+            a[rok] for a in (r_rank, r_id, r_state, r_pos, first, r_iter, r_flat))
+    del rok
+    r_flat *= R
+    r_flat += r_rank
+    del r_rank
+    if not _in_frame_order(r_flat, r_pos):  # usually already in order
+        key = r_flat.astype(np.int64) * (int(r_pos.max()) + 1 if r_pos.size else 1) + r_pos
+        order = np.argsort(key, kind="stable")
+        del key
+        r_flat, r_id, r_state, r_pos, first, r_iter = (a[order] for a in
+                                                       (r_flat, r_id, r_state, r_pos, first, r_iter))
+        del order
+    n = I * R
+    # Each row's state as a histogram column, once: every count below selects rows by state.
+    sidx = state_index(r_state).astype(np.int8)
+    is_new = new_on_rank(first, r_iter, first_iter)
+    grids = frame_counts(r_flat, sidx, is_new, n, selections)
+    del is_new
+    if (sidx < 0).any():   # an unknown state: whether it is before CONTEXT_INIT is its value's
+        grids[_BEFORE_SELECTION] = counts(
+            r_flat, n, lambda a, b: r_state[a:b] < int(RequestState.CONTEXT_INIT))
+    mfs = np.full(n, -1, np.int64)
+    if r_flat.size:
+        np.maximum.at(mfs, r_flat, first) if r_flat.size < 4096 else _segment_max(mfs, r_flat, first)
+    return r_flat, r_id, r_state, r_pos, first, sidx, grids, mfs, True
+
+
+def iteration_runs(it: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(it, return_counts=True)``; without a sort when ``it`` is in order (a trace
+    is written iteration by iteration: 0.27 s CPU of sorting on fleet-1h 32x100k)."""
+    if not (it[1:] >= it[:-1]).all():
+        return np.unique(it, return_counts=True)
+    starts = np.flatnonzero(np.r_[True, it[1:] != it[:-1]]) if it.size else np.zeros(0, np.int64)
+    return it[starts], np.diff(np.r_[starts, it.size])
+
 
 def _real_batch(recorded: np.ndarray, window_real: np.ndarray, exact: np.ndarray) -> np.ndarray:
     """Recorded real batch: ``exact`` where the frame records ``postpadded``, else inferred.
@@ -538,4 +591,4 @@ def _segment_max(out: np.ndarray, index: np.ndarray, values: np.ndarray) -> None
     out[index[starts]] = np.maximum(out[index[starts]], mx)
 
 
-__all__ = ["RunFrames", "run_config"]
+__all__ = ["RunFrames", "iteration_runs", "run_config"]

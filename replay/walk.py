@@ -89,6 +89,7 @@ from replay.step import (
     decide,
     decision_key,
     expected_step,
+    rows_with_any,
 )
 from replay.table_storage import DeferredTable
 
@@ -153,17 +154,49 @@ class WalkState:
         self.carried_last = np.zeros((I, R), bool)
         self.schedulable = np.zeros((I, R), np.int64)
         self.hook_messages: dict[tuple[int, int], str] = {}
+        self._borrowed: set[str] = set()
 
     def set_all(self, o: StepOutputs, inp: StepInputs) -> None:
-        self.out = {k: np.array(getattr(o, k)) for k in _FIELDS}
-        self.schedulable = inp.sched_real + inp.carried
+        # Rows of these are rewritten later (``writable``): an array ``decide`` made for this
+        # call is taken as it is, a view or one named twice is copied, and a read-only one
+        # (shared by the window's policies: ``RunFrames.base_expected``) or the inputs'
+        # schedulable counts are copied only when a row of them is first written.
+        taken: set[int] = set()
+        out = {}
+        self._borrowed = set()
+        for k in _FIELDS:
+            a = getattr(o, k)
+            if isinstance(a, np.ndarray) and not a.flags.writeable:
+                self._borrowed.add(k)
+            elif not (isinstance(a, np.ndarray) and a.base is None and a.flags.c_contiguous
+                      and id(a) not in taken):
+                a = np.array(a)
+            taken.add(id(a))
+            out[k] = a
+        self.out = out
+        if inp.carried.any():
+            self.schedulable = inp.sched_real + inp.carried
+        else:   # ``sched_real + carried`` is ``sched_real`` (same dtype, same values)
+            self.schedulable = inp.sched_real
+            self._borrowed.add("schedulable")
+
+    def writable(self, name: str) -> np.ndarray:
+        """The array ``name`` (an output field or ``schedulable``), ready for rows to be
+        written: one :meth:`set_all` borrowed is copied first."""
+        if name in self._borrowed:
+            self._borrowed.discard(name)
+            if name == "schedulable":
+                self.schedulable = np.array(self.schedulable)
+            else:
+                self.out[name] = np.array(self.out[name])
+        return self.schedulable if name == "schedulable" else self.out[name]
 
     def set_row(self, i: int, o: StepOutputs, inp: StepInputs) -> None:
         for k in _FIELDS:
-            self.out[k][i] = getattr(o, k)
+            self.writable(k)[i] = getattr(o, k)
         self.carried[i] = inp.carried
         self.carried_last[i] = inp.carried & inp.carried_last
-        self.schedulable[i] = inp.sched_real + inp.carried
+        self.writable("schedulable")[i] = inp.sched_real + inp.carried
 
 
 class Carry:
@@ -207,7 +240,7 @@ def walk_fast(frames: RunFrames, pol: Policy, cfg: RunConfig, st: WalkState,
     out = st.out
     created_in = np.full((I, R), -1, np.int64)
     iters = frames.iters
-    pending = np.flatnonzero(out["survives"][:-1].any(axis=1)) + 1
+    pending = rows_with_any(out["survives"][:-1]) + 1
     if carry is not None and carry.survives.any():
         pending = np.r_[0, pending]
     while pending.size:
@@ -227,15 +260,15 @@ def walk_fast(frames: RunFrames, pol: Policy, cfg: RunConfig, st: WalkState,
         c_last = c_in & (frames.max_first_seen[k] <= cr_in)
         sub = inp.take(k).with_carried(c_in, c_last)
         o = decide(pol, cfg, sub)
-        for name in out:
-            out[name][k] = getattr(o, name)
+        for name in _FIELDS:
+            st.writable(name)[k] = getattr(o, name)
         st.carried[k] = c_in
         st.carried_last[k] = c_last
-        st.schedulable[k] = sub.sched_real + c_in
+        st.writable("schedulable")[k] = sub.sched_real + c_in
         created_in[k] = cr_in
         pending = k + 1
         pending = pending[pending < I]
-    crashed = np.flatnonzero(out["crash"].any(axis=1))
+    crashed = rows_with_any(out["crash"])
     if carry is not None:
         last = I - 1
         fresh = out["padded"][last] | out["postpadded"][last]
@@ -370,8 +403,9 @@ def cut_rows(frames: RunFrames, st: WalkState, crash_row: int | None) -> Rows | 
 def skipped_iters(frames: RunFrames, rows: Rows) -> tuple[int, ...]:
     """``fleet_skips(rows.decisions)`` from the arrays, without the DataFrame: can_queue is
     fleet-wide, NA at the stop row."""
-    skip = (~rows.o["can_queue"]).any(axis=1) & ~rows.stopped
-    return tuple(int(x) for x in frames.iters[:rows.n][skip])
+    at = rows_with_any(~rows.o["can_queue"])
+    at = at[~rows.stopped[at]]
+    return tuple(int(x) for x in frames.iters[:rows.n][at])
 
 
 def crash_record(frames: RunFrames, rows: Rows, st: WalkState) -> Crash:

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import settings
 
 from forensics import user_cache
-from forensics.readers import json_scan
+from forensics.readers import frame_builder, json_scan
 from forensics.readers.compiled import library, loader
 
 #: Examples per property in a default run, and in a ``long`` one.
@@ -36,10 +36,10 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Compile the scanners this machine has not saved yet once for the whole run, one process
-    per scanner at once, before the test processes start. Otherwise each pytest-xdist worker
-    compiled both itself, on importing the test modules that ask for them (measured on an empty
-    cache: ~25 s and ~30 s of CPU, paid by each of the 2 workers)."""
+    """Compile the scanners (and the frame builder) this machine has not saved yet once for the
+    whole run, one process per scanner at once, before the test processes start. Otherwise each
+    pytest-xdist worker compiled both itself, on importing the test modules that ask for them
+    (measured on an empty cache: ~25 s and ~30 s of CPU, paid by each of the 2 workers)."""
     if hasattr(session.config, "workerinput"):   # a pytest-xdist worker: its controller did it
         return
     if importlib.util.find_spec("numba") is None or user_cache.writable_cache_dir("native") is None:
@@ -48,11 +48,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     # to its source)
     root = str(Path(json_scan.__file__).resolve().parents[2])
     path = [root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path), FORENSICS_FRAMES_PATH="native")
     capture = session.config.pluginmanager.get_plugin("capturemanager")
     # the loader's one-line note shows
     with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
-        scanners = (("native_scan", library.SCAN), ("json_scan", json_scan.LIBRARY))
+        scanners = (("native_scan", library.SCAN), ("json_scan", json_scan.LIBRARY),
+                    ("frame_builder", frame_builder.LIBRARY))
         builds = [subprocess.Popen([sys.executable, "-c",
                                     f"from forensics.readers import {name}; {name}.kernel()"],
                                    env=env)

@@ -109,7 +109,10 @@ class Scanner:
                         return
                 self.open[s] = ev
             finally:
-                claimed[took] = True
+                if one_stream and took:   # lines after ``after`` in a row: a slice
+                    claimed[took[0]:took[-1] + 1] = True
+                else:
+                    claimed[took] = True
 
         for s, ev in sorted(self.open.items()):
             scan(s, ev, -1)

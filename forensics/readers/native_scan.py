@@ -71,6 +71,9 @@ I_ITER, I_PRANK, I_LOGT = range(3)
 #: of the last ``timestamp`` read (lines of a log share them for a second: compared, not read
 #: again).
 SCRATCH = 4
+#: Bit of ``Scan.bits`` of the first decimal Arrow must read (``NEED_SHIFT + f`` for decimal
+#: ``f``); bits below are the values read (bit ``c`` for row ``c`` of ``ints`` then ``floats``).
+NEED_SHIFT = 40
 #: Kind codes of :attr:`Lookup.kind` (index in :data:`~forensics.dataset.log_fields.KINDS`).
 K_INT, K_DECIMAL, K_TIME, K_RATIO = (log_fields.KINDS.index(k) for k in (
     log_fields.INT, log_fields.DECIMAL, log_fields.TIME, log_fields.RATIO))
@@ -142,6 +145,9 @@ NAMES = LOOKUP.names
 N_STATE_FIRST = LOOKUP.state_first
 N_INTS = LOOKUP.n_ints
 N_FLOATS = LOOKUP.n_floats
+if N_INTS + N_FLOATS > NEED_SHIFT or NEED_SHIFT + N_FLOATS > 63:
+    raise ImportError(f"the field table's {N_INTS} integer and {N_FLOATS} decimal values do "
+                      "not fit the compiled scanner's bits (NEED_SHIFT)")
 SEVERITIES = "FEWIVD"
 FORMATS = log_fields.FORMATS
 
@@ -201,10 +207,11 @@ class Scan:
 
     Fields: ``n`` lines with ``starts``/``ends`` (newline excluded); ``fast_line`` (line index
     of each fast row, in order); per fast row, ``ints`` (``I_*`` rows), ``floats`` (``F_*``),
-    ``valid`` (ints then floats; False = null), ``fneed``/``fspan`` (a decimal whose text Arrow
-    must read, and its byte span), ``fmt`` (index into :data:`FORMATS`), ``sev`` (index into
-    :data:`SEVERITIES`); per line, what the scan read of the prefix of a line it did not take
-    (:func:`known_prefixes`: ``shape``, ``boff``, ``lrank``, ``lsev``).
+    ``bits`` (bit ``c``: value ``c`` of ints then floats read, else null; bit
+    ``NEED_SHIFT + f``: decimal ``f`` is for Arrow to read, :meth:`valid` / :meth:`need`),
+    ``fspan`` (such a decimal's byte span), ``fmt`` (index into :data:`FORMATS`), ``sev``
+    (index into :data:`SEVERITIES`); per line, what the scan read of the prefix of a line it
+    did not take (:func:`known_prefixes`: ``shape``, ``boff``, ``lrank``, ``lsev``).
     """
 
     n: int
@@ -213,15 +220,38 @@ class Scan:
     fast_line: np.ndarray
     ints: np.ndarray
     floats: np.ndarray
-    valid: np.ndarray
+    bits: np.ndarray
     fspan: np.ndarray
-    fneed: np.ndarray
     fmt: np.ndarray
     sev: np.ndarray
     shape: np.ndarray
     boff: np.ndarray
     lrank: np.ndarray
     lsev: np.ndarray
+
+    # the AND and OR of ``bits`` (made on first use): a bit set in every row needs no mask
+    _all: int | None = dataclasses.field(default=None, repr=False)
+    _any: int = dataclasses.field(default=0, repr=False)
+
+    def _and_or(self) -> tuple[int, int]:
+        if self._all is None:
+            k = len(self.bits)
+            self._all = int(np.bitwise_and.reduce(self.bits)) if k else -1
+            self._any = int(np.bitwise_or.reduce(self.bits)) if k else 0
+        return self._all, self._any
+
+    def _rows_with(self, bit: int) -> np.ndarray:
+        return ((self.bits >> bit) & 1).astype(np.bool_)
+
+    def valid(self, c: int) -> np.ndarray | None:
+        """Which fast rows have value ``c`` (row of ``ints``, or ``N_INTS`` + row of
+        ``floats``); None when all do."""
+        return None if (self._and_or()[0] >> c) & 1 else self._rows_with(c)
+
+    def need(self, f: int) -> np.ndarray | None:
+        """Which fast rows' decimal ``f`` is for Arrow to read; None when none is."""
+        bit = NEED_SHIFT + f
+        return self._rows_with(bit) if (self._and_or()[1] >> bit) & 1 else None
 
 
 def scan_block(block: bytes | bytearray) -> Scan | None:
@@ -270,9 +300,8 @@ def _scan(entry, block: bytes | bytearray, buf: np.ndarray, cap: int) -> Scan | 
     fast_line = np.empty(cap, np.int64)
     ints = np.empty((N_INTS, cap), np.int64)
     floats = np.empty((N_FLOATS, cap), np.float64)
-    valid = np.empty((N_INTS + N_FLOATS, cap), np.bool_)
-    fspan = np.empty((2 * N_FLOATS, cap), np.int64)   # read only where fneed
-    fneed = np.empty((N_FLOATS, cap), np.bool_)
+    bits = np.empty(cap, np.int64)
+    fspan = np.empty((2 * N_FLOATS, cap), np.int64)   # read only where Scan.need
     fmt = np.empty(cap, np.uint8)
     sev = np.empty(cap, np.uint8)
     scratch = np.full(SCRATCH, -1, np.int64)
@@ -282,7 +311,7 @@ def _scan(entry, block: bytes | bytearray, buf: np.ndarray, cap: int) -> Scan | 
     lrank = np.empty(cap, np.int64)
     lsev = np.empty(cap, np.uint8)
     n = entry["scan"](at, len(buf), cap, *(a.ctypes.data for a in (
-        starts, ends, fast_line, ints, floats, valid, fspan, fneed, fmt, sev, scratch, out,
+        starts, ends, fast_line, ints, floats, bits, fspan, fmt, sev, scratch, out,
         shape, boff, lrank, lsev)))
     k, odd = int(out[0]), int(out[1])
     if entry["failed"]():
@@ -297,8 +326,8 @@ def _scan(entry, block: bytes | bytearray, buf: np.ndarray, cap: int) -> Scan | 
         except UnicodeDecodeError:
             return None
     return Scan(n, starts[:n], ends[:n], fast_line[:k], ints[:, :k], floats[:, :k],
-                valid[:, :k], fspan[:, :k], fneed[:, :k], fmt[:k], sev[:k], shape[:n], boff[:n],
-                lrank[:n], lsev[:n])
+                bits[:k], fspan[:, :k], fmt[:k], sev[:k], shape[:n], boff[:n], lrank[:n],
+                lsev[:n])
 
 
 _FORMATS = pa.array(FORMATS)
@@ -325,15 +354,15 @@ def prefix_ranks(scan: Scan) -> pa.Array:
 _NUMPY = {pa.int32(): np.int32, pa.int64(): np.int64, pa.float64(): np.float64}
 
 
-def _column(values: np.ndarray, valid: np.ndarray, typ: pa.DataType) -> pa.Array:
+def _column(values: np.ndarray, valid: np.ndarray | None, typ: pa.DataType) -> pa.Array:
     values = values.astype(_NUMPY[typ], copy=False)
-    return pa.array(values, typ, mask=None if valid.all() else ~valid)
+    return pa.array(values, typ, mask=None if valid is None else ~valid)
 
 
-def _times(values: np.ndarray, valid: np.ndarray) -> pa.Array:
+def _times(values: np.ndarray, valid: np.ndarray | None) -> pa.Array:
     # int64 microseconds viewed as timestamps (``pa.array`` of datetime64 goes through pyarrow's
     # pandas layer)
-    return pa.array(values, pa.int64(), mask=None if valid.all() else ~valid).view(
+    return pa.array(values, pa.int64(), mask=None if valid is None else ~valid).view(
         pa.timestamp("us"))
 
 
@@ -343,17 +372,17 @@ def iterations(scan: Scan, block: bytes | bytearray, source: str) -> pa.Table:
     from forensics.dataset.schema import ITERATIONS
 
     k = len(scan.fast_line)
-    v, i = scan.valid, scan.ints
-    cols: dict[str, pa.Array] = {"iter": _column(i[I_ITER], v[I_ITER], pa.int64())}
+    i = scan.ints
+    cols: dict[str, pa.Array] = {"iter": _column(i[I_ITER], scan.valid(I_ITER), pa.int64())}
     data = None
     for f, r, fr in zip(LOOKUP.fields, LOOKUP.int_row.tolist(), LOOKUP.flt_row.tolist()):
         if f.kind == log_fields.TIME:
-            cols[f.column] = _times(i[r], v[r])
+            cols[f.column] = _times(i[r], scan.valid(r))
         elif f.kind == log_fields.DECIMAL:
-            ok = v[N_INTS + fr]
+            ok = scan.valid(N_INTS + fr)
             vals = scan.floats[fr]
-            need = scan.fneed[fr]
-            if need.any():   # decimals past the exact fast path: Arrow reads their text
+            need = scan.need(fr)
+            if need is not None:   # decimals past the exact fast path: Arrow reads their text
                 if data is None:
                     data = pa.py_buffer(block)
                 at = np.flatnonzero(need)
@@ -364,10 +393,12 @@ def iterations(scan: Scan, block: bytes | bytearray, source: str) -> pa.Table:
             cols[f.column] = _column(vals, ok, f.type)
         else:   # an integer, or a ratio's two
             for j, col in enumerate(f.columns):
-                cols[col] = _column(i[r + j], v[r + j], f.type)
+                cols[col] = _column(i[r + j], scan.valid(r + j), f.type)
             if f.column == "rank":   # the line's global_rank, else the prefix's
-                cols["rank"] = pa.array(np.where(v[r], i[r], i[I_PRANK]).astype(np.int32))
-    cols["log_time"] = _times(i[I_LOGT], np.ones(k, np.bool_))
+                has = scan.valid(r)
+                cols["rank"] = pa.array((i[r] if has is None else
+                                         np.where(has, i[r], i[I_PRANK])).astype(np.int32))
+    cols["log_time"] = _times(i[I_LOGT], None)
     none = pa.nulls(k, pa.string())
     arrays = {
         "source": repeated(source, k),

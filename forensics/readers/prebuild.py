@@ -2,7 +2,7 @@
 [DIR]``.
 
 For a container image or a shared cluster install, run once after ``pip install`` (as the user
-who installed it): the log and JSON Lines scanners are compiled and their objects saved into the
+who installed it): the log and JSON Lines scanners (and the replay's frame builder) are compiled and their objects saved into the
 package (``forensics/readers/compiled/_prebuilt``, else the per-user cache, or ``DIR``), so no user's
 first large ingest builds anything. By default for a portable CPU target
 (:data:`library.PORTABLE_CPU`: any machine of this architecture); ``--host`` for this
@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from forensics.readers import json_scan
+from forensics.readers import frame_builder, json_scan
 from forensics.readers.compiled import builder
 from forensics.readers.compiled.library import SCAN
 
@@ -23,8 +23,8 @@ from forensics.readers.compiled.library import SCAN
 def main(argv: list[str]) -> int:
     host = "--host" in argv
     rest = [a for a in argv if a != "--host"]
-    stems = builder.prebuild([SCAN, json_scan.LIBRARY], Path(rest[0]) if rest else None,
-                             portable=not host)
+    stems = builder.prebuild([SCAN, json_scan.LIBRARY, frame_builder.LIBRARY],
+                             Path(rest[0]) if rest else None, portable=not host)
     for stem in stems:
         print(stem)
     return 0

@@ -204,14 +204,14 @@ if importlib.util.find_spec("numba") is not None:
     block = ("[08/01/2026-00:00:00] [TRT-LLM] [RANK 0] [I] " + text + "\\n").encode()
     ni, nf = native_scan.N_INTS, native_scan.N_FLOATS
     ints, floats = np.zeros((ni, 1), np.int64), np.zeros((nf, 1))
-    valid, fspan = np.zeros((ni + nf, 1), np.bool_), np.zeros((2 * nf, 1), np.int64)
-    fneed, fmt, sev = np.zeros((nf, 1), np.bool_), np.zeros(1, np.uint8), np.zeros(1, np.uint8)
+    bits, fspan = np.zeros(1, np.int64), np.zeros((2 * nf, 1), np.int64)
+    fmt, sev = np.zeros(1, np.uint8), np.zeros(1, np.uint8)
     scratch = np.full(native_scan.SCRATCH, -1, np.int64)
     end = scan_kernel.line(np.frombuffer(block, np.uint8), 0, len(block), 0, ints, floats,
-                           valid, fspan, fneed, fmt, sev, scratch)
+                           bits, fspan, fmt, sev, scratch)
     assert end == len(block) - 1, end   # a fast line: every name known, read to its end
     z64, z8 = np.zeros(1, np.int64), np.zeros(1, np.uint8)   # line 0, a fast one (shape 0)
-    scan = native_scan.Scan(1, z64, np.array([end]), z64, ints, floats, valid, fspan, fneed,
+    scan = native_scan.Scan(1, z64, np.array([end]), z64, ints, floats, bits, fspan,
                             fmt, sev, z8, z64, z64, z8)
     rows.append(native_scan.iterations(scan, block, "x").to_pylist()[0])
 for row in rows:

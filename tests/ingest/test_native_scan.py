@@ -467,8 +467,8 @@ def test_decimals_past_the_exact_quotient(tmp_path):
     digits = [len(t.replace(".", "")) for t in texts]
     # Arrow reads the text of the longer ones only (more than 18 digits, or 28 decimals)
     longer = [d > 18 or len(t.partition(".")[2]) > 27 for t, d in zip(texts, digits)]
-    assert scan.fneed[native_scan.LOOKUP.flt_row[native_scan.NAMES.index(
-        "host_step_time")]].tolist() == longer
+    need = scan.need(native_scan.LOOKUP.flt_row[native_scan.NAMES.index("host_step_time")])
+    assert need.tolist() == longer
     assert sum(longer) == 7   # of the bounds: 19, 20 or 28 digits (leading zeros count)
 
 

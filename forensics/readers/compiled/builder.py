@@ -90,8 +90,8 @@ def build_in_background(lib: Library, key: str, *, announce: bool = True) -> boo
         started = True
     if announce and first_note(lib):
         logger.warning("%s the %s for this machine in the background (once; about a minute "
-                       "of CPU); this run reads with the reference reader, the next ones load "
-                       "it", "building" if started else "still building", lib.title)
+                       "of CPU); this run %s, the next ones load it",
+                       "building" if started else "still building", lib.title, lib.instead)
     return True
 
 

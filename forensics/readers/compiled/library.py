@@ -82,7 +82,7 @@ _I64 = ctypes.c_int64
 _PTR = ctypes.c_void_p
 #: ctypes prototypes of the log scanner's entry points (``scan_kernel.SCAN_SIG`` / ``COUNT_SIG``).
 PROTOTYPES = {
-    "scan": ctypes.CFUNCTYPE(_I64, _PTR, _I64, _I64, *([_PTR] * 16)),
+    "scan": ctypes.CFUNCTYPE(_I64, _PTR, _I64, _I64, *([_PTR] * 15)),
     "count": ctypes.CFUNCTYPE(_I64, _PTR, _I64),
 }
 
@@ -96,6 +96,7 @@ class Library:
     sources: tuple[str, ...]        # files (from this one's folder) whose text keys the object
     prototypes: dict[str, Any]      # ctypes prototype of each entry point
     title: str = "compiled scanner"  # what the notes call it
+    instead: str = "reads with the reference reader"  # what a run does until it is built
 
 
 #: The log scanner (:mod:`forensics.readers.compiled.scan_kernel`).
