@@ -9,9 +9,15 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 
+#: Fewest bytes a lent-block reader reads at a time (a line longer than a block is read on
+#: this much at a time, not byte by byte).
+_LENT_MIN_READ = 64 << 10
+
+
 class LineBlocks:
-    """A stream of bytes as blocks of whole lines, each block a fresh ``bytes``: from chunks,
-    or read straight from a file (``reader``, an uncompressed input).
+    """A stream of bytes as blocks of whole lines, each block a fresh ``bytes`` (or, with
+    ``lent``, a view of the buffer: :meth:`lend`): from chunks, or read straight from a file
+    (``reader``: an uncompressed input, or :class:`~forensics.readers.zstd_into.ZstdInto`).
 
     Why: joining chunks into a block and then slicing the block off copied every byte two or
     three times into new multi-MB objects, whose pages were faulted in anew (measured on a
@@ -23,11 +29,15 @@ class LineBlocks:
     _NOT_WS = re.compile(rb"[^ \t\r\n]")
 
     def __init__(self, chunks: Iterator[bytes] | None = None, *, reader: Any = None,
-                 progress: Callable[[int], None] | None = None, read_bytes: int = 4 << 20):
+                 progress: Callable[[int], None] | None = None, read_bytes: int = 4 << 20,
+                 lent: bool = False):
         self._chunks = chunks
         self._reader = reader         # ``readinto``; ``progress`` gets the bytes it read
         self._progress = progress
         self._read_bytes = read_bytes
+        # ``lent``: reads stop near what is wanted and the untaken bytes move to the front
+        # before each read, so a block lent from the buffer starts at its (aligned) start
+        self.lent = lent and reader is not None
         self._buf = bytearray()
         self._start = 0               # self._buf[self._start:self._end] is not taken yet
         self._end = 0
@@ -41,9 +51,13 @@ class LineBlocks:
         """Read until ``want`` bytes are available or the input ends."""
         while self.available() < want and not self.eof:
             if self._reader is not None:
-                self._room(self._read_bytes)
+                size = self._read_bytes
+                if self.lent:
+                    size = min(size, max(want - self.available(), _LENT_MIN_READ))
+                    self._front()
+                self._room(size)
                 with memoryview(self._buf) as view:
-                    n = self._reader.readinto(view[self._end:self._end + self._read_bytes])
+                    n = self._reader.readinto(view[self._end:self._end + size])
                 if not n:
                     self.eof = True
                     break
@@ -70,6 +84,21 @@ class LineBlocks:
             self._buf = bytearray(max(2 * len(self._buf), len(rest) + n))
         self._buf[:len(rest)] = rest
         self._start, self._end = 0, len(rest)
+
+    def _front(self) -> None:
+        """Move the untaken bytes to the buffer's start (a lent block's tail line: small)."""
+        if self._start:
+            rest = self._end - self._start
+            self._buf[:rest] = self._buf[self._start:self._end]
+            self._start, self._end = 0, rest
+
+    def lend(self, n: int) -> memoryview:
+        """The next ``n`` bytes, taken, as a view of the buffer (no copy; ``lent`` only): valid
+        until the next ``fill``. Its start is the buffer's, 8-byte aligned, when the bytes before
+        it were taken by ``lend`` too."""
+        view = memoryview(self._buf)[self._start:self._start + n]
+        self.skip(n)
+        return view
 
     def first_byte(self) -> int | None:
         """The first available byte that is not JSON whitespace (None: there is none yet)."""

@@ -55,6 +55,7 @@ from forensics.readers.json_object_lines import LineBlocks
 from forensics.readers.sources import compression_of, content_size, decompressed_chunks, open_raw
 from forensics.readers.stats_columns import FLOAT_COLUMNS, INT_BOUNDS, TYPED_COLUMNS, StatsBatch
 from forensics.readers.surrogates import escaped
+from forensics.readers.zstd_into import ZstdInto
 
 logger = logging.getLogger(__name__)
 
@@ -264,9 +265,13 @@ def read_stats(path: str | os.PathLike, source: str, *,
     except OSError as e:
         raise InputError(f"cannot read: {e.strerror}", path=source) from None
     with raw:
+        native = json_scan.enabled(content_size(path))
+        if comp == "zstd":     # decompressed straight into the blocks' buffer
+            direct = ZstdInto(path, raw, progress)
+            yield from _read(direct.chunks(READ_BYTES), source, None, native, reader=direct)
+            return
         chunks = decompressed_chunks(raw, comp, READ_BYTES)
-        yield from _read(chunks, source, progress, json_scan.enabled(content_size(path)),
-                         reader=raw if comp is None else None)
+        yield from _read(chunks, source, progress, native, reader=raw if comp is None else None)
 
 
 def _read(chunks: Iterator[tuple[bytes, int, str | None]], source: str,
@@ -274,8 +279,9 @@ def _read(chunks: Iterator[tuple[bytes, int, str | None]], source: str,
           reader: Any = None) -> Iterator[StatsBatch]:
     """JSON Lines in blocks of whole lines (by :mod:`json_scan` when ``native``, else and when
     it declines a block by the per-object parser, :func:`_parse`); anything else, and the tail
-    after the last newline, through the per-object parser. ``reader``: the plain file ``chunks`` reads, read
-    straight into the blocks' buffer (``chunks`` then reads what the blocks did not)."""
+    after the last newline, through the per-object parser. ``reader``: the plain file ``chunks`` reads
+    (or the :class:`ZstdInto` giving ``chunks``), read straight into the blocks' buffer
+    (``chunks`` then reads what the blocks did not)."""
 
     block_bytes = json_scan.BLOCK_BYTES if native else BLOCK_BYTES
     error: list[str] = []
@@ -321,6 +327,8 @@ def _read(chunks: Iterator[tuple[bytes, int, str | None]], source: str,
         line += json_scan.newlines(block) if native else block.count(b"\n")
         yield from batches
     rest = [(b, 0, None) for b in (blocks.rest(),) if b]
+    if blocks.eof and getattr(reader, "error", None) is not None:
+        error.append(reader.error)
     if error:
         rest.append((b"", 0, error[0]))
     text = _Text(itertools.chain(rest, () if error or done or blocks.eof else chunks), progress,

@@ -42,6 +42,7 @@ from forensics.readers.sources import (DecompressionError, compression_of, conte
                                        decompressed_chunks, open_raw)
 from forensics.readers.trace_tables import (FORMAT_NAME, FORMAT_VERSION, NOTE_EVENT_KIND,
                                             TraceBuilder, TraceTables, decode_line)
+from forensics.readers.zstd_into import ZstdInto
 
 #: Frames per batch of :func:`iter_trace`: ~100 MB peak at 16 requests a frame; larger batches
 #: are no faster (measured by benchmarks/trace_ingest.py).
@@ -113,9 +114,13 @@ def iter_trace(path: str | os.PathLike, source: str | None = None, *,
     lineno = 1
     stop: dict[str, Any] = {}
     native = json_scan.enabled(content_size(path))   # decompressed: zstd JSON is ~1/60
-    for block in _blocks(path, progress, stop, json_scan.BLOCK_BYTES if native else BLOCK_BYTES):
+    for block in _blocks(path, progress, stop, json_scan.BLOCK_BYTES if native else BLOCK_BYTES,
+                         lent=native):
         # Lines up to the run record one by one; then the block by the compiled scanner when
-        # it takes it, else line by line (exact errors naming file and line).
+        # it takes it, else line by line (exact errors naming file and line). A lent block
+        # (a view of the reader's buffer) is copied for anything but the scanner.
+        if not builder.first_record_seen:
+            block = bytes(block)
         while block and not builder.first_record_seen:
             cut = block.find(b"\n") + 1 or len(block)
             builder.add_line(decode_line(block[:cut]), lineno)
@@ -143,7 +148,7 @@ def iter_trace(path: str | os.PathLike, source: str | None = None, *,
                 yield builder.flush()
                 fast = fast.slice(take, fast.n_frames)
             continue
-        parts = block.split(b"\n")
+        parts = bytes(block).split(b"\n")
         if parts[-1] == b"":
             parts.pop()
         for p in parts:
@@ -169,16 +174,27 @@ def tables_from_records(records: Iterable[dict], source: str) -> TraceTables:
 
 
 def _blocks(path: str | os.PathLike, progress: Callable[[int], None] | None,
-            stop: dict[str, Any] | None = None, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
+            stop: dict[str, Any] | None = None, block_bytes: int = BLOCK_BYTES,
+            lent: bool = False) -> Iterator[bytes | memoryview]:
     """The decompressed bytes of ``path`` in blocks of whole lines (about ``block_bytes``, each
     ending in a newline), the last block being the tail after the last newline, if any.
+    ``lent``: the blocks read straight into a buffer (zstd and plain files) are views of it
+    (:meth:`LineBlocks.lend`), valid until the next block is asked for: a copy of 3 GB saved
+    on a fleet-hour trace (0.05-0.2 s CPU in three paired rounds, measured).
 
     When decompression stops early, ``stop["error"]`` is the
     :class:`~forensics.readers.sources.DecompressionError` and the cut line after the last newline
     is not yielded but left in ``stop["tail"]`` (it is kept verbatim, never parsed as a record).
     """
     stop = {} if stop is None else stop
-    if compression_of(path) is not None:
+    comp = compression_of(path)
+    if comp == "zstd":                 # decompressed straight into the blocks' buffer
+        with open_raw(path) as raw:
+            reader = ZstdInto(path, raw, progress)
+            yield from _cut(LineBlocks(reader=reader, read_bytes=block_bytes, lent=lent),
+                            block_bytes, stop, reader)
+        return
+    if comp is not None:
         yield from _cut(LineBlocks(_chunks(path, progress, stop)), block_bytes, stop)
         return
     left = os.path.getsize(path)       # progress adds up to the size, as in _chunks
@@ -190,14 +206,15 @@ def _blocks(path: str | os.PathLike, progress: Callable[[int], None] | None,
             left -= step
             progress(step)
     with open_raw(path) as raw:        # read straight into the blocks' buffer
-        yield from _cut(LineBlocks(reader=raw, progress=report, read_bytes=block_bytes),
-                        block_bytes, stop)
+        yield from _cut(LineBlocks(reader=raw, progress=report, read_bytes=block_bytes,
+                                   lent=lent), block_bytes, stop)
     if progress is not None and left:
         progress(left)
 
 
-def _cut(blocks: LineBlocks, block_bytes: int, stop: dict[str, Any]) -> Iterator[bytes]:
-    """:func:`_blocks` of the bytes of ``blocks``."""
+def _cut(blocks: LineBlocks, block_bytes: int, stop: dict[str, Any],
+         reader: ZstdInto | None = None) -> Iterator[bytes | memoryview]:
+    """:func:`_blocks` of the bytes of ``blocks`` (read from ``reader``, if given)."""
     want = block_bytes
     while True:
         blocks.fill(want)
@@ -205,10 +222,12 @@ def _cut(blocks: LineBlocks, block_bytes: int, stop: dict[str, Any]) -> Iterator
             break
         cut = blocks.cut(block_bytes)
         if cut:
-            yield blocks.take(cut)
+            yield blocks.lend(cut) if blocks.lent else blocks.take(cut)
             want = block_bytes
         else:                 # a line longer than a block: read on to its end
             want = blocks.available() + 1
+    if reader is not None and reader.error is not None:
+        stop["error"] = reader.error
     cut = blocks.cut(blocks.available())
     if cut:
         yield blocks.take(cut)

@@ -122,6 +122,10 @@ _ODD_OK = [
     '  {"kind": "frame", "iter": 9000008, "rank": 1, "requests": []}',
     # a key given twice: its last value, as json.loads keeps it
     '{"kind": "frame", "iter": 1, "iter": 9000009, "rank": 1, "requests": [{"id": 2, "id": 3, "state": "CONTEXT_INIT"}]}',
+    # requests nearly laid out as the scanner's common case ({"id": N, "state": "NAME"}) is
+    '{"kind": "frame", "iter": 9000010, "rank": 1, "requests": [{"id": 1234567890123456789, "state": "CONTEXT_INIT"}, '
+    '{"id": 0, "state": "CONTEXT_INIT" }, {"id": 7, "state": "GENERATION_IN_PROGRESS", "dummy": false}, '
+    '{"id": 8,"state": "CONTEXT_INIT"}, {"id": 9, "state": "GENERATION_COMPLETE"}]}',
 ]
 
 _BAD = [
@@ -144,6 +148,8 @@ _BAD = [
     '{"kind": "frame", "iter": 9100016, "rank": 0, "requests": [], "expected": 9223372036854775808}',
     '{"kind": "frame", "iter": 4611686018427387904, "rank": 0, "requests": []}',
     '{"kind": "frame", "iter": 9100015, "rank": 0, "requests": []',
+    '{"kind": "frame", "iter": 9100017, "rank": 0, "requests": [{"id": 05, "state": "CONTEXT_INIT"}]}',
+    '{"kind": "frame", "iter": 9100018, "rank": 0, "requests": [{"id": 5, "state": "CONTEXT_INIT"]}',
     '{"kind": "run", "format": "adp-trace", "version": 1}',
     '[1, 2]',
     '{"kind": "frame", "iter": 0, "rank": 0, "requests": []}',    # duplicate of the sample's first frame

@@ -21,10 +21,12 @@ from numba import types
 
 from forensics.readers.compiled import json_tokens
 from forensics.readers.compiled.cache_digest import source_digest
-from forensics.readers.compiled.json_tokens import (K_FLOAT, K_INT, false_b, json_bool, json_int,
-                                                    json_number, key_at, literal, name_here,
-                                                    next_member, null_b, plain_string_end,
-                                                    same_bytes, skip_ws, string_end, true_b)
+from forensics.readers.compiled.json_tokens import (K_FLOAT, K_INT, MAX_INT_DIGITS, copy_bytes,
+                                                    digit_run, false_b, json_bool, json_int,
+                                                    json_number, key_at, literal, load8,
+                                                    member_key, name_here, next_member, null_b,
+                                                    plain_string_end, same_bytes, skip_ws,
+                                                    string_end, true_b, word_is)
 from forensics.readers.json_scan import (
     BAD_LINE,
     BAD_VALUE,
@@ -47,6 +49,30 @@ REQ_KEYS = np.frombuffer(b"idstatedummy", dtype=np.uint8).copy()
 REQ_OFFS = np.array([0, 2, 7, 12], np.int64)
 REQ_W, REQ_WO, REQ_WL = word_table(("id", "state", "dummy"))
 frame_b = np.frombuffer(b'"frame"', dtype=np.uint8).copy()
+# the common request layout (Python's json.dumps): '{"id": ' digits ', "state": "' name '"}'
+REQ_HEAD = np.uint64(int.from_bytes(b'{"id": ', "little"))
+REQ_MID = np.uint64(int.from_bytes(b', "state', "little"))
+REQ_MID2 = np.uint64(int.from_bytes(b'": "', "little"))
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def plain_request(buf, words, q, n, state_names, state_offs, sw, swo, swl, guess):
+    """The request object at ``q`` when it is laid out exactly ``{"id": N, "state": "NAME"}``
+    (N a JSON integer >= 0 of at most 18 digits, NAME a known state): (id, index of the state
+    name, position after the object); the index is -1 for any other layout, which the caller
+    then reads token by token (with the same result for this one)."""
+    end = len(words) * 8
+    if q + 32 > end or not word_is(words, q, REQ_HEAD, 7):
+        return 0, -1, q
+    a = q + 7
+    v, sig, _, e = digit_run(buf, a, n, 0, 0)
+    if e == a or (buf[a] == 48 and e - a > 1) or sig > MAX_INT_DIGITS or e + 24 > end \
+            or load8(words, e) != REQ_MID or not word_is(words, e + 8, REQ_MID2, 4):
+        return 0, -1, q
+    s, w = key_at(buf, words, e + 12, n, state_names, state_offs, sw, swo, swl, guess)
+    if s < 0 or w + 1 >= n or buf[w + 1] != 125:
+        return 0, -1, q
+    return v, s, w + 2
 
 
 def _frames_for(tokens_digest):
@@ -90,10 +116,8 @@ def _frames_for(tokens_digest):
             if q < n and buf[q] == 125:
                 return BAD_LINE, f, r          # {}: no kind
             while True:
-                # "key"
-                if q >= n or buf[q] != 34:
-                    return BAD_LINE, f, r
-                key, e = key_at(buf, words, q + 1, n, keys, key_offs, kw, kwo, kwl, guess_key)
+                # "key":
+                key, e, q = member_key(buf, words, q, n, keys, key_offs, kw, kwo, kwl, guess_key)
                 if e < 0:
                     return BAD_LINE, f, r
                 if key < 0:
@@ -102,10 +126,8 @@ def _frames_for(tokens_digest):
                     return BAD_LINE, f, r     # a key given twice
                 seen |= 1 << key
                 guess_key = key + 1
-                q = skip_ws(buf, e + 1, n)
-                if q >= n or buf[q] != 58:
+                if q < 0:
                     return BAD_LINE, f, r
-                q = skip_ws(buf, q + 1, n)
                 if key == 0:
                     if q + 7 > n:
                         return BAD_LINE, f, r
@@ -133,49 +155,54 @@ def _frames_for(tokens_digest):
                                 return FULL, f, r
                             if q >= n or buf[q] != 123:
                                 return BAD_VALUE, f, r
-                            q = skip_ws(buf, q + 1, n)
-                            rseen = 0
-                            guess_rk = 0
                             dummy = False
-                            while True:
-                                if q >= n or buf[q] != 34:
-                                    return BAD_VALUE, f, r
-                                rk, e = key_at(buf, words, q + 1, n, REQ_KEYS, REQ_OFFS, REQ_W,
-                                               REQ_WO, REQ_WL, guess_rk)
-                                if rk < 0 or (rseen >> rk) & 1:
-                                    return BAD_VALUE, f, r
-                                rseen |= 1 << rk
-                                guess_rk = rk + 1
-                                q = skip_ws(buf, e + 1, n)
-                                if q >= n or buf[q] != 58:
-                                    return BAD_LINE, f, r
+                            # the common layout first: {"id": N, "state": "NAME"}
+                            v, s, e = plain_request(buf, words, q, n, state_names, state_offs,
+                                                    sw, swo, swl, guess_state)
+                            if s >= 0:
+                                r_id[r] = v
+                                r_state[r] = state_codes[s]
+                                guess_state = s
+                                q = e
+                            else:
                                 q = skip_ws(buf, q + 1, n)
-                                if rk == 0:
-                                    ok, v, q = json_int(buf, q, n)
-                                    if not ok:
+                                rseen = 0
+                                guess_rk = 0
+                                while True:
+                                    rk, e, q = member_key(buf, words, q, n, REQ_KEYS, REQ_OFFS,
+                                                          REQ_W, REQ_WO, REQ_WL, guess_rk)
+                                    if rk < 0 or (rseen >> rk) & 1:
                                         return BAD_VALUE, f, r
-                                    r_id[r] = v
-                                elif rk == 1:
-                                    if q >= n or buf[q] != 34:
-                                        return BAD_VALUE, f, r
-                                    s, e = key_at(buf, words, q + 1, n, state_names, state_offs,
-                                                  sw, swo, swl, guess_state)
-                                    if s < 0:
-                                        return BAD_VALUE, f, r
-                                    guess_state = s
-                                    r_state[r] = state_codes[s]
-                                    q = e + 1
-                                else:
-                                    ok, dummy, q = json_bool(buf, q, n)
-                                    if not ok:
-                                        return BAD_VALUE, f, r
-                                more, q = next_member(buf, q, n, 125)
-                                if more < 0:
-                                    return BAD_LINE, f, r
-                                if more == 0:
-                                    break
-                            if (rseen & 3) != 3:
-                                return BAD_VALUE, f, r     # id or state missing
+                                    rseen |= 1 << rk
+                                    guess_rk = rk + 1
+                                    if q < 0:
+                                        return BAD_LINE, f, r
+                                    if rk == 0:
+                                        ok, v, q = json_int(buf, q, n)
+                                        if not ok:
+                                            return BAD_VALUE, f, r
+                                        r_id[r] = v
+                                    elif rk == 1:
+                                        if q >= n or buf[q] != 34:
+                                            return BAD_VALUE, f, r
+                                        s, e = key_at(buf, words, q + 1, n, state_names,
+                                                      state_offs, sw, swo, swl, guess_state)
+                                        if s < 0:
+                                            return BAD_VALUE, f, r
+                                        guess_state = s
+                                        r_state[r] = state_codes[s]
+                                        q = e + 1
+                                    else:
+                                        ok, dummy, q = json_bool(buf, q, n)
+                                        if not ok:
+                                            return BAD_VALUE, f, r
+                                    more, q = next_member(buf, q, n, 125)
+                                    if more < 0:
+                                        return BAD_LINE, f, r
+                                    if more == 0:
+                                        break
+                                if (rseen & 3) != 3:
+                                    return BAD_VALUE, f, r     # id or state missing
                             r_dummy[r] = dummy
                             ndummy += dummy
                             r += 1
@@ -236,10 +263,8 @@ def count_byte(buf, c):
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def copy_key(dotted, dotted_offs, slot, out, k):
     """Append slot ``slot``'s dotted name to ``out`` at ``k``; returns the new end."""
-    for j in range(dotted_offs[slot], dotted_offs[slot + 1]):
-        out[k] = dotted[j]
-        k += 1
-    return k
+    a = dotted_offs[slot]
+    return copy_bytes(out, k, dotted, a, dotted_offs[slot + 1] - a)
 
 
 def _stats_for(tokens_digest):
@@ -423,9 +448,7 @@ def _stats_for(tokens_digest):
                     if high:
                         where[36] = 1
                     if slot == ts_slot:
-                        for j in range(q + 1, w):
-                            ts_bytes[tlen] = buf[j]
-                            tlen += 1
+                        tlen = copy_bytes(ts_bytes, tlen, buf, q + 1, w - q - 1)
                         ts_valid[row] = True
                     q = w + 1
                 elif literal(buf, q, n, true_b):
