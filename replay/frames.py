@@ -285,9 +285,7 @@ class RunFrames:
             built = _request_grids(requests, kept, R, first_iter, seen, selections)
         r_flat, r_id, r_state, r_pos, first, sidx, grids, mfs, ordered = built
         if not ordered:   # in frame order, as the numpy path sorts them (usually they are)
-            key = r_flat.astype(np.int64) * (int(r_pos.max()) + 1 if r_pos.size else 1) + r_pos
-            order = np.argsort(key, kind="stable")
-            del key
+            order = _frame_order(r_flat, r_pos)
             r_flat, r_id, r_state, r_pos, first, sidx = (
                 a[order] for a in (r_flat, r_id, r_state, r_pos, first, sidx))
             del order
@@ -474,6 +472,7 @@ _BEFORE_SELECTION = 3
 #: ``state_index`` of every int16 code, at the code + 2**15 (the compiled builder's table).
 _STATE_INDEX_TABLE = state_index(np.arange(-(1 << 15), 1 << 15, dtype=np.int16))
 
+
 def _request_grids(requests: tuple[np.ndarray, ...], kept: np.ndarray, R: int, first_iter: int,
                    seen: SeenBefore | None, selections: list[tuple[np.ndarray, bool]]):
     """``replay.frame_build.build_requests``' result by numpy (its specification): the rows in
@@ -516,9 +515,7 @@ def _request_grids(requests: tuple[np.ndarray, ...], kept: np.ndarray, R: int, f
     r_flat += r_rank
     del r_rank
     if not _in_frame_order(r_flat, r_pos):  # usually already in order
-        key = r_flat.astype(np.int64) * (int(r_pos.max()) + 1 if r_pos.size else 1) + r_pos
-        order = np.argsort(key, kind="stable")
-        del key
+        order = _frame_order(r_flat, r_pos)
         r_flat, r_id, r_state, r_pos, first, r_iter = (a[order] for a in
                                                        (r_flat, r_id, r_state, r_pos, first, r_iter))
         del order
@@ -562,6 +559,12 @@ def _real_batch(recorded: np.ndarray, window_real: np.ndarray, exact: np.ndarray
 
 #: Rows per slice of the row-wise passes (bounded temporaries).
 _SLICE = ROW_SLICE
+
+
+def _frame_order(flat: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """The permutation putting rows in (frame, list position) order, stable."""
+    key = flat.astype(np.int64) * (int(pos.max()) + 1 if pos.size else 1) + pos
+    return np.argsort(key, kind="stable")
 
 
 def _in_frame_order(flat: np.ndarray, pos: np.ndarray) -> bool:
