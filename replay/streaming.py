@@ -11,13 +11,15 @@ window's decisions and ledger rows go to Parquet files as they are decided
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import xxhash
 
 from replay.config import RunConfig
 from replay.decision_tables import (
@@ -133,6 +135,7 @@ class StreamReplay:
         self._dec = TableWriter(directory / "decisions.parquet", empty_dec.copy(),
                                 statistics=["iter"])
         self._led = TableWriter(directory / "ledger.parquet", empty_led.copy(), sort_by="dummy")
+        self._columns: dict[str, TableWriter] = {}
         self._ledger = _LedgerStream(R)
         self._carry = Carry(R)
         self._skipped: list[int] = []
@@ -192,21 +195,41 @@ class StreamReplay:
 
     def _write_decisions(self, frames: RunFrames, rows: Rows, memo: dict) -> None:
         """Write the window's decisions, or, when another stream of the replay decided the
-        window alike (:class:`SharedWindows`), only note where its rows are."""
+        window alike (:class:`SharedWindows`), only note where its rows are, and write alone
+        the few columns it decided otherwise."""
         if self._shared is None:
             self._dec.write(decisions_arrow(rows.columns))
             return
         iters = frames.iters[:rows.n]
-        mine = Piece(self._dec.path, self._dec.rows, rows.n * frames.num_ranks,
-                     int(iters[0]), int(iters[-1]))
+        lo, hi, count = int(iters[0]), int(iters[-1]), rows.n * frames.num_ranks
+        mine = Piece(self._dec.path, self._dec.rows, count, lo, hi)
         if "digest" not in memo:
-            memo["digest"] = _digest(rows.columns, frames, rows.n)
-        piece = self._shared.claim(memo["digest"], mine)
+            memo["digest"] = _column_digests(rows.columns)
+
+        def patched(base: Piece, names: tuple[str, ...]) -> Piece:
+            return dataclasses.replace(base, patches=tuple(
+                Piece(self._column(c).path, self._column(c).rows, count, lo, hi, columns=(c,))
+                for c in names))
+
+        piece, write = self._shared.claim((lo, rows.n, frames.num_ranks), memo["digest"], mine,
+                                          patched)
         self._pieces.append(piece)
-        if piece is mine:
+        if write is None:
             self._dec.write(decisions_arrow(rows.columns))
-        elif len(self._pieces) == 1:
+            return
+        for name in write:
+            self._column(name).write(decisions_arrow({name: rows.columns[name]}))
+        if len(self._pieces) == 1:
             self._dec.describe(decisions_arrow(rows.columns))
+
+    def _column(self, name: str) -> TableWriter:
+        """The file of this stream's decisions of column ``name`` written alone (a window
+        decided like another stream's but for a few columns, :class:`SharedWindows`)."""
+        w = self._columns.get(name)
+        if w is None:
+            w = self._columns[name] = TableWriter(self._dec.path.with_name(f"decisions.{name}.parquet"),
+                                                  empty_tables()[0][[name]], statistics=[])
+        return w
 
     def finish(self, windows: Any) -> ReplayResult:
         """The result (decisions and ledger read from the files when used)."""
@@ -214,6 +237,8 @@ class StreamReplay:
             leaks = self._ledger.finish(self._led)
         with CLOCK.stage("replay write"):
             decisions = self._dec.close(self._pieces if self._shared is not None else None)
+            for w in self._columns.values():
+                w.close()
             ledger = self._led.close()
         return ReplayResult(policy=self.policy, config=self.config, run=windows.run,
                             decisions=decisions, ledger=ledger, leaks=leaks,
@@ -229,19 +254,49 @@ class SharedWindows:
     decide every window in one of 3 ways, measured): the first stream to decide a window's
     decisions writes them, and the others note where those rows are (``replay.table_storage.Piece``),
     so their results read the same rows. Alike means equal column arrays, compared by their
-    XXH3-128 digest (:func:`_digest`), the window's iterations included. Safe across the
-    threads of :func:`replay_windows`.
+    XXH3-128 digests (:func:`_column_digests`). A stream deciding a window otherwise in at most
+    :attr:`PATCH_COLUMNS` columns writes those columns alone and reads the others from the
+    stream that wrote them all (the 3 ways of a fleet hour differ in ``schedulable`` and
+    ``expected_source`` only, measured on 64x100k). Safe across the threads of
+    :func:`replay_windows`.
     """
+
+    #: Columns at most that a window's decisions may differ in from a written window's to be
+    #: written alone: a column alone costs about what it costs in the whole table (a twentieth).
+    PATCH_COLUMNS = 8
 
     def __init__(self):
         self._lock = threading.Lock()
         self._pieces: dict[bytes, Piece] = {}
+        #: The windows written whole, of the window being decided: their column digests, piece.
+        self._whole: tuple[Any, list[tuple[dict, Piece]]] = (None, [])
 
-    def claim(self, digest: bytes, piece: Piece) -> Piece:
-        """The piece holding the rows of ``digest``: ``piece`` when no stream wrote them yet
-        (the caller writes them), else the one that did."""
+    def claim(self, window: tuple, digests: dict[str, bytes], piece: Piece,
+              patched: Callable[[Piece, tuple[str, ...]], Piece]) -> tuple[Piece, tuple[str, ...] | None]:
+        """Where the rows of ``digests`` (a window's column digests; ``window``: its first
+        iteration, rows and ranks) are, and what the caller writes: ``(piece, None)``, none
+        written yet, the caller writes them all; ``(patched(base, names), names)``, a piece
+        holding all but a few columns ``names`` was written, the caller writes those; or
+        ``(the piece of a stream that wrote them, ())``. Streams call it one window after
+        another (every stream's window ``k`` before any stream's ``k + 1``)."""
+        key = _window_digest(window, digests)
         with self._lock:
-            return self._pieces.setdefault(digest, piece)
+            got = self._pieces.get(key)
+            if got is not None:
+                return got, ()
+            if self._whole[0] != window:
+                self._whole = (window, [])
+            best = None
+            for theirs, base in self._whole[1]:
+                names = tuple(c for c, d in digests.items() if theirs.get(c) != d)
+                if len(names) <= self.PATCH_COLUMNS and (best is None or len(names) < len(best[1])):
+                    best = (base, names)
+            if best is not None:
+                got = self._pieces[key] = patched(*best)
+                return got, best[1]
+            self._pieces[key] = piece
+            self._whole[1].append((digests, piece))
+            return piece, None
 
 
 #: Decision columns that are the window's frames' (``replay.decision_tables.decision_columns``):
@@ -249,23 +304,34 @@ class SharedWindows:
 FRAME_COLUMNS = frozenset({"iter", "rank", "real", "window_real"})
 
 
-def _digest(cols: dict, frames: RunFrames, n: int) -> bytes:
-    """XXH3-128 of a window's decision columns (:func:`decision_columns`): names, kinds,
-    dtypes, shapes and values, everything the written table is built from; of the columns
-    :data:`FRAME_COLUMNS`, the window's first iteration and rows (a third of the bytes)."""
-    import xxhash
-    h = xxhash.xxh3_128()
-    h.update(f"window:{int(frames.iters[0])}:{n}:{frames.num_ranks};".encode())
+def _column_digests(cols: dict) -> dict[str, bytes]:
+    """XXH3-128 of each of a window's decision columns (:func:`decision_columns`) but those of
+    :data:`FRAME_COLUMNS` (a third of the bytes, the window's): name, kind, dtypes, shapes and
+    values, everything the written column is built from."""
+    out = {}
     for name, (kind, *rest) in cols.items():
-        h.update(f"{name}:{kind};".encode())
         if name in FRAME_COLUMNS:
             continue
+        h = xxhash.xxh3_128()
+        h.update(f"{name}:{kind};".encode())
         for x in rest:
             if isinstance(x, np.ndarray):
                 h.update(f"{x.dtype.str}{x.shape};".encode())
                 h.update(np.ascontiguousarray(x).data)
             else:
                 h.update(repr(x).encode())
+        out[name] = h.digest()
+    return out
+
+
+def _window_digest(window: tuple, digests: dict[str, bytes]) -> bytes:
+    """The digest of a window's decisions: its first iteration, rows and ranks (the frame
+    columns), and every other column's (:func:`_column_digests`)."""
+    h = xxhash.xxh3_128()
+    h.update("window:{}:{}:{};".format(*window).encode())
+    for name, d in digests.items():
+        h.update(name.encode())
+        h.update(d)
     return h.digest()
 
 
