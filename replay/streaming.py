@@ -174,8 +174,14 @@ class StreamReplay:
               memo: dict) -> None:
         """Write, record and ledger a window's decided rows. ``memo``: what the streams taking
         these rows compute alike from them alone (their digest, skips, first divergence, the
-        ledger's arrays), computed by the first and read by the others."""
+        ledger's arrays), computed by the first and read by the others; with
+        :class:`SharedWindows`, by every stream whose rows have the same digest (all of those
+        are read from the decision columns alone)."""
         with CLOCK.stage("replay write"):
+            if self._shared is not None:
+                if "digest" not in memo:
+                    memo["digest"] = _column_digests(rows.columns)
+                memo = self._shared.memo((int(frames.iters[0]), rows.n, frames.num_ranks), memo)
             self._write_decisions(frames, rows, memo)
         with CLOCK.stage("replay decide"):
             if "skipped" not in memo:
@@ -203,8 +209,6 @@ class StreamReplay:
         iters = frames.iters[:rows.n]
         lo, hi, count = int(iters[0]), int(iters[-1]), rows.n * frames.num_ranks
         mine = Piece(self._dec.path, self._dec.rows, count, lo, hi)
-        if "digest" not in memo:
-            memo["digest"] = _column_digests(rows.columns)
 
         def patched(base: Piece, names: tuple[str, ...]) -> Piece:
             return dataclasses.replace(base, patches=tuple(
@@ -270,6 +274,18 @@ class SharedWindows:
         self._pieces: dict[bytes, Piece] = {}
         #: The windows written whole, of the window being decided: their column digests, piece.
         self._whole: tuple[Any, list[tuple[dict, Piece]]] = (None, [])
+        #: The memos of the window being decided (:meth:`memo`), by digest.
+        self._memos: tuple[Any, dict[bytes, dict]] = (None, {})
+
+    def memo(self, window: tuple, memo: dict) -> dict:
+        """The memo (``StreamReplay._take``) of the rows of the window whose column digests
+        ``memo["digest"]`` holds: that of the first stream to ask with these digests (``memo``
+        itself when none did). Streams ask one window after another, like :meth:`claim`."""
+        key = _window_digest(window, memo["digest"])
+        with self._lock:
+            if self._memos[0] != window:
+                self._memos = (window, {})
+            return self._memos[1].setdefault(key, memo)
 
     def claim(self, window: tuple, digests: dict[str, bytes], piece: Piece,
               patched: Callable[[Piece, tuple[str, ...]], Piece]) -> tuple[Piece, tuple[str, ...] | None]:
