@@ -41,7 +41,7 @@ class StoredTable:
         #: The whole table when it is small (``TableWriter.KEEP_ROWS``): read without the file.
         self._frame = frame
         #: Where the rows are, in order, when some live in other files (a streamed replay
-        #: writes a window two policies decide alike once, ``replay.streaming.SharedWindows``);
+        #: writes a window two policies decide alike once, ``replay.shared_windows.SharedWindows``);
         #: None: they are the whole of ``path``.
         self.pieces = pieces
         #: What the file's directory lives as long as (a ``TemporaryDirectory``), or None.
@@ -137,7 +137,7 @@ class Piece:
     ``first_row``, of iterations ``iter_lo`` to ``iter_hi``. ``patches``: pieces of other files
     holding some columns of these rows (their ``columns``) in place of this file's: a window
     that policies decide alike but for a few columns has those columns written alone
-    (``replay.streaming.SharedWindows``)."""
+    (``replay.shared_windows.SharedWindows``)."""
 
     path: Path
     first_row: int
