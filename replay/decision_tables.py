@@ -48,7 +48,7 @@ def decision_columns(frames, o, st, n, stopped, crashed_row, removed, alive_at_s
     :func:`decisions_arrow`)."""
     R = frames.num_ranks
     stop_mask = np.broadcast_to(stopped[:, None], (n, R))
-    role = np.where(o["padded"], np.where(o["role_context"], 1, 2), 0)
+    role = np.where(o["padded"], np.where(o["role_context"], np.int8(1), np.int8(2)), np.int8(0))
     alive = o["survives"].copy()
     alive[-1] = alive_at_stop if stopped[-1] else alive[-1]
     return {
@@ -103,11 +103,10 @@ def decisions_arrow(cols: dict):
             arrays.append(pa.array(np.ascontiguousarray(rest[0]), type=field.type))
         elif kind == "cat":
             codes, names = rest
-            c = np.asarray(codes).ravel()
+            c = np.asarray(codes).ravel().astype(np.int8, copy=False)   # a few names
             if None in names:
-                c = c.astype(np.int64) - 1
-            idx = pa.array(c.astype(np.int8), mask=c < 0 if None in names else None,
-                           type=field.type.index_type)
+                c = c - np.int8(1)
+            idx = pa.array(c, mask=c < 0 if None in names else None, type=field.type.index_type)
             arrays.append(pa.DictionaryArray.from_arrays(
                 idx, pa.array([x for x in names if x is not None], type=field.type.value_type)))
         else:

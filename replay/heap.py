@@ -34,6 +34,15 @@ READING_MMAP_BYTES = 4 << 20
 #: ... and after: glibc's own upper bound for its dynamic threshold (what a long process ends
 #: at anyway once it has freed one such block).
 AFTER_MMAP_BYTES = 32 << 20
+#: ``mallopt`` parameter: free memory at the top of a heap beyond this is handed back.
+_M_TRIM_THRESHOLD = -1
+#: The trim threshold after reading: what glibc's dynamic rule gives with the mapped-block
+#: threshold at :data:`AFTER_MMAP_BYTES` (twice it). Setting that threshold ends the rule and
+#: left the trim threshold at its 128 KiB default: a replay's freed ``(I, R)`` temporaries
+#: (512 KiB a window of 64 ranks) were handed back and faulted in again, op after op (measured
+#: on the replay of 64x100k: 560k -> 354k page faults, 0.4 s less system time); the replay
+#: still trims between windows past a growth (:class:`TrimPast`).
+AFTER_TRIM_BYTES = 2 * AFTER_MMAP_BYTES
 
 
 def usable_cores() -> int:
@@ -126,7 +135,8 @@ def _per_thread_pool() -> Any:
 def large_blocks_mapped() -> Iterator[None]:
     """Blocks of :data:`READING_MMAP_BYTES` or more get mappings of their own meanwhile (glibc
     ``M_MMAP_THRESHOLD``), unmapped when freed, so they never leave holes in the arenas; after,
-    the threshold is :data:`AFTER_MMAP_BYTES` (setting it ends glibc's dynamic threshold).
+    the threshold is :data:`AFTER_MMAP_BYTES` (setting it ends glibc's dynamic threshold) and
+    the trim threshold :data:`AFTER_TRIM_BYTES`.
 
     Measured reading fleet-1h on two threads (ingest alone): peak RSS 534 -> 489 MiB at
     32x20k and 609 -> 519 MiB at 32x100k (1.14x -> 1.06x), for ~1-4 s more system time at
@@ -139,7 +149,8 @@ def large_blocks_mapped() -> Iterator[None]:
     finally:
         if libc is not None:
             libc.mallopt(_M_MMAP_THRESHOLD, AFTER_MMAP_BYTES)
+            libc.mallopt(_M_TRIM_THRESHOLD, AFTER_TRIM_BYTES)
 
 
-__all__ = ["AFTER_MMAP_BYTES", "READING_MMAP_BYTES", "large_blocks_mapped", "release_arrow", "trim",
+__all__ = ["AFTER_MMAP_BYTES", "AFTER_TRIM_BYTES", "READING_MMAP_BYTES", "large_blocks_mapped", "release_arrow", "trim",
            "TrimPast", "resident_bytes", "usable_cores"]

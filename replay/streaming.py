@@ -11,6 +11,7 @@ window's decisions and ledger rows go to Parquet files as they are decided
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 from collections.abc import Iterable
@@ -34,6 +35,7 @@ from replay.model_variants import combine_model_variants, model_variants
 from replay.policy import Policy
 from replay.resolve import resolve_policies, resolve_policy
 from replay.results import Crash, Divergence, Leak, ReplayResult
+from replay.shared_windows import SharedWindows, column_digests
 from replay.stage_clock import CLOCK
 from replay.step import REMOVAL_PATH_NAMES
 from replay.table_storage import Piece, TableWriter
@@ -133,6 +135,7 @@ class StreamReplay:
         self._dec = TableWriter(directory / "decisions.parquet", empty_dec.copy(),
                                 statistics=["iter"])
         self._led = TableWriter(directory / "ledger.parquet", empty_led.copy(), sort_by="dummy")
+        self._columns: dict[str, TableWriter] = {}
         self._ledger = _LedgerStream(R)
         self._carry = Carry(R)
         self._skipped: list[int] = []
@@ -171,8 +174,14 @@ class StreamReplay:
               memo: dict) -> None:
         """Write, record and ledger a window's decided rows. ``memo``: what the streams taking
         these rows compute alike from them alone (their digest, skips, first divergence, the
-        ledger's arrays), computed by the first and read by the others."""
+        ledger's arrays), computed by the first and read by the others; with
+        :class:`SharedWindows`, by every stream whose rows have the same digest (all of those
+        are read from the decision columns alone)."""
         with CLOCK.stage("replay write"):
+            if self._shared is not None:
+                if "digest" not in memo:
+                    memo["digest"] = column_digests(rows.columns)
+                memo = self._shared.memo((int(frames.iters[0]), rows.n, frames.num_ranks), memo)
             self._write_decisions(frames, rows, memo)
         with CLOCK.stage("replay decide"):
             if "skipped" not in memo:
@@ -192,21 +201,39 @@ class StreamReplay:
 
     def _write_decisions(self, frames: RunFrames, rows: Rows, memo: dict) -> None:
         """Write the window's decisions, or, when another stream of the replay decided the
-        window alike (:class:`SharedWindows`), only note where its rows are."""
+        window alike (:class:`SharedWindows`), only note where its rows are, and write alone
+        the few columns it decided otherwise."""
         if self._shared is None:
             self._dec.write(decisions_arrow(rows.columns))
             return
         iters = frames.iters[:rows.n]
-        mine = Piece(self._dec.path, self._dec.rows, rows.n * frames.num_ranks,
-                     int(iters[0]), int(iters[-1]))
-        if "digest" not in memo:
-            memo["digest"] = _digest(rows.columns, frames, rows.n)
-        piece = self._shared.claim(memo["digest"], mine)
+        lo, hi, count = int(iters[0]), int(iters[-1]), rows.n * frames.num_ranks
+        mine = Piece(self._dec.path, self._dec.rows, count, lo, hi)
+
+        def patched(base: Piece, names: tuple[str, ...]) -> Piece:
+            return dataclasses.replace(base, patches=tuple(
+                Piece(self._column(c).path, self._column(c).rows, count, lo, hi, columns=(c,))
+                for c in names))
+
+        piece, write = self._shared.claim((lo, rows.n, frames.num_ranks), memo["digest"], mine,
+                                          patched)
         self._pieces.append(piece)
-        if piece is mine:
+        if write is None:
             self._dec.write(decisions_arrow(rows.columns))
-        elif len(self._pieces) == 1:
+            return
+        for name in write:
+            self._column(name).write(decisions_arrow({name: rows.columns[name]}))
+        if len(self._pieces) == 1:
             self._dec.describe(decisions_arrow(rows.columns))
+
+    def _column(self, name: str) -> TableWriter:
+        """The file of this stream's decisions of column ``name`` written alone (a window
+        decided like another stream's but for a few columns, :class:`SharedWindows`)."""
+        w = self._columns.get(name)
+        if w is None:
+            path = self._dec.path.with_name(f"decisions.{name}.parquet")
+            w = self._columns[name] = TableWriter(path, empty_tables()[0][[name]], statistics=[])
+        return w
 
     def finish(self, windows: Any) -> ReplayResult:
         """The result (decisions and ledger read from the files when used)."""
@@ -214,59 +241,14 @@ class StreamReplay:
             leaks = self._ledger.finish(self._led)
         with CLOCK.stage("replay write"):
             decisions = self._dec.close(self._pieces if self._shared is not None else None)
+            for w in self._columns.values():
+                w.close()
             ledger = self._led.close()
         return ReplayResult(policy=self.policy, config=self.config, run=windows.run,
                             decisions=decisions, ledger=ledger, leaks=leaks,
                             crash=self.crash, skipped_iters=tuple(self._skipped),
                             first_divergence=self._div, notes=replay_notes(self.policy, self.config, windows.dropped_iters),
                             frames=windows, dropped_iters=windows.dropped_iters)
-
-
-class SharedWindows:
-    """The decisions of a window that several streams of one replay decide alike, written once.
-
-    Policies often decide a window alike (on a fleet hour's run, 18 policy and model streams
-    decide every window in one of 3 ways, measured): the first stream to decide a window's
-    decisions writes them, and the others note where those rows are (``replay.table_storage.Piece``),
-    so their results read the same rows. Alike means equal column arrays, compared by their
-    XXH3-128 digest (:func:`_digest`), the window's iterations included. Safe across the
-    threads of :func:`replay_windows`.
-    """
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._pieces: dict[bytes, Piece] = {}
-
-    def claim(self, digest: bytes, piece: Piece) -> Piece:
-        """The piece holding the rows of ``digest``: ``piece`` when no stream wrote them yet
-        (the caller writes them), else the one that did."""
-        with self._lock:
-            return self._pieces.setdefault(digest, piece)
-
-
-#: Decision columns that are the window's frames' (``replay.decision_tables.decision_columns``):
-#: alike in every stream taking a window, so its digest names the window instead.
-FRAME_COLUMNS = frozenset({"iter", "rank", "real", "window_real"})
-
-
-def _digest(cols: dict, frames: RunFrames, n: int) -> bytes:
-    """XXH3-128 of a window's decision columns (:func:`decision_columns`): names, kinds,
-    dtypes, shapes and values, everything the written table is built from; of the columns
-    :data:`FRAME_COLUMNS`, the window's first iteration and rows (a third of the bytes)."""
-    import xxhash
-    h = xxhash.xxh3_128()
-    h.update(f"window:{int(frames.iters[0])}:{n}:{frames.num_ranks};".encode())
-    for name, (kind, *rest) in cols.items():
-        h.update(f"{name}:{kind};".encode())
-        if name in FRAME_COLUMNS:
-            continue
-        for x in rest:
-            if isinstance(x, np.ndarray):
-                h.update(f"{x.dtype.str}{x.shape};".encode())
-                h.update(np.ascontiguousarray(x).data)
-            else:
-                h.update(repr(x).encode())
-    return h.digest()
 
 
 class _LedgerWindow:

@@ -41,7 +41,7 @@ class StoredTable:
         #: The whole table when it is small (``TableWriter.KEEP_ROWS``): read without the file.
         self._frame = frame
         #: Where the rows are, in order, when some live in other files (a streamed replay
-        #: writes a window two policies decide alike once, ``replay.streaming.SharedWindows``);
+        #: writes a window two policies decide alike once, ``replay.shared_windows.SharedWindows``);
         #: None: they are the whole of ``path``.
         self.pieces = pieces
         #: What the file's directory lives as long as (a ``TemporaryDirectory``), or None.
@@ -134,13 +134,18 @@ class StoredTable:
 @dataclasses.dataclass(frozen=True)
 class Piece:
     """Consecutive rows of a stored table in a Parquet file: ``rows`` rows from row
-    ``first_row``, of iterations ``iter_lo`` to ``iter_hi``."""
+    ``first_row``, of iterations ``iter_lo`` to ``iter_hi``. ``patches``: pieces of other files
+    holding some columns of these rows (their ``columns``) in place of this file's: a window
+    that policies decide alike but for a few columns has those columns written alone
+    (``replay.shared_windows.SharedWindows``)."""
 
     path: Path
     first_row: int
     rows: int
     iter_lo: int
     iter_hi: int
+    patches: tuple[Piece, ...] = ()
+    columns: tuple[str, ...] = ()
 
     def may_hold(self, filters: list[tuple]) -> bool:
         """False when a filter on ``iter`` excludes every iteration of the piece."""
@@ -159,10 +164,27 @@ class Piece:
         return True
 
     def batches(self, columns: list[str] | None, opened: dict | None = None):
-        """The piece's rows of ``columns``, a row group at a time; ``opened``: the files
-        opened already, by path (filled as they are opened)."""
-        import pyarrow.parquet as pq
+        """The piece's rows of ``columns``, a row group at a time (the whole piece at once when
+        it has patches); ``opened``: the files opened already, by path (filled as they are
+        opened)."""
         opened = {} if opened is None else opened
+        if not self.patches:
+            yield from self._own_batches(columns, opened)
+            return
+        import pyarrow as pa
+        table = pa.Table.from_batches(list(self._own_batches(columns, opened)))
+        for patch in self.patches:
+            names = [c for c in patch.columns if c in table.column_names]
+            if not names:
+                continue
+            got = pa.Table.from_batches(list(patch._own_batches(names, opened)))
+            for name in names:
+                i = table.schema.get_field_index(name)
+                table = table.set_column(i, table.schema.field(i), got.column(name))
+        yield from table.to_batches()
+
+    def _own_batches(self, columns: list[str] | None, opened: dict):
+        import pyarrow.parquet as pq
         pf = opened.get(self.path)
         if pf is None:
             pf = opened[self.path] = pq.ParquetFile(self.path)
@@ -272,7 +294,7 @@ class TableWriter:
             self._writer.close()
         os.replace(self._tmp, self.path)
         kept = self._kept.reset_index(drop=True) if self._kept is not None else None
-        if pieces is not None and all(p.path == self.path for p in pieces):
+        if pieces is not None and all(p.path == self.path and not p.patches for p in pieces):
             pieces = None   # its own rows, in order: the whole file
         return StoredTable(self.path, self.dtypes, self.sort_by,
                            frame=kept if pieces is None else None, pieces=pieces)

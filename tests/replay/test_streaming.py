@@ -300,9 +300,10 @@ def test_windows_first_seen_like_whole_whatever_the_ids(rewrite, tmp_path):
 
 
 def test_policies_deciding_alike_share_their_rows(tmp_path):
-    """A window two policies decide alike is written once: the other policy's result reads
-    those rows (every read: whole, filtered by iteration or value, some columns, a row group at
-    a time) and gets what the in-memory replay holds."""
+    """A window two policies decide alike is written once, and one they decide alike but for a
+    few columns has those columns written alone: the other policy's result reads those rows
+    (every read: whole, filtered by iteration or value, some columns, a row group at a time)
+    and gets what the in-memory replay holds."""
     import pyarrow.parquet as pq
 
     from replay.table_storage import filter_frame
@@ -319,12 +320,17 @@ def test_policies_deciding_alike_share_their_rows(tmp_path):
     total = sum(len(r.decisions) for r in whole.values())
     assert 0 < written < total            # some windows were written once for several policies
     assert any(t.pieces for t in stored.values())
+    patched = {c for t in stored.values() for p in t.pieces or () for q in p.patches
+               for c in q.columns}
+    assert patched                            # some windows differ in a few columns only
     longest = max(whole.values(), key=lambda r: len(r.decisions))
     its = [int(x) for x in longest.decisions["iter"].unique()]
     reads = [([("iter", "in", its[3:5] + its[-2:])], None),
              ([("iter", "<", its[12])], ["active", "expected"]),
              ([("iter", ">=", its[20]), ("rank", "==", 1)], ["batch", "can_queue"]),
              ([("surplus", "==", True)], ["rank", "active", "expected"]),
+             ([("schedulable", ">", 1)], ["iter", "schedulable", "expected_source"]),
+             ([("expected_source", "==", "computed")], ["rank"]),
              ([("iter", "==", its[-1] + 100)], ["iter"])]
     for name, r in whole.items():
         t = stored[name]
