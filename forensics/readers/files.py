@@ -227,8 +227,8 @@ def _write_file(writer: DatasetWriter, cand: Candidate, kind: str, traces: Trace
         from forensics.readers.stats_json import read_stats
         from forensics.readers.timestamps import typed_stats
 
-        # read_stats times its reading itself (on the thread that reads)
-        for sbatch in read_stats(cand.path, cand.name, progress=progress):
+        for sbatch in CLOCK.timed("stats read", read_stats(cand.path, cand.name,
+                                                           progress=progress)):
             with CLOCK.stage("dataset write"):
                 writer.write("stats", typed_stats(sbatch.stats))
                 writer.write("events", sbatch.events)

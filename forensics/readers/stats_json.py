@@ -29,9 +29,7 @@ Speed: JSON Lines are read in blocks of whole lines, by a compiled byte scanner
 reproduce exactly (a bad line, a key order that differs, escapes, ...), goes through the
 per-object parser below, the scanner's specification, so rows, line numbers and ``unparsed``
 are the same either way. On that path the blocks are views of the reader's buffer (decompressed
-into it, never copied out) and the batches are read on a thread of their own, ahead of the
-caller (:func:`_ahead`), so the caller's typing and writing of rows overlaps the next block's
-decompression and scan.
+into it, never copied out of it).
 
 Line accounting: lines outside every object (``[``, ``]``, blank lines) go to ``unparsed``, so
 every line is the ``line`` of a row or inside a row's ``line``..``line_end``. A line that
@@ -45,10 +43,8 @@ import json
 import logging
 import math
 import os
-import queue
-import threading
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 import pyarrow as pa
 
@@ -61,7 +57,6 @@ from forensics.readers.sources import compression_of, content_size, decompressed
 from forensics.readers.stats_columns import FLOAT_COLUMNS, INT_BOUNDS, TYPED_COLUMNS, StatsBatch
 from forensics.readers.surrogates import escaped
 from forensics.readers.zstd_into import ZstdInto
-from replay.stage_clock import CLOCK
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +71,6 @@ BATCH_ROWS = 8192
 #: Bytes of whole lines per block when the compiled scanner is off (each block goes through
 #: the per-object parser).
 BLOCK_BYTES = 2 << 20
-#: Batches the compiled path reads ahead of its consumer, on a thread of its own (:func:`_ahead`).
-AHEAD = 2
 
 
 def _flatten(obj: Any, prefix: str, out: dict[str, Any]) -> None:
@@ -276,68 +269,10 @@ def read_stats(path: str | os.PathLike, source: str, *,
         native = json_scan.enabled(content_size(path))
         if comp == "zstd":     # decompressed straight into the blocks' buffer
             direct = ZstdInto(path, raw, progress)
-            batches = _read(direct.chunks(READ_BYTES), source, None, native, reader=direct)
-        else:
-            chunks = decompressed_chunks(raw, comp, READ_BYTES)
-            batches = _read(chunks, source, progress, native,
-                            reader=raw if comp is None else None)
-        batches = CLOCK.timed("stats read", batches)
-        # A large input (the compiled path) is read ahead on a thread: the consumer's work
-        # (typing the timestamps, handing rows to the writer) no longer waits for it.
-        yield from _ahead(batches) if native else batches
-
-
-T = TypeVar("T")
-_END = object()
-
-
-def _ahead(items: Iterator[T], depth: int = AHEAD) -> Iterator[T]:
-    """``items``, produced on a thread of their own up to ``depth`` ahead of the consumer, in
-    order; an exception of ``items`` is raised here after the items before it. Closing this
-    generator stops the thread (at its next item) and waits for it, so ``items`` is never
-    running once this returns.
-
-    Why: the stats file is the longest of a post-mortem's inputs; its decompression and scan
-    (without the GIL) then overlap the consumer's typing and writing of the rows before.
-    """
-    ready: queue.Queue = queue.Queue(depth)
-    stop = threading.Event()
-
-    def put(entry: tuple) -> bool:
-        while not stop.is_set():
-            try:
-                ready.put(entry, timeout=0.05)
-                return True
-            except queue.Full:
-                pass
-        return False
-
-    def run() -> None:
-        try:
-            for item in items:
-                if not put((item, None)):
-                    return
-            put((_END, None))
-        except BaseException as e:      # handed to the consumer, raised there
-            put((_END, e))
-        finally:
-            close = getattr(items, "close", None)
-            if close is not None:
-                close()
-
-    thread = threading.Thread(target=run, name="stats-read", daemon=True)
-    thread.start()
-    try:
-        while True:
-            item, error = ready.get()
-            if item is _END:
-                if error is not None:
-                    raise error
-                return
-            yield item
-    finally:
-        stop.set()
-        thread.join()
+            yield from _read(direct.chunks(READ_BYTES), source, None, native, reader=direct)
+            return
+        chunks = decompressed_chunks(raw, comp, READ_BYTES)
+        yield from _read(chunks, source, progress, native, reader=raw if comp is None else None)
 
 
 def _read(chunks: Iterator[tuple[bytes, int, str | None]], source: str,
@@ -412,7 +347,7 @@ class _Straddle(Exception):
     """A block's last object continues past the block (a multi-line object)."""
 
 
-def _block(block: bytes, line: int, source: str, native: bool) -> list[StatsBatch] | None:
+def _block(block: bytes | memoryview, line: int, source: str, native: bool) -> list[StatsBatch] | None:
     """The batches of one block of whole lines starting at ``line``: by :mod:`json_scan` when
     ``native`` and it takes the block, else per object (bad lines to ``unparsed``); None when an
     object continues past the block."""

@@ -1,17 +1,15 @@
-"""The stats reader's compiled path: blocks lent from the reader's buffer (a view, not a copy)
-give the rows a copy gives, and the batches read ahead on a thread (``stats_json._ahead``)
-arrive in order, with an error after the batches before it, and stop with their consumer."""
+"""The stats reader's compiled path reads blocks lent from the reader's buffer (views, not
+copies): the rows are the per-object reader's, also when a block ends inside an object."""
 from __future__ import annotations
 
 import json
-import threading
 
 import pyarrow as pa
 import pytest
+import zstandard
 
-from forensics.errors import StatsFormatError
 from forensics.readers import json_scan, stats_json
-from forensics.readers.stats_json import _ahead, read_stats
+from forensics.readers.stats_json import read_stats
 
 pytestmark = pytest.mark.skipif(json_scan.kernel() is None, reason="numba not importable")
 
@@ -20,41 +18,6 @@ pytestmark = pytest.mark.skipif(json_scan.kernel() is None, reason="numba not im
 def compiled(monkeypatch):
     monkeypatch.setenv(json_scan.PATH_ENV, "native")
     monkeypatch.setattr(json_scan, "_TEMPLATE", None)
-
-
-def test_ahead_keeps_order_and_raises_after_the_items_before():
-    def items():
-        yield 1
-        yield 2
-        raise ValueError("line 3")
-
-    got = []
-    with pytest.raises(ValueError, match="line 3"):
-        for x in _ahead(items(), depth=1):
-            got.append(x)
-    assert got == [1, 2]
-
-
-def test_ahead_stops_its_thread_when_the_consumer_stops():
-    produced, closed = [], []
-
-    def items():
-        try:
-            for i in range(1000):
-                produced.append(i)
-                yield i
-        finally:
-            closed.append(threading.current_thread().name)
-
-    before = threading.active_count()
-    gen = _ahead(items(), depth=2)
-    assert next(gen) == 0
-    gen.close()
-    # the producer ran at most the queue's depth (and one in hand) ahead, then was closed
-    # on its own thread, which is gone
-    assert len(produced) <= 4
-    assert closed == ["stats-read"]
-    assert threading.active_count() == before
 
 
 def _text(rows: int, bad_at: int | None = None) -> bytes:
@@ -85,15 +48,16 @@ def _reference(data: bytes) -> tuple[pa.Table, pa.Table, pa.Table]:
                  for n in ("stats", "events", "unparsed"))
 
 
+@pytest.mark.parametrize("compressed", [False, True], ids=["plain", "zstd"])
 @pytest.mark.parametrize("bad_at", [None, 700, 1999])
-def test_lent_blocks_give_the_reference_rows(tmp_path, monkeypatch, bad_at):
+def test_lent_blocks_give_the_reference_rows(tmp_path, monkeypatch, bad_at, compressed):
     """Small blocks (many lent from one buffer); an object over two lines, the second longer
     than a block, so that a block ends inside it (per object from there on: the lent block,
     already taken from the buffer, is copied for it)."""
     monkeypatch.setattr(json_scan, "BLOCK_BYTES", 4096)
     data = _text(2000, bad_at)
-    path = tmp_path / "s.jsonl"
-    path.write_bytes(data)
+    path = tmp_path / ("s.jsonl.zst" if compressed else "s.jsonl")
+    path.write_bytes(zstandard.ZstdCompressor().compress(data) if compressed else data)
     got = _tables(path)
     want = _reference(data)
     assert got[0].num_rows == 2000
@@ -118,14 +82,3 @@ def test_a_view_scans_as_its_bytes():
     assert got is not None and want is not None
     assert got.stats.equals(want.stats)
     assert got.stats.column("iter_latency_ms")[50].as_py() == 0.1000000000000000055511151231257827
-
-
-def test_error_in_an_array_is_raised_after_the_rows_before(tmp_path):
-    """A JSON array's malformed object: the error (file and line) reaches the caller through
-    the read-ahead thread."""
-    body = b"[\n" + b",\n".join(_text(3).splitlines()) + b",\n{\"iter\": }\n]\n"
-    path = tmp_path / "a.json"
-    path.write_bytes(body)
-    with pytest.raises(StatsFormatError) as e:
-        list(read_stats(path, "a.json"))
-    assert e.value.line == 5
