@@ -404,23 +404,25 @@ def _objects_of(shape: tuple, other: tuple) -> tuple:
     return tuple(out)
 
 
-def stats(block: bytes, line: int, source: str):
+def stats(block: bytes | memoryview, line: int, source: str):
     """The :class:`~forensics.readers.stats_columns.StatsBatch` of ``block`` (whole lines, the
-    first being line ``line``), or None when a line is not one this scanner takes."""
+    first being line ``line``; ``bytes`` or a view of a reader's buffer), or None when a line
+    is not one this scanner takes (the kernel declines any backslash: escapes are not read)."""
     global _TEMPLATE
 
-    if kernel() is None or not block.endswith(b"\n") or b"\\" in block:
+    if kernel() is None or not len(block) or block[-1] != 10:
         return None
     buf = np.frombuffer(block, np.uint8)
+    first = _first_line(block)
     # a bound on the rows, not a count (the arrays' pages are committed only where written):
     # lines of half the first one's length; more rows (FULL) are counted and read again
-    cap = len(block) // max((block.find(b"\n") + 1) // 2, 1) + 2
+    cap = len(block) // max(len(first) // 2, 1) + 2
     where = np.zeros(37, np.int64)
     words = _words(buf)
     starts = None
     try:
         if _TEMPLATE is None:
-            _TEMPLATE = _Template(_shape_of(block[:block.find(b"\n") + 1]))
+            _TEMPLATE = _Template(_shape_of(first))
         for attempt in range(MAX_LEARN + 2):
             t = _TEMPLATE
             out = _StatsOut(len(_COLUMNS.names), cap, t, len(block))
@@ -440,7 +442,8 @@ def stats(block: bytes, line: int, source: str):
                 nl = np.flatnonzero(buf == 10)
                 starts = np.concatenate([[0], nl[:-1] + 1])
             i = int(where[0])
-            text = block[int(starts[i]):int(starts[i + 1]) if i + 1 < starts.size else None]
+            text = bytes(block[int(starts[i]):int(starts[i + 1]) if i + 1 < starts.size
+                               else None])
             try:
                 other = _shape_of(text)
             except (ValueError, RecursionError):
@@ -448,7 +451,7 @@ def stats(block: bytes, line: int, source: str):
             if status == BAD_LINE:
                 if attempt:            # another key order: start again from this block
                     return None
-                _TEMPLATE = _Template(_shape_of(block[:block.find(b"\n") + 1]))
+                _TEMPLATE = _Template(_shape_of(first))
                 continue
             shape = merge_shapes(_objects_of(t.shape, other), other)
             _TEMPLATE = _Template(shape if len(shape) <= MAX_SLOTS else other)
@@ -457,11 +460,24 @@ def stats(block: bytes, line: int, source: str):
         return None
     if where[36]:                        # a string with bytes >= 0x80: the block is UTF-8?
         try:
-            block.decode("utf-8")
+            str(block, "utf-8")
         except UnicodeDecodeError:
             return None
     _last.count = (block, rows)          # every line is a row: the reader asks next
     return out.batch(block, line, source, t, rows, int(where[1]), int(where[2]))
+
+
+def _first_line(block: bytes | memoryview) -> bytes:
+    """The first line of ``block`` with its newline (the whole block when it has none)."""
+    if isinstance(block, bytes):
+        return block[:block.find(b"\n") + 1 or len(block)]
+    at, step = 0, 1 << 12
+    while at < len(block):
+        nl = bytes(block[at:at + step]).find(b"\n")
+        if nl >= 0:
+            return bytes(block[:at + nl + 1])
+        at, step = at + step, min(step * 2, 1 << 20)
+    return bytes(block)
 
 
 class _StatsOut:
@@ -489,13 +505,13 @@ class _StatsOut:
                 self.kbytes.size, self.koff, self.fval, self.foff, self.ts_bytes, self.ts_off,
                 self.ts_valid, self.fix)
 
-    def batch(self, block: bytes, line: int, source: str, t: _Template, n: int, entries: int,
-              fixes: int):
+    def batch(self, block: bytes | memoryview, line: int, source: str, t: _Template, n: int,
+              entries: int, fixes: int):
         """The ``stats`` rows (the scanner wrote them by the rules of ``stats_row``)."""
 
         cap = self.coli.shape[1]
         for dest, a, b in self.fix[:, :fixes].T.tolist():
-            v = float(block[a:b])
+            v = float(bytes(block[a:b]))
             if dest >= 0:
                 self.fval[dest] = v
             else:
