@@ -1,7 +1,7 @@
 """A window's request rows reduced to its frame grids in one compiled pass, when the pipeline
 installed the compiled kernel (``replay.feed.frame_kernel``); else None and ``replay.frames``
-takes its numpy path, which is the specification: the arrays are equal value for value and
-dtype for dtype (tests/replay/test_frame_counts.py runs both).
+takes the numpy path (``replay.request_grids``), which is the specification: the arrays are
+equal value for value and dtype for dtype (tests/replay/test_frame_counts.py runs both).
 
 Why: the numpy path makes a dozen passes over a window's million request rows (first seen,
 frame index, state column, new on rank, a histogram per class of state, the latest first

@@ -31,12 +31,13 @@ import pyarrow.parquet as pq
 
 from replay.config import RunConfig
 from replay.errors import ConfigError, DatasetError, NoTraceError
-from replay.first_seen import ROW_SLICE, SeenBefore, first_seen, new_on_rank
+from replay.first_seen import SeenBefore
 from replay.frame_build import build_requests
-from replay.frame_counts import counts, frame_counts
+from replay.frame_counts import counts
 from replay.frame_schema import FRAMES
 from replay.policy import Policy, Predicate
 from replay.request_columns import column_array, read_real_requests, real_requests
+from replay.request_grids import frame_order, request_grids
 from replay.states import (
     ALL_STATES,
     CONTEXT_INTENT_STATES,
@@ -282,10 +283,11 @@ class RunFrames:
         built = build_requests(requests, kept, R, first_iter, seen, selections, _BEFORE_SELECTION,
                                int(RequestState.CONTEXT_INIT), _STATE_INDEX_TABLE)
         if built is None:
-            built = _request_grids(requests, kept, R, first_iter, seen, selections)
+            built = request_grids(requests, kept, R, first_iter, seen, selections,
+                                  _BEFORE_SELECTION)
         r_flat, r_id, r_state, r_pos, first, sidx, grids, mfs, ordered = built
         if not ordered:   # in frame order, as the numpy path sorts them (usually they are)
-            order = _frame_order(r_flat, r_pos)
+            order = frame_order(r_flat, r_pos)
             r_flat, r_id, r_state, r_pos, first, sidx = (
                 a[order] for a in (r_flat, r_id, r_state, r_pos, first, sidx))
             del order
@@ -473,67 +475,6 @@ _BEFORE_SELECTION = 3
 _STATE_INDEX_TABLE = state_index(np.arange(-(1 << 15), 1 << 15, dtype=np.int16))
 
 
-def _request_grids(requests: tuple[np.ndarray, ...], kept: np.ndarray, R: int, first_iter: int,
-                   seen: SeenBefore | None, selections: list[tuple[np.ndarray, bool]]):
-    """``replay.frame_build.build_requests``' result by numpy (its specification): the rows in
-    a kept iteration in frame order, their flat frame index, first seen and state column, per
-    frame the rows of each selection and the latest first seen."""
-    I = kept.size
-    # Compact dtypes and in-place steps keep the peak near the arrays themselves (a fleet-hour
-    # run holds tens of millions of requests).
-    r_iter, r_rank, r_id, r_state, r_pos = requests
-    # First iteration each request id appeared on its rank (over every frame of the run).
-    first = first_seen(r_rank, r_id, r_iter, R, seen)
-    # Flat frame index i * R + r: int32 when the grid allows (4 bytes a request, not 8).
-    flat_dtype = np.int32 if I * R < 2 ** 31 else np.int64
-    r_flat = np.zeros(r_iter.size, flat_dtype)
-    rok = np.zeros(r_iter.size, bool)
-    if I:
-        # Row of each request's iteration: a table over the kept iterations' span when it is
-        # no longer than the requests (a window's), else a binary search (measured on
-        # fleet-1h 32x20000: 0.25 -> 0.03 s CPU over its 10 windows).
-        span = int(kept[-1]) - int(kept[0]) + 1
-        row_of = None
-        if span <= max(r_iter.size, 1 << 16):
-            row_of = np.full(span + 2, -1, flat_dtype)   # -1: not kept (either end: outside)
-            row_of[kept - kept[0] + 1] = np.arange(I, dtype=flat_dtype)
-        for a in range(0, r_iter.size, _SLICE):  # slices: no int64 temporaries of N rows
-            it = r_iter[a:a + _SLICE]
-            if row_of is not None:
-                at = np.clip(it - (int(kept[0]) - 1), 0, span + 1)
-                at = row_of[at]
-                rok[a:a + it.size] = at >= 0
-            else:
-                at = np.minimum(np.searchsorted(kept, it), I - 1)
-                rok[a:a + it.size] = kept[at] == it
-            r_flat[a:a + it.size] = at
-    if not rok.all():
-        r_rank, r_id, r_state, r_pos, first, r_iter, r_flat = (
-            a[rok] for a in (r_rank, r_id, r_state, r_pos, first, r_iter, r_flat))
-    del rok
-    r_flat *= R
-    r_flat += r_rank
-    del r_rank
-    if not _in_frame_order(r_flat, r_pos):  # usually already in order
-        order = _frame_order(r_flat, r_pos)
-        r_flat, r_id, r_state, r_pos, first, r_iter = (a[order] for a in
-                                                       (r_flat, r_id, r_state, r_pos, first, r_iter))
-        del order
-    n = I * R
-    # Each row's state as a histogram column, once: every count below selects rows by state.
-    sidx = state_index(r_state).astype(np.int8)
-    is_new = new_on_rank(first, r_iter, first_iter)
-    grids = frame_counts(r_flat, sidx, is_new, n, selections)
-    del is_new
-    if (sidx < 0).any():   # an unknown state: whether it is before CONTEXT_INIT is its value's
-        grids[_BEFORE_SELECTION] = counts(
-            r_flat, n, lambda a, b: r_state[a:b] < int(RequestState.CONTEXT_INIT))
-    mfs = np.full(n, -1, np.int64)
-    if r_flat.size:
-        np.maximum.at(mfs, r_flat, first) if r_flat.size < 4096 else _segment_max(mfs, r_flat, first)
-    return r_flat, r_id, r_state, r_pos, first, sidx, grids, mfs, True
-
-
 def iteration_runs(it: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(it, return_counts=True)``; without a sort when ``it`` is in order (a trace
     is written iteration by iteration: 0.27 s CPU of sorting on fleet-1h 32x100k)."""
@@ -557,26 +498,6 @@ def _real_batch(recorded: np.ndarray, window_real: np.ndarray, exact: np.ndarray
     return np.where(exact >= 0, exact, inferred)
 
 
-#: Rows per slice of the row-wise passes (bounded temporaries).
-_SLICE = ROW_SLICE
-
-
-def _frame_order(flat: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    """The permutation putting rows in (frame, list position) order, stable."""
-    key = flat.astype(np.int64) * (int(pos.max()) + 1 if pos.size else 1) + pos
-    return np.argsort(key, kind="stable")
-
-
-def _in_frame_order(flat: np.ndarray, pos: np.ndarray) -> bool:
-    """True when rows are sorted by (frame, list position); checked in slices, no key array."""
-    for a in range(0, flat.size - 1, _SLICE):
-        b = min(a + _SLICE + 1, flat.size)
-        f0, f1 = flat[a:b - 1], flat[a + 1:b]
-        if not ((f1 > f0) | ((f1 == f0) & (pos[a + 1:b] >= pos[a:b - 1]))).all():
-            return False
-    return True
-
-
 def _bool_code(frames: pa.Table, name: str) -> np.ndarray:
     """-1 null, 0 false, 1 true."""
     if not frames.num_rows:
@@ -585,13 +506,6 @@ def _bool_code(frames: pa.Table, name: str) -> np.ndarray:
     vals = column_array(c, np.int8, False)
     nulls = column_array(c.is_null(), bool)
     return np.where(nulls, -1, vals).astype(np.int8)
-
-
-def _segment_max(out: np.ndarray, index: np.ndarray, values: np.ndarray) -> None:
-    """``out[index] = max(out[index], values)`` for sorted ``index`` (vectorised ``maximum.at``)."""
-    starts = np.flatnonzero(np.r_[True, index[1:] != index[:-1]])
-    mx = np.maximum.reduceat(values, starts)
-    out[index[starts]] = np.maximum(out[index[starts]], mx)
 
 
 __all__ = ["RunFrames", "iteration_runs", "run_config"]

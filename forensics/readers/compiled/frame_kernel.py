@@ -1,7 +1,7 @@
 """The compiled frame builder of ``replay.frame_build`` (imports numba: imported only to compile
 it, once per install; later processes load its saved object, :mod:`.loader`). The conventions
 of :mod:`.json_kernel`: ``cfunc`` entry points over raw pointers that allocate nothing (the
-caller passes every array) and raise nothing; ``replay.frames``' numpy path is the
+caller passes every array) and raise nothing; the numpy path, ``replay.request_grids``, is the
 specification of every array they fill.
 """
 import numba
