@@ -94,8 +94,11 @@ class Block:
         return self._body_list()[self.body_index[i]]
 
     def raw_at(self, i: int) -> str:
-        """The text of non-iteration line ``i`` as read (wrappers included)."""
-        return self._raw_list()[self.body_index[i]]
+        """The text of non-iteration line ``i`` as read (wrappers included): one Arrow scalar
+        until :meth:`texts` made the list of them all."""
+        if self._raws is None:
+            return self.lines[i].as_py()
+        return self._raws[self.body_index[i]]
 
 
 def _mask(a: pa.Array) -> np.ndarray:

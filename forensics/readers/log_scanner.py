@@ -126,6 +126,7 @@ class Scanner:
             launcher, rank_ffill, ranks, severity, log_time = (
                 a.take(at).to_pylist() for a in (b.pre.launcher_rank, b.rank_ffill, b.rank,
                                                  b.pre.severity, b.pre.log_time))
+            bodies = b.body.take(pa.array(b.body_index[cand])).to_pylist()
             # events the compiled scan read whole, as lines of one stream without wrappers
             made = b.made if one_stream and b.made is not None and b.no_wrappers() else None
             first = made.first if made is not None else {}
@@ -145,7 +146,7 @@ class Scanner:
                     claimed[i:made.last[e] + 1] = True
                     self._take(made, b.first_line, e, rank)
                     continue
-                body = b.body_at(i)
+                body = bodies[j]
                 logger = has_logger[i]
                 row = log_events.match_single(body)
                 # a logger line opens a multi-line event only as a traceback's header
@@ -175,16 +176,15 @@ class Scanner:
                     rank = rank_ffill[j]
                     if rank is None:
                         rank = self.last_rank
-                raw = b.raw_at(i)
                 line = b.first_line + i
                 if not logger:
                     how = traceback_opens(body)
                 if how is not None:
-                    ev: Any = Traceback(line, body, how, rank, raw)
+                    ev: Any = Traceback(line, body, how, rank, b.raw_at(i))
                 elif log_events.MPI_DASHES.match(body) or log_events.MPI_ABORT_LINE.match(body):
-                    ev = log_events.MpiAbortBanner(line, body, rank, raw)
+                    ev = log_events.MpiAbortBanner(line, body, rank, b.raw_at(i))
                 elif log_events.CPP_FRAME.match(body):
-                    ev = log_events.CppBacktrace(line, body, rank, raw)
+                    ev = log_events.CppBacktrace(line, body, rank, b.raw_at(i))
                 else:
                     continue
                 claimed[i] = True
