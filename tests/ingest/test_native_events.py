@@ -27,6 +27,12 @@ from .test_native_scan import _GOOD, _bench_module, _parse, assert_same
 
 pytestmark = pytest.mark.skipif(native_scan.kernel() is None, reason="numba not importable")
 
+
+@pytest.fixture(autouse=True)
+def every_block(monkeypatch):
+    """Events are made in blocks with any number of them (not only in blocks with many)."""
+    monkeypatch.setattr(native_events, "MIN_EVENTS", 1)
+
 IT = _GOOD[0]   # an iteration line the scan takes
 LOGGER = "[11/30/2026-12:00:01] [TRT-LLM] [RANK 3] [E] Error in event loop: request 7 not found"
 TB = "Traceback (most recent call last):"
@@ -112,6 +118,14 @@ def test_kinds_and_frames_of_made_events(tmp_path):
         ("C:\\tensorrt_llm\\x.py", 9, "g", "y()"), ("b.py", None, None, None),
         ("c.py", None, "h", "z()")]
     assert ev[0]["text"] == "\n".join(SHAPES[0][0])
+
+
+def test_few_events_are_left_to_the_line_by_line_reading(tmp_path, monkeypatch):
+    path = _log(tmp_path, [SHAPES[0][0], SHAPES[18][0]])
+    assert _made(path) == 2
+    monkeypatch.setattr(native_events, "MIN_EVENTS", 3)
+    assert _made(path) == 0
+    assert_same(path)
 
 
 def test_last_line_of_the_input(tmp_path):
