@@ -19,7 +19,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from forensics.dataset.schema import ITERATIONS
-from forensics.readers import iteration_line, line_prefix, log_blocks, log_events, native_scan
+from forensics.readers import (
+    iteration_line,
+    line_prefix,
+    log_blocks,
+    log_events,
+    native_events,
+    native_scan,
+)
 
 #: An iteration line: any wrappers, then the body starts with its ``iter`` field.
 ITERATION_MATCH = line_prefix.PREFIX_MATCH + r"[ \t]*" + iteration_line.ITERATION_LINE[1:]
@@ -44,6 +51,8 @@ class Block:
     nul: np.ndarray | None = None   # NUL bytes removed per line, None when the block had none
     wrappers: dict[str, pa.Array] = dataclasses.field(default_factory=dict)  # WRAPPER_FIELDS
     wrap_head: np.ndarray | None = None  # logger lines that may wrap onto the next lines
+    # events the compiled scanner read whole, by their first line (native_events.read)
+    made: native_events.Made | None = None
 
     # Python copies of what the sequential stage reads line by line, made once per block on
     # first use (an Arrow scalar per line cost the tracebacks of a log most of that stage):
@@ -52,10 +61,14 @@ class Block:
     _raws: list[str] | None = dataclasses.field(default=None, repr=False)
     _no_wrappers: bool | None = dataclasses.field(default=None, repr=False)
 
-    def wrappers_at(self, i: int) -> dict[str, Any]:
+    def no_wrappers(self) -> bool:
+        """Whether no line of the block has a wrapper value."""
         if self._no_wrappers is None:
             self._no_wrappers = all(v.null_count == len(v) for v in self.wrappers.values())
-        if self._no_wrappers:
+        return self._no_wrappers
+
+    def wrappers_at(self, i: int) -> dict[str, Any]:
+        if self.no_wrappers():
             return dict.fromkeys(self.wrappers)
         return {k: v[i].as_py() for k, v in self.wrappers.items()}
 
@@ -81,8 +94,11 @@ class Block:
         return self._body_list()[self.body_index[i]]
 
     def raw_at(self, i: int) -> str:
-        """The text of non-iteration line ``i`` as read (wrappers included)."""
-        return self._raw_list()[self.body_index[i]]
+        """The text of non-iteration line ``i`` as read (wrappers included): one Arrow scalar
+        until :meth:`texts` made the list of them all."""
+        if self._raws is None:
+            return self.lines[i].as_py()
+        return self._raws[self.body_index[i]]
 
 
 def _mask(a: pa.Array) -> np.ndarray:
@@ -181,7 +197,8 @@ def features(lines: pa.Array, line_no: pa.Array, source: str,
 
 
 def _finish(lines: pa.Array, f: Features, nul: np.ndarray | None,
-            docker_time: pa.Array | None, streams: Streams | None) -> Block:
+            docker_time: pa.Array | None, streams: Streams | None,
+            made: native_events.Made | None = None) -> Block:
     """The block from its lines' features: the work that looks at neighbouring lines
     (wrapping, collector times, the last rank seen) and the wrapper columns."""
     n = len(lines)
@@ -216,7 +233,7 @@ def _finish(lines: pa.Array, f: Features, nul: np.ndarray | None,
                   body_index=np.cumsum(~is_iter) - 1, is_cand=is_cand,
                   is_collector=is_collector, stream=stream, rank=rank,
                   rank_ffill=pc.fill_null_forward(rank), iterations=iters, nul=nul,
-                  wrappers=wrappers, wrap_head=wrap_head)
+                  wrappers=wrappers, wrap_head=wrap_head, made=made)
 
 
 def analyse(block: bytes | bytearray, source: str,
@@ -262,6 +279,7 @@ class Scanned:
     prefix_ranks: pa.Array
     severities: pa.Array
     known: line_prefix.Known | None = None   # the other lines' prefixes the scan read
+    made: native_events.Made | None = None   # native_events.read
 
 
 def _other_text(block: bytes | bytearray, starts: np.ndarray, ends: np.ndarray,
@@ -302,12 +320,13 @@ def _scanned(block: bytes | bytearray, scan: native_scan.Scan, source: str,
                       is_cand=np.zeros(n, dtype=bool), is_collector=np.zeros(n, dtype=bool),
                       body_lead=np.zeros(n, dtype=bool), iterations=fast_rows)
         return _finish(lines, f, None, None, streams)
-    known = native_scan.known_prefixes(scan)
+    known = native_scan.known_prefixes(scan).take(other)
+    made = native_events.read(native_scan.kernel(), block, n, other, scan.starts[other],
+                              scan.ends[other], known.shape, known.body_offset)
     return Scanned(n=n, other=other, fast_line=scan.fast_line, lines=lines,
                     other_lines=other_lines,
                     fast_rows=fast_rows, prefix_ranks=native_scan.prefix_ranks(scan),
-                    severities=native_scan.severities(scan),
-                    known=None if known is None else known.take(other))
+                    severities=native_scan.severities(scan), known=known, made=made)
 
 
 def finish_scanned(parts: list[Scanned], source: str,
@@ -386,5 +405,5 @@ def _merged(part: Scanned, sub: Features, streams: Streams | None) -> Block:
                   is_cand=spread(False, sub.is_cand),
                   is_collector=spread(False, sub.is_collector),
                   body_lead=spread(False, sub.body_lead), iterations=iters)
-    return _finish(part.lines, f, None, None, streams)
+    return _finish(part.lines, f, None, None, streams, part.made)
 

@@ -42,6 +42,7 @@ from forensics.readers import event_kinds, native_scan, sources, timestamps
 from forensics.readers.analysed_block import Block, Scanned, Streams, analyse, finish_scanned
 from forensics.readers.log_blocks import MAX_LINE_BYTES, LongLine, blocks
 from forensics.readers.log_scanner import Scanner
+from forensics.readers.native_events import Taken, event_columns, in_order
 from forensics.readers.repeated_text import repeated
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ class LogBatch:
 
 
 
-def _events_table(n: int, source: str, cols: dict[str, pa.Array]) -> pa.Table:
+def _events_table(n: int, cols: dict[str, pa.Array], source: str) -> pa.Table:
     arrays = []
     for f in EVENTS:
         if f.name == "source":
@@ -104,7 +105,24 @@ def _events_table(n: int, source: str, cols: dict[str, pa.Array]) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=EVENTS)
 
 
-def _assemble(b: Block, claimed: np.ndarray, rows: list[dict[str, Any]],
+def _rows_table(rows: list[dict[str, Any] | Taken], source: str, ordered: bool = True
+                ) -> pa.Table:
+    """The scanner's event rows (dicts, and events it took as the compiled scan made them:
+    :class:`~forensics.readers.native_events.Taken`) as one table, in their order (not
+    ``ordered``: in any order, for a caller that sorts them by line)."""
+    for r in rows:
+        if isinstance(r, dict):
+            r["source"] = source
+
+    def made(taken: list[Taken]) -> tuple[pa.Table, np.ndarray]:
+        n, cols = event_columns(taken)
+        return _events_table(n, cols, source), np.ones(n, np.int64)
+
+    t = in_order(rows, lambda d: pa.Table.from_pylist(d, schema=EVENTS), made, ordered)
+    return EVENTS.empty_table() if t is None else t
+
+
+def _assemble(b: Block, claimed: np.ndarray, rows: list[dict[str, Any] | Taken],
               extra_unparsed: list[tuple[int, str]], source: str) -> LogBatch:
     n = len(b.lines)
     line_no = pa.array(np.arange(b.first_line, b.first_line + n, dtype=np.int64))
@@ -113,16 +131,14 @@ def _assemble(b: Block, claimed: np.ndarray, rows: list[dict[str, Any]],
     coll = b.is_collector & ~taken
     unp = ~(taken | logm | coll)
     parts = []
-    if rows:
-        for r in rows:
-            r["source"] = source
-        parts.append(pa.Table.from_pylist(rows, schema=EVENTS))
+    if rows:   # sorted by line below when other parts come (no two rows share a line)
+        parts.append(_rows_table(rows, source, ordered=not (logm.any() or coll.any())))
     if logm.any():
         sel = pa.array(logm)
         body_sel = pa.array(logm[~b.is_iter])
         kind = pa.array(np.where(b.pre.is_cpp[logm], event_kinds.CPP_LOG, event_kinds.LOG))
         ln = pc.filter(line_no, sel)
-        parts.append(_events_table(len(ln), source, {
+        parts.append(_events_table(len(ln), source=source, cols={
             "line": ln, "line_end": ln, "rank": pc.filter(b.rank, sel),
             "severity": pc.filter(b.pre.severity, sel), "kind": kind,
             "message": pc.filter(b.body, body_sel), "text": pc.filter(b.body, body_sel),
@@ -133,7 +149,7 @@ def _assemble(b: Block, claimed: np.ndarray, rows: list[dict[str, Any]],
         ln = pc.filter(line_no, sel)
         text = pc.filter(b.body, pa.array(coll[~b.is_iter]))
         ts = pc.utf8_trim_whitespace(text)
-        parts.append(_events_table(len(ln), source, {
+        parts.append(_events_table(len(ln), source=source, cols={
             "line": ln, "line_end": ln, "kind": pa.repeat(
                 pa.scalar(event_kinds.COLLECTOR_TIMESTAMP), len(ln)), "log_time": ts,
             "text": text, **{k: pc.filter(v, sel) for k, v in b.wrappers.items()}}))
@@ -264,10 +280,8 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
                      "message": f"line of {item.length} bytes; its first {len(item.head)} "
                                 "bytes kept in text"})
         next_line += 1
-        for r in rows:
-            r["source"] = source
         return LogBatch(iterations=ITERATIONS.empty_table(),
-                        events=_typed_events(pa.Table.from_pylist(rows, schema=EVENTS)),
+                        events=_typed_events(_rows_table(rows, source)),
                         unparsed=_unparsed_rows(extra, source) if extra
                         else UNPARSED.empty_table(), traceback_frames=scanner.take_frames())
 
@@ -306,10 +320,7 @@ def parse_executor_log(path: str | os.PathLike, source: str, *,
                      "message": f"{error}; kept {next_line - 1} lines, the rest is lost"})
     frames = scanner.take_frames()
     if rows or extra or frames.num_rows:
-        for r in rows:
-            r["source"] = source
-        events = pa.Table.from_pylist(rows, schema=EVENTS) if rows else EVENTS.empty_table()
-        events = _typed_events(events)
+        events = _typed_events(_rows_table(rows, source))
         yield LogBatch(iterations=ITERATIONS.empty_table(), events=events,
                        unparsed=_unparsed_rows(extra, source) if extra
                        else UNPARSED.empty_table(), traceback_frames=frames)

@@ -14,6 +14,7 @@ import pyarrow as pa
 from forensics.dataset.schema import TRACEBACK_FRAMES
 from forensics.readers import event_kinds, log_events
 from forensics.readers.analysed_block import Block
+from forensics.readers.native_events import Made, Taken, frame_rows, in_order
 from forensics.readers.traceback_event import Traceback
 from forensics.readers.traceback_event import opens as traceback_opens
 
@@ -118,12 +119,34 @@ class Scanner:
             scan(s, ev, -1)
         cand = np.flatnonzero(b.is_cand)
         if len(cand):
-            launcher = b.pre.launcher_rank
             wrap_head = b.wrap_head
-            for i in cand.tolist():
+            # what the loop reads of a candidate, as Python values (an Arrow scalar a line cost
+            # ~1 us each: a tenth of this stage on the varied benchmark log, measured)
+            at = pa.array(cand)
+            launcher, rank_ffill, ranks, severity, log_time = (
+                a.take(at).to_pylist() for a in (b.pre.launcher_rank, b.rank_ffill, b.rank,
+                                                 b.pre.severity, b.pre.log_time))
+            bodies = b.body.take(pa.array(b.body_index[cand])).to_pylist()
+            # events the compiled scan read whole, as lines of one stream without wrappers
+            made = b.made if one_stream and b.made is not None and b.no_wrappers() else None
+            first = made.first if made is not None else {}
+            for j, i in enumerate(cand.tolist()):
                 if claimed[i]:
                     continue
-                body = b.body_at(i)
+                if i in first:   # what the lines fed one by one would make, and when
+                    e = first[i]
+                    s = int(b.stream[i])
+                    if s in self.open:
+                        self._finish(s, self.open[s])
+                    rank = launcher[j]
+                    if rank is None:
+                        rank = rank_ffill[j]
+                        if rank is None:
+                            rank = self.last_rank
+                    claimed[i:made.last[e] + 1] = True
+                    self._take(made, b.first_line, e, rank)
+                    continue
+                body = bodies[j]
                 logger = has_logger[i]
                 row = log_events.match_single(body)
                 # a logger line opens a multi-line event only as a traceback's header
@@ -133,7 +156,7 @@ class Scanner:
                     row = {"kind": event_kinds.CPP_LOG if b.pre.is_cpp[i] else event_kinds.LOG,
                            "message": body, "text": body}
                 if row is not None:
-                    row = self._single(b, i, row)
+                    row = self._single(b, i, row, ranks[j], severity[j], log_time[j])
                     claimed[i] = True
                     if wrap_head[i]:
                         s = int(b.stream[i])
@@ -148,21 +171,20 @@ class Scanner:
                 s = int(b.stream[i])
                 if s in self.open:
                     self._finish(s, self.open[s])
-                rank = launcher[i].as_py()
+                rank = launcher[j]
                 if rank is None:
-                    rank = b.rank_ffill[i].as_py()
+                    rank = rank_ffill[j]
                     if rank is None:
                         rank = self.last_rank
-                raw = b.raw_at(i)
                 line = b.first_line + i
                 if not logger:
                     how = traceback_opens(body)
                 if how is not None:
-                    ev: Any = Traceback(line, body, how, rank, raw)
+                    ev: Any = Traceback(line, body, how, rank, b.raw_at(i))
                 elif log_events.MPI_DASHES.match(body) or log_events.MPI_ABORT_LINE.match(body):
-                    ev = log_events.MpiAbortBanner(line, body, rank, raw)
+                    ev = log_events.MpiAbortBanner(line, body, rank, b.raw_at(i))
                 elif log_events.CPP_FRAME.match(body):
-                    ev = log_events.CppBacktrace(line, body, rank, raw)
+                    ev = log_events.CppBacktrace(line, body, rank, b.raw_at(i))
                 else:
                     continue
                 claimed[i] = True
@@ -174,17 +196,28 @@ class Scanner:
                 self.last_rank = last
         return claimed
 
-    def _single(self, b: Block, i: int, row: dict[str, Any]) -> dict[str, Any]:
-        rank = b.rank[i].as_py()
+    def _take(self, made: Made, first_line: int, e: int, rank: int | None) -> None:
+        """Made event ``e`` finished here (its rows stand here among the others)."""
+        taken = Taken(made, e, rank, first_line)
+        self.events.append(taken)
+        if made.frame_at[e] != made.frame_at[e + 1]:
+            self.frames.append(taken)
+
+    def _single(self, b: Block, i: int, row: dict[str, Any], rank: int | None,
+                severity: str | None, log_time: str | None) -> dict[str, Any]:
+        """The row of single-line event ``row`` at line ``i`` (``rank``, ``severity``,
+        ``log_time``: the line's)."""
         msg_rank = row.pop("msg_rank", None)
         default_sev = row.pop("default_severity", None)
-        sev = b.pre.severity[i].as_py() or default_sev
         line = b.first_line + i
         return {**row, "line": line, "line_end": line,
-                "rank": rank if rank is not None else msg_rank, "severity": sev,
-                "log_time": b.pre.log_time[i].as_py(), **b.wrappers_at(i)}
+                "rank": rank if rank is not None else msg_rank,
+                "severity": severity or default_sev, "log_time": log_time,
+                **b.wrappers_at(i)}
 
-    def take_rows(self) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
+    def take_rows(self) -> tuple[list[dict[str, Any] | Taken], list[tuple[int, str]]]:
+        """The event rows so far (dicts, and :class:`Taken` made events), in order, and the
+        unparsed lines."""
         ev, un = self.events, self.unparsed
         self.events, self.unparsed = [], []
         return ev, un
@@ -192,7 +225,8 @@ class Scanner:
     def take_frames(self) -> pa.Table:
         rows, self.frames = self.frames, []
         for r in rows:
-            r["source"] = self.source
-        return pa.Table.from_pylist(rows, schema=TRACEBACK_FRAMES) if rows \
-            else TRACEBACK_FRAMES.empty_table()
-
+            if isinstance(r, dict):
+                r["source"] = self.source
+        t = in_order(rows, lambda d: pa.Table.from_pylist(d, schema=TRACEBACK_FRAMES),
+                     lambda taken: frame_rows(taken, self.source))
+        return TRACEBACK_FRAMES.empty_table() if t is None else t

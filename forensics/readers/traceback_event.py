@@ -49,13 +49,13 @@ _GROUP_HEADER = re.compile(r"^\s*\+ Exception Group Traceback")
 _CHAIN = re.compile(r"^\s*(?:During handling of the above exception, another exception occurred"
                     r"|The above exception was the direct cause of the following exception):\s*$")
 _CARETS = re.compile(r"^[\s|]*[\^~]+[\s^~]*$")
-_EXECUTOR_PATH = "tensorrt_llm/"
+EXECUTOR_PATH = "tensorrt_llm/"
 #: Numbers a typed failure message lends to the traceback that ends in it.
 _TYPED_NUMBERS = ("seq_num", "op_type", "numel_in", "numel_out", "timeout_ms", "elapsed_ms",
                   "gpu", "requested_bytes", "total_bytes", "free_bytes", "clients_joined",
                   "clients_expected")
-_ADP_ASSERT_SOURCE = "expected_num_active_requests >= len(self.active_requests)"
-_ADP_FUNCTION = "_pad_attention_dp_dummy_request"
+ADP_ASSERT_SOURCE = "expected_num_active_requests >= len(self.active_requests)"
+ADP_FUNCTION = "_pad_attention_dp_dummy_request"
 
 
 def opens(body: str) -> str | None:
@@ -134,7 +134,7 @@ class Traceback:
     def _add(self, line: int, body: str, indent: int | None = None) -> None:
         self.lines.append(line)
         self.bodies.append(body)
-        if _ADP_ASSERT_SOURCE in body:
+        if ADP_ASSERT_SOURCE in body:
             self.saw_assert = True
         first = len(self.lines) == 1
         group = _group_content(body)
@@ -271,14 +271,14 @@ class Traceback:
         executor = None
         for sec in reversed(self.sections):
             for f in reversed(sec["frames"]):
-                if _EXECUTOR_PATH in f[0].replace("\\", "/"):
+                if EXECUTOR_PATH in f[0].replace("\\", "/"):
                     executor = f
                     break
             if executor is not None:
                 break
         func = inner[2] if inner else None
         kind = event_kinds.TRACEBACK
-        if self.saw_assert or (func == _ADP_FUNCTION and exc_type in (None, "AssertionError")):
+        if self.saw_assert or (func == ADP_FUNCTION and exc_type in (None, "AssertionError")):
             kind = event_kinds.ADP_ASSERT
             if exc_type is None:
                 exc_type = "AssertionError"  # implied by the assert source line (PR #17278 form)

@@ -55,7 +55,7 @@ def test_a_cold_cache_starts_one_background_build_and_says_so(cold, tmp_path, ca
     assert not Path(lock).exists()
     assert native_scan.enabled(native_scan.MIN_BYTES)
     names = sorted(p.name for p in Path(stem).parent.iterdir())
-    object_files = [Path(stem).name + s for s in (".count.o", ".json", ".scan.o")]
+    object_files = [Path(stem).name + s for s in (".count.o", ".events.o", ".json", ".scan.o")]
     if builder.linker() is None:
         assert names == object_files
     else:

@@ -28,7 +28,7 @@ PORTABLE_CPU = "generic"
 _HERE = Path(__file__).resolve().parent
 #: The files (from this package's folder) whose text keys the log scanner's saved code.
 SCAN_SOURCES = ("scan_kernel.py", "byte_tests.py", "decimal_kernel.py", "prefix_kernel.py",
-                "../native_scan.py", "../../dataset/log_fields.py")
+                "event_kernel.py", "../native_scan.py", "../../dataset/log_fields.py")
 #: Lines of the first processor's block of ``/proc/cpuinfo`` that identify what code compiled
 #: for this CPU may use (x86 and Arm names); the others (clock, core ids) vary between reads.
 CPUINFO_KEYS = ("vendor_id", "cpu family", "model", "model name", "stepping", "flags",
@@ -80,10 +80,13 @@ STUBBED = ("numba_gil_ensure", "numba_gil_release", "numba_do_raise",
 
 _I64 = ctypes.c_int64
 _PTR = ctypes.c_void_p
-#: ctypes prototypes of the log scanner's entry points (``scan_kernel.SCAN_SIG`` / ``COUNT_SIG``).
+#: ctypes prototypes of the log scanner's entry points (``scan_kernel.SCAN_SIG`` / ``COUNT_SIG``,
+#: ``event_kernel.EVENTS_SIG``).
 PROTOTYPES = {
     "scan": ctypes.CFUNCTYPE(_I64, _PTR, _I64, _I64, *([_PTR] * 15)),
     "count": ctypes.CFUNCTYPE(_I64, _PTR, _I64),
+    "events": ctypes.CFUNCTYPE(_I64, _PTR, _I64, _I64, _I64, *([_PTR] * 6), _I64, _PTR, _I64,
+                               _PTR),
 }
 
 

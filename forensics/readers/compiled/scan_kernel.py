@@ -8,7 +8,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from forensics.readers.compiled import byte_tests, decimal_kernel, prefix_kernel
+from forensics.readers.compiled import byte_tests, decimal_kernel, event_kernel, prefix_kernel
 from forensics.readers.compiled.byte_tests import at, digit_run, digits
 from forensics.readers.compiled.cache_digest import source_digest
 from forensics.readers.compiled.decimal_kernel import nearest_double
@@ -564,5 +564,6 @@ def __getattr__(name: str):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     global ENTRY_POINTS, scan_c, count_c
     scan_c, count_c = _scan_c_for(TABLE_DIGEST), _count_c_for(TABLE_DIGEST)
-    ENTRY_POINTS = {"scan": scan_c, "count": count_c}
+    ENTRY_POINTS = {"scan": scan_c, "count": count_c,
+                    "events": event_kernel.events_c_for(event_kernel.BYTES_DIGEST)}
     return globals()[name]
