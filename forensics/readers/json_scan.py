@@ -76,7 +76,7 @@ OK, BAD_LINE, BAD_VALUE, UNKNOWN_KEY, FULL, NEW_OBJECT = 0, 1, 2, 3, 4, 5
 #: sides are built from these):
 #: each letter an argument, ``i`` an int64, the others pointers to ``b`` uint8, ``h`` int16,
 #: ``l`` int32, ``q`` int64, ``Q`` uint64, ``d`` float64, ``?`` bool; they return an int64.
-SIGNATURES = {"stats": "biQbiQiqiqdibiiiiqd?bildlbl?qq",
+SIGNATURES = {"stats": "biQbiQiqiqdibiiiiqd?bildlbl?qqq",
               "frames": "biQibiqQiibiqQiiiiqqllq?qh?q",
               "count": "bii"}
 #: Their ctypes prototypes.
@@ -87,7 +87,7 @@ PROTOTYPES = {name: ctypes.CFUNCTYPE(ctypes.c_int64, *(ctypes.c_int64 if c == "i
 #: them once per install, later processes load them without numba. Keyed by the source of
 #: every file whose code or tables the compiled kernels hold.
 LIBRARY = Library("json", "forensics.readers.compiled.json_kernel",
-                  ("json_kernel.py", "json_tokens.py", "../json_scan.py"), PROTOTYPES,
+                  ("json_kernel.py", "stats_kernel.py", "json_tokens.py", "../json_scan.py"), PROTOTYPES,
                   "JSON Lines scanner")
 
 _kernel = None
@@ -496,12 +496,13 @@ class _StatsOut:
         self.ts_off = np.empty(cap + 1, np.int32)
         self.ts_valid = np.empty(cap, np.bool_)
         self.fix = np.empty((3, entries), np.int64)
+        self.skel = np.empty((3, t.n + 1), np.int64)
 
     def arrays(self) -> tuple:
         """The arguments of the stats entry point from ``cap`` on."""
         return (self.cap, self.entries, self.coli, self.colf, self.colv, self.kbytes,
                 self.kbytes.size, self.koff, self.fval, self.foff, self.ts_bytes, self.ts_off,
-                self.ts_valid, self.fix)
+                self.ts_valid, self.fix, self.skel)
 
     def batch(self, block: bytes | memoryview, line: int, source: str, t: _Template, n: int,
               entries: int, fixes: int):

@@ -3,7 +3,8 @@ imported only to compile them, once per install: later processes load the entry 
 saved object, :mod:`forensics.readers.compiled.loader`). Module-level functions and constant
 arrays, so numba's cache works; the conventions of :mod:`forensics.readers.compiled.scan_kernel`
 (``cache``, ``nogil``, ``cfunc`` entry points over raw pointers). The JSON tokens they read
-(whitespace, numbers, literals, strings, keys) are :mod:`forensics.readers.compiled.json_tokens`.
+(whitespace, numbers, literals, strings, keys) are :mod:`forensics.readers.compiled.json_tokens`;
+the IterationStats scanner behind ``stats_c`` is :mod:`forensics.readers.compiled.stats_kernel`.
 
 ``_nrt=False`` (a private numba option): these functions allocate nothing (the caller passes
 every array), and without numba's reference counting they ran 2.9x faster on a stats block
@@ -19,28 +20,21 @@ import numba
 import numpy as np
 from numba import types
 
-from forensics.readers.compiled import json_tokens
+from forensics.readers.compiled import json_tokens, stats_kernel
 from forensics.readers.compiled.cache_digest import source_digest
-from forensics.readers.compiled.json_tokens import (K_FLOAT, K_INT, MAX_INT_DIGITS, copy_bytes,
-                                                    digit_run, false_b, json_bool, json_int,
-                                                    json_number, key_at, literal, load8,
-                                                    member_key, name_here, next_member, null_b,
-                                                    plain_string_end, same_bytes, skip_ws,
-                                                    string_end, true_b, word_is)
-from forensics.readers.json_scan import (
-    BAD_LINE,
-    BAD_VALUE,
-    FULL,
-    NEW_OBJECT,
-    OK,
-    SIGNATURES,
-    UNKNOWN_KEY,
-    word_table,
-)
+from forensics.readers.compiled.json_tokens import (MAX_INT_DIGITS, digit_run, json_bool,
+                                                    json_int, key_at, literal, load8,
+                                                    member_key, next_member, null_b, skip_ws,
+                                                    word_is)
+from forensics.readers.compiled.stats_kernel import stats
+from forensics.readers.json_scan import (BAD_LINE, BAD_VALUE, FULL, OK, SIGNATURES, UNKNOWN_KEY,
+                                         word_table)
 
 #: The source of the tokens these scanners inline: the functions that take them in (and the
 #: entry points that link those) are closures over it, so numba's cache is keyed to it.
 TOKENS_DIGEST = source_digest((json_tokens,))
+#: The same for the stats scanner's entry point, which links :mod:`stats_kernel` too.
+STATS_DIGEST = source_digest((json_tokens, stats_kernel))
 
 # ---------------------------------------------------------------------------------- trace
 # frame keys: 0 kind, 1 iter, 2 rank, 3 requests, then the optional decisions (json_scan
@@ -259,241 +253,6 @@ def count_byte(buf, c):
     return k
 
 
-# ---------------------------------------------------------------------------------- stats
-@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
-def copy_key(dotted, dotted_offs, slot, out, k):
-    """Append slot ``slot``'s dotted name to ``out`` at ``k``; returns the new end."""
-    a = dotted_offs[slot]
-    return copy_bytes(out, k, dotted, a, dotted_offs[slot + 1] - a)
-
-
-def _stats_for(tokens_digest):
-    """:func:`stats` for the tokens of ``tokens_digest`` (see ``TOKENS_DIGEST``)."""
-
-    @numba.njit(cache=True, nogil=True, _nrt=False)
-    def stats(buf, words, names, offs, nw, nwo, nwl, parent, is_obj, next_sib, first_child,
-              col_of, col_float, col_lo, col_hi, col_lim, ts_slot, dotted, dotted_offs, coli, colf,
-              colv, kbytes, koff, fval, foff, ts_bytes, ts_off, ts_valid, fix, where):
-        """Read every line of ``buf`` as one IterationStats object of the template straight into
-        the ``stats`` columns; returns (status, lines). ``where[0]`` is the line of a non-zero
-        status, ``where[1]`` the ``fields`` entries and ``where[2]`` the fix-ups written,
-        ``where[3:35]`` the scanner's stack of open objects, ``where[36]`` is set when a string
-        value holds a byte >= 0x80 (keys are ASCII names; such a byte anywhere else declines).
-
-        The template is a tree of slots in depth-first key order: ``names``/``offs`` the key,
-        ``parent`` the enclosing object's slot (-1: the line's object), ``is_obj``, ``next_sib``
-        and ``first_child`` (index ``slot + 1``; 0 for the line's object; -1 none). A line is taken
-        when it is ``{...}`` (whitespace around tokens allowed) whose keys are template keys in
-        template order (a subset: absent is absent), each value a strict JSON number, true,
-        false, null, a string without escapes or control characters, or an object where the
-        template has one (null there too); no lists. ``UNKNOWN_KEY`` names a line with a key the
-        template lacks, ``NEW_OBJECT`` one with an object where the template has a leaf (the caller
-        learns them and runs again); other codes decline the block.
-
-        Output, the rules of ``stats_json.stats_row``: a leaf whose slot has a typed column
-        (``col_of``; ``col_float``, else an int column of ``[col_lo, col_hi]``, a whole float
-        within ``±col_lim``) and whose value fits it goes to ``coli``/``colf`` (``colv`` True; 0
-        and False where it does not); any other number or bool (as 1/0) is a ``fields`` entry in key
-        order (its slot's dotted name, ``dotted[dotted_offs[slot]:dotted_offs[slot + 1]]``,
-        copied to ``kbytes`` with offsets ``koff``; ``fval`` its value; ``foff`` each row's first
-        entry). The
-        top-level string ``timestamp`` (slot ``ts_slot``) is copied to ``ts_bytes`` (offsets
-        ``ts_off``, ``ts_valid``). A decimal that is not one correctly rounded operation is a
-        fix-up: ``fix[0]`` its destination (a ``fields`` entry, or ``-1 - (column * cap + row)``),
-        ``fix[1:3]`` its text span, for the caller's ``float()``; in an int column it declines.
-        """
-        tokens_digest  # noqa: B018 (a closure cell: keys numba's cache to the tokens)
-        n = len(buf)
-        stack_parent = where[3:19]
-        stack_last = where[19:35]
-        p = 0
-        row = 0
-        cap = coli.shape[1]
-        n_cols = coli.shape[0]
-        e = 0                   # fields entries
-        nfix = 0
-        tlen = 0
-        klen = 0
-        foff[0] = 0
-        koff[0] = 0
-        ts_off[0] = 0
-        while p < n:
-            if row >= cap:
-                where[0] = row
-                return FULL, row
-            q = skip_ws(buf, p, n)
-            if q >= n or buf[q] != 123:
-                where[0] = row
-                return BAD_LINE, row
-            q = skip_ws(buf, q + 1, n)
-            depth = 0
-            stack_parent[0] = -1
-            stack_last[0] = -1
-            closed = False
-            ts_valid[row] = False
-            for c in range(n_cols):
-                coli[c, row] = 0
-                colf[c, row] = 0.0
-                colv[c, row] = False
-            if q < n and buf[q] == 125:            # {}
-                q += 1
-                closed = True
-            while not closed:
-                if q >= n or buf[q] != 34:
-                    where[0] = row
-                    return BAD_LINE, row
-                a = q + 1
-                par = stack_parent[depth]
-                last = stack_last[depth]
-                guess = first_child[par + 1] if last < 0 else next_sib[last]
-                slot = -1
-                if name_here(words, a, nw, nwo, nwl, guess):
-                    slot = guess
-                    e_key = a + nwl[guess] - 1
-                else:
-                    e_key = plain_string_end(buf, a, n)
-                    if e_key < 0:
-                        where[0] = row
-                        return BAD_LINE, row
-                    m = e_key - a
-                    c = first_child[par + 1]
-                    while c >= 0:
-                        if offs[c + 1] - offs[c] == m and same_bytes(buf, a, names, offs[c], m):
-                            slot = c
-                            break
-                        c = next_sib[c]
-                    if slot < 0:
-                        where[0] = row
-                        return UNKNOWN_KEY, row
-                    if slot <= last:
-                        where[0] = row
-                        return BAD_LINE, row      # another key order, or a key given twice
-                stack_last[depth] = slot
-                q = skip_ws(buf, e_key + 1, n)
-                if q >= n or buf[q] != 58:
-                    where[0] = row
-                    return BAD_LINE, row
-                q = skip_ws(buf, q + 1, n)
-                if q >= n:
-                    where[0] = row
-                    return BAD_LINE, row
-                c0 = buf[q]
-                if (48 <= c0 <= 57 or c0 == 45) and not is_obj[slot]:
-                    ok, k, iv, fv, w = json_number(buf, q, n)
-                    if not ok:
-                        where[0] = row
-                        return BAD_VALUE, row
-                    c = col_of[slot]
-                    typed = False
-                    if k == K_INT:
-                        fv = float(iv)      # correctly rounded, as Python's float(int)
-                        if c >= 0:
-                            if col_float[c]:
-                                colf[c, row] = fv
-                                typed = True
-                            elif col_lo[c] <= iv <= col_hi[c]:
-                                coli[c, row] = iv
-                                typed = True
-                    elif k == K_FLOAT:
-                        if c >= 0:
-                            if col_float[c]:
-                                colf[c, row] = fv
-                                typed = True
-                            elif fv == np.floor(fv) and -col_lim[c] <= fv < col_lim[c]:
-                                coli[c, row] = np.int64(fv)
-                                typed = True
-                    else:                   # K_FTEXT: the caller reads the text
-                        if c >= 0 and not col_float[c]:
-                            where[0] = row
-                            return BAD_VALUE, row   # whole or not is the text's to say
-                        fix[0, nfix] = -1 - (c * cap + row) if c >= 0 else e
-                        fix[1, nfix] = q
-                        fix[2, nfix] = w
-                        nfix += 1
-                        typed = c >= 0
-                    if typed:
-                        colv[c, row] = True
-                    else:
-                        klen = copy_key(dotted, dotted_offs, slot, kbytes, klen)
-                        koff[e + 1] = klen
-                        fval[e] = fv
-                        e += 1
-                    q = w
-                elif c0 == 123:
-                    if depth + 1 >= 16:
-                        where[0] = row
-                        return BAD_VALUE, row
-                    if not is_obj[slot]:
-                        where[0] = row
-                        return NEW_OBJECT, row     # an object where the shape has a leaf
-                    depth += 1
-                    stack_parent[depth] = slot
-                    stack_last[depth] = -1
-                    q = skip_ws(buf, q + 1, n)
-                    if q < n and buf[q] == 125:
-                        q += 1
-                        depth -= 1
-                    else:
-                        continue
-                elif literal(buf, q, n, null_b):
-                    q += 4
-                elif is_obj[slot]:
-                    where[0] = row
-                    return BAD_VALUE, row
-                elif c0 == 34:
-                    w, high = string_end(buf, q + 1, n)
-                    if w < 0:
-                        where[0] = row
-                        return BAD_VALUE, row
-                    if high:
-                        where[36] = 1
-                    if slot == ts_slot:
-                        tlen = copy_bytes(ts_bytes, tlen, buf, q + 1, w - q - 1)
-                        ts_valid[row] = True
-                    q = w + 1
-                elif literal(buf, q, n, true_b):
-                    klen = copy_key(dotted, dotted_offs, slot, kbytes, klen)
-                    koff[e + 1] = klen
-                    fval[e] = 1.0
-                    e += 1
-                    q += 4
-                elif literal(buf, q, n, false_b):
-                    klen = copy_key(dotted, dotted_offs, slot, kbytes, klen)
-                    koff[e + 1] = klen
-                    fval[e] = 0.0
-                    e += 1
-                    q += 5
-                else:
-                    where[0] = row
-                    return BAD_VALUE, row
-                # after a value: "," and the next key, or "}" closing objects
-                while True:
-                    more, q = next_member(buf, q, n, 125)
-                    if more < 0:
-                        where[0] = row
-                        return BAD_LINE, row
-                    if more == 1:
-                        break
-                    if depth == 0:
-                        closed = True
-                        break
-                    depth -= 1
-            q = skip_ws(buf, q, n)
-            if q < n and buf[q] != 10:
-                where[0] = row
-                return BAD_LINE, row
-            row += 1
-            foff[row] = e
-            ts_off[row] = tlen
-            p = q + 1
-        where[1] = e
-        where[2] = nfix
-        return OK, row
-
-    return stats
-
-
-stats = _stats_for(TOKENS_DIGEST)
 
 
 # ------------------------------------------------------------------------ entry points
@@ -510,12 +269,12 @@ STATS_SIG, FRAMES_SIG, COUNT_SIG = (types.int64(*(_ARG_TYPES[c] for c in SIGNATU
 
 
 def _stats_c_for(tokens_digest):
-    """:func:`stats_c` for the tokens of ``tokens_digest`` (see ``TOKENS_DIGEST``)."""
+    """:func:`stats_c` for the sources of ``tokens_digest`` (see ``STATS_DIGEST``)."""
 
     @numba.cfunc(STATS_SIG, cache=True, nogil=True, error_model="numpy")
     def stats_c(buf, n, words, names, n_names, name_words, n_name_words, slots, n_slots, cols,
                 col_lim, n_cols, dotted, n_dotted, ts_slot, cap, entries, coli, colf, colv, kbytes,
-                n_kbytes, koff, fval, foff, ts_bytes, ts_off, ts_valid, fix, where):
+                n_kbytes, koff, fval, foff, ts_bytes, ts_off, ts_valid, fix, skel, where):
         """:func:`stats` over raw pointers; the rows read go to ``where[35]``."""
         tokens_digest  # noqa: B018 (a closure cell: keys numba's cache to the tokens)
         s = numba.carray(slots, (9, n_slots + 1))
@@ -531,14 +290,14 @@ def _stats_c_for(tokens_digest):
             numba.carray(koff, (entries + 1,)), numba.carray(fval, (entries,)),
             numba.carray(foff, (cap + 1,)), numba.carray(ts_bytes, (n,)),
             numba.carray(ts_off, (cap + 1,)), numba.carray(ts_valid, (cap,)),
-            numba.carray(fix, (3, entries)), w)
+            numba.carray(fix, (3, entries)), numba.carray(skel, (3, n_slots + 1)), w)
         w[35] = rows
         return status
 
     return stats_c
 
 
-stats_c = _stats_c_for(TOKENS_DIGEST)
+stats_c = _stats_c_for(STATS_DIGEST)
 
 
 def _frames_c_for(tokens_digest):

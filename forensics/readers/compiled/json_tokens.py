@@ -39,6 +39,43 @@ def copy8(typingctx, dst, d, src, s):
     return sig, codegen
 
 
+@intrinsic
+def peek8(typingctx, src, s):
+    """The 8 bytes at ``src[s]`` (a uint8 array) as a little-endian word (one unaligned load,
+    no bounds check: the caller checks the end)."""
+    sig = types.uint64(src, s)
+
+    def codegen(context, builder, signature, args):
+        word = ir.IntType(64).as_pointer()
+        frm = context.make_array(signature.args[0])(context, builder, args[0])
+        return builder.load(builder.bitcast(builder.gep(frm.data, [args[1]]), word), align=1)
+
+    return sig, codegen
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def same_span(buf, a, b, m):
+    """Whether ``buf[a:a + m]`` equals ``buf[b:b + m]`` (False when either runs past the end):
+    a word at a time when 8 bytes past both spans are in ``buf``, byte by byte otherwise."""
+    n = len(buf)
+    if a < 0 or b < 0 or a + m > n or b + m > n:
+        return False
+    if a + m + 8 <= n and b + m + 8 <= n:
+        j = 0
+        while j + 8 <= m:
+            if peek8(buf, a + j) != peek8(buf, b + j):
+                return False
+            j += 8
+        if j == m:
+            return True
+        mask = (np.uint64(1) << np.uint64(8 * (m - j))) - np.uint64(1)
+        return ((peek8(buf, a + j) ^ peek8(buf, b + j)) & mask) == 0
+    for j in range(m):
+        if buf[a + j] != buf[b + j]:
+            return False
+    return True
+
+
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def copy_bytes(dst, d, src, s, m):
     """Copy ``src[s:s + m]`` to ``dst[d:d + m]``; returns ``d + m``. A word at a time when both
