@@ -271,6 +271,8 @@ class _Columns:
     def __init__(self):
 
         self.names = list(dict.fromkeys(TYPED_COLUMNS.values()))
+        if len(self.names) > 63:
+            raise ValueError("the stats scanner marks a row's typed columns in one int64")
         self.index = {key: self.names.index(col) for key, col in TYPED_COLUMNS.items()}
         self.types = [STATS_READ.field(c).type for c in self.names]
         self.is_float = np.array([c in FLOAT_COLUMNS for c in self.names])
@@ -496,7 +498,7 @@ class _StatsOut:
         self.ts_off = np.empty(cap + 1, np.int32)
         self.ts_valid = np.empty(cap, np.bool_)
         self.fix = np.empty((3, entries), np.int64)
-        self.skel = np.empty((3, t.n + 1), np.int64)
+        self.skel = np.empty((6, t.n + 1), np.int64)
 
     def arrays(self) -> tuple:
         """The arguments of the stats entry point from ``cap`` on."""

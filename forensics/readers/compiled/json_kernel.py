@@ -290,7 +290,7 @@ def _stats_c_for(tokens_digest):
             numba.carray(koff, (entries + 1,)), numba.carray(fval, (entries,)),
             numba.carray(foff, (cap + 1,)), numba.carray(ts_bytes, (n,)),
             numba.carray(ts_off, (cap + 1,)), numba.carray(ts_valid, (cap,)),
-            numba.carray(fix, (3, entries)), numba.carray(skel, (3, n_slots + 1)), w)
+            numba.carray(fix, (3, entries)), numba.carray(skel, (6, n_slots + 1)), w)
         w[35] = rows
         return status
 

@@ -42,24 +42,25 @@ def copy_key(dotted, dotted_offs, slot, out, k):
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
-def leaf_value(buf, q, n, slot, row, is_obj, col_of, col_float, col_lo, col_hi, col_lim,
-               ts_slot, dotted, dotted_offs, coli, colf, colv, kbytes, koff, fval, ts_bytes,
-               ts_valid, fix, where, e, klen, nfix, tlen):
-    """The value at ``q`` (not whitespace) of slot ``slot`` written to row ``row`` by the rules
-    of :func:`stats`: (status, position after, fields entries, key bytes, fix-ups, timestamp
-    bytes). ``NOT_LEAF`` for an object, or anything but null where the template has an object
-    (the caller reads it); ``BAD_VALUE`` for what the scanner declines."""
+def leaf_value(buf, q, n, slot, obj, c, cfloat, row, col_lo, col_hi, col_lim, ts_slot, dotted,
+               dotted_offs, coli, colf, colv, kbytes, koff, fval, ts_bytes, ts_valid, fix, where,
+               e, klen, nfix, tlen, wmask):
+    """The value at ``q`` (not whitespace) of slot ``slot`` (``obj``: an object there; ``c``
+    its typed column or -1, ``cfloat`` a float one) written to row ``row`` by the rules of
+    :func:`stats`: (status, position after, fields entries, key bytes, fix-ups, timestamp
+    bytes, typed columns written as bits). ``NOT_LEAF`` for an object, or anything but null
+    where the template has an object (the caller reads it); ``BAD_VALUE`` for what the scanner
+    declines."""
     c0 = buf[q]
-    if (48 <= c0 <= 57 or c0 == 45) and not is_obj[slot]:
+    if (48 <= c0 <= 57 or c0 == 45) and not obj:
         ok, k, iv, fv, w = json_number(buf, q, n)
         if not ok:
-            return BAD_VALUE, q, e, klen, nfix, tlen
-        c = col_of[slot]
+            return BAD_VALUE, q, e, klen, nfix, tlen, wmask
         typed = False
         if k == K_INT:
             fv = float(iv)      # correctly rounded, as Python's float(int)
             if c >= 0:
-                if col_float[c]:
+                if cfloat:
                     colf[c, row] = fv
                     typed = True
                 elif col_lo[c] <= iv <= col_hi[c]:
@@ -67,15 +68,15 @@ def leaf_value(buf, q, n, slot, row, is_obj, col_of, col_float, col_lo, col_hi, 
                     typed = True
         elif k == K_FLOAT:
             if c >= 0:
-                if col_float[c]:
+                if cfloat:
                     colf[c, row] = fv
                     typed = True
                 elif fv == np.floor(fv) and -col_lim[c] <= fv < col_lim[c]:
                     coli[c, row] = np.int64(fv)
                     typed = True
         else:                   # K_FTEXT: the caller reads the text
-            if c >= 0 and not col_float[c]:
-                return BAD_VALUE, q, e, klen, nfix, tlen   # whole or not is the text's to say
+            if c >= 0 and not cfloat:
+                return BAD_VALUE, q, e, klen, nfix, tlen, wmask   # whole or not: the text's
             fix[0, nfix] = -1 - (c * coli.shape[1] + row) if c >= 0 else e
             fix[1, nfix] = q
             fix[2, nfix] = w
@@ -83,28 +84,29 @@ def leaf_value(buf, q, n, slot, row, is_obj, col_of, col_float, col_lo, col_hi, 
             typed = c >= 0
         if typed:
             colv[c, row] = True
+            wmask |= np.int64(1) << c
         else:
             klen = copy_key(dotted, dotted_offs, slot, kbytes, klen)
             koff[e + 1] = klen
             fval[e] = fv
             e += 1
-        return OK, w, e, klen, nfix, tlen
+        return OK, w, e, klen, nfix, tlen, wmask
     if c0 == 123:
-        return NOT_LEAF, q, e, klen, nfix, tlen
+        return NOT_LEAF, q, e, klen, nfix, tlen, wmask
     if literal(buf, q, n, null_b):
-        return OK, q + 4, e, klen, nfix, tlen
-    if is_obj[slot]:
-        return NOT_LEAF, q, e, klen, nfix, tlen
+        return OK, q + 4, e, klen, nfix, tlen, wmask
+    if obj:
+        return NOT_LEAF, q, e, klen, nfix, tlen, wmask
     if c0 == 34:
         w, high = string_end(buf, q + 1, n)
         if w < 0:
-            return BAD_VALUE, q, e, klen, nfix, tlen
+            return BAD_VALUE, q, e, klen, nfix, tlen, wmask
         if high:
             where[36] = 1
         if slot == ts_slot:
             tlen = copy_bytes(ts_bytes, tlen, buf, q + 1, w - q - 1)
             ts_valid[row] = True
-        return OK, w + 1, e, klen, nfix, tlen
+        return OK, w + 1, e, klen, nfix, tlen, wmask
     if literal(buf, q, n, true_b):
         fv = 1.0
         w = q + 4
@@ -112,21 +114,23 @@ def leaf_value(buf, q, n, slot, row, is_obj, col_of, col_float, col_lo, col_hi, 
         fv = 0.0
         w = q + 5
     else:
-        return BAD_VALUE, q, e, klen, nfix, tlen
+        return BAD_VALUE, q, e, klen, nfix, tlen, wmask
     klen = copy_key(dotted, dotted_offs, slot, kbytes, klen)
     koff[e + 1] = klen
     fval[e] = fv
-    return OK, w, e + 1, klen, nfix, tlen
+    return OK, w, e + 1, klen, nfix, tlen, wmask
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
-def clear_row(coli, colf, colv, ts_valid, row):
-    """Row ``row`` of the typed columns as a line without them (0, not valid), no timestamp."""
-    ts_valid[row] = False
+def clear_row(coli, colf, colv, row, wmask):
+    """Row ``row`` of the typed columns whose bit is not set in ``wmask`` as a line without
+    them (0, not valid): the rows' arrays are reused, and writing only these (a line has most
+    columns) spares ~40 scattered stores a row."""
     for c in range(coli.shape[0]):
-        coli[c, row] = 0
-        colf[c, row] = 0.0
-        colv[c, row] = False
+        if not (wmask >> c) & 1:
+            coli[c, row] = 0
+            colf[c, row] = 0.0
+            colv[c, row] = False
 
 
 def _stats_for(tokens_digest):
@@ -141,8 +145,9 @@ def _stats_for(tokens_digest):
         status, ``where[1]`` the ``fields`` entries and ``where[2]`` the fix-ups written,
         ``where[3:35]`` the scanner's stack of open objects, ``where[36]`` is set when a string
         value holds a byte >= 0x80 (keys are ASCII names; such a byte anywhere else declines).
-        ``skel`` (3 rows of at least as many items as slots) holds the skeleton of the last line
-        read token by token: each value's start, end and slot.
+        ``skel`` (6 rows of at least as many items as slots) holds the skeleton of the last line
+        read token by token: each value's start, end, slot, whether the slot is an object, its
+        typed column (-1 none) and whether that is a float column.
 
         The template is a tree of slots in depth-first key order: ``names``/``offs`` the key,
         ``parent`` the enclosing object's slot (-1: the line's object), ``is_obj``, ``next_sib``
@@ -187,7 +192,8 @@ def _stats_for(tokens_digest):
             if row >= cap:
                 where[0] = row
                 return FULL, row
-            clear_row(coli, colf, colv, ts_valid, row)
+            ts_valid[row] = False
+            wmask = 0
             if sk_n >= 0:       # the line against the skeleton first
                 e0, klen0, nfix0, tlen0 = e, klen, nfix, tlen
                 q = p
@@ -198,22 +204,26 @@ def _stats_for(tokens_digest):
                     if not same_span(buf, q, b, m):
                         same = False
                         break
-                    status, q, e, klen, nfix, tlen = leaf_value(
-                        buf, q + m, n, skel[2, i], row, is_obj, col_of, col_float, col_lo,
-                        col_hi, col_lim, ts_slot, dotted, dotted_offs, coli, colf, colv, kbytes,
-                        koff, fval, ts_bytes, ts_valid, fix, where, e, klen, nfix, tlen)
+                    status, q, e, klen, nfix, tlen, wmask = leaf_value(
+                        buf, q + m, n, skel[2, i], skel[3, i], skel[4, i], skel[5, i], row,
+                        col_lo, col_hi, col_lim, ts_slot, dotted, dotted_offs, coli, colf, colv,
+                        kbytes, koff, fval, ts_bytes, ts_valid, fix, where, e, klen, nfix, tlen,
+                        wmask)
                     if status != OK:
                         same = False
                         break
                     b = skel[1, i]
                 if same and same_span(buf, q, b, sk_end - b):
+                    clear_row(coli, colf, colv, row, wmask)
                     row += 1
                     foff[row] = e
                     ts_off[row] = tlen
                     p = q + sk_end - b
                     continue
                 e, klen, nfix, tlen = e0, klen0, nfix0, tlen0
-                clear_row(coli, colf, colv, ts_valid, row)
+                clear_row(coli, colf, colv, row, 0)   # what it wrote, as no value
+                ts_valid[row] = False
+                wmask = 0
             q = skip_ws(buf, p, n)
             if q >= n or buf[q] != 123:
                 where[0] = row
@@ -266,14 +276,20 @@ def _stats_for(tokens_digest):
                 if q >= n:
                     where[0] = row
                     return BAD_LINE, row
-                status, w, e, klen, nfix, tlen = leaf_value(
-                    buf, q, n, slot, row, is_obj, col_of, col_float, col_lo, col_hi, col_lim,
-                    ts_slot, dotted, dotted_offs, coli, colf, colv, kbytes, koff, fval, ts_bytes,
-                    ts_valid, fix, where, e, klen, nfix, tlen)
+                obj = is_obj[slot]
+                c = col_of[slot]
+                cfloat = c >= 0 and col_float[c]
+                status, w, e, klen, nfix, tlen, wmask = leaf_value(
+                    buf, q, n, slot, obj, c, cfloat, row, col_lo, col_hi, col_lim, ts_slot,
+                    dotted, dotted_offs, coli, colf, colv, kbytes, koff, fval, ts_bytes,
+                    ts_valid, fix, where, e, klen, nfix, tlen, wmask)
                 if status == OK:
                     skel[0, nv] = q
                     skel[1, nv] = w
                     skel[2, nv] = slot
+                    skel[3, nv] = obj
+                    skel[4, nv] = c
+                    skel[5, nv] = cfloat
                     nv += 1
                     q = w
                 elif status != NOT_LEAF:
@@ -314,6 +330,7 @@ def _stats_for(tokens_digest):
             if q < n and buf[q] != 10:
                 where[0] = row
                 return BAD_LINE, row
+            clear_row(coli, colf, colv, row, wmask)
             sk_n = nv
             sk_start = p
             sk_end = q + 1
