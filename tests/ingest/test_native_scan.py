@@ -83,7 +83,8 @@ def _scan_kernel():
 
 
 def _bench_module():
-    spec = importlib.util.spec_from_file_location("bench_ingest", REPO / "benchmarks" / "ingest.py")
+    spec = importlib.util.spec_from_file_location("log_generators",
+                                                  REPO / "benchmarks" / "log_generators.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
