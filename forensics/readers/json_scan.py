@@ -555,13 +555,19 @@ class _StatsOut:
 _scratch = threading.local()
 
 
+#: Most cells the kept arrays hold (17 MB): a block of very short lines (a bound of millions of
+#: rows) gets arrays of its own, so that a thread never keeps more than this after it.
+SCRATCH_CELLS = 1 << 20
+
+
 def _typed_scratch(n_cols: int, cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(int, float, valid) arrays of shape ``(n_cols, cap)``, the thread's own, reused."""
     size = n_cols * cap
     got = getattr(_scratch, "arrays", None)
     if got is None or got[0].size < size:
-        got = _scratch.arrays = (np.empty(size, np.int64), np.empty(size, np.float64),
-                                 np.empty(size, np.bool_))
+        got = (np.empty(size, np.int64), np.empty(size, np.float64), np.empty(size, np.bool_))
+        if size <= SCRATCH_CELLS:
+            _scratch.arrays = got
     return tuple(a[:size].reshape(n_cols, cap) for a in got)
 
 

@@ -5,6 +5,7 @@ predecessor mid-block: the scanner must take the block and give the reference re
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
@@ -123,3 +124,33 @@ def test_a_line_the_reference_reads_otherwise_gives_its_rows(bad, tmp_path, monk
     monkeypatch.setattr(json_scan, "_TEMPLATE", None)
     got = [r for b in stats_json.read_stats(path, "s.jsonl") for r in b.stats.to_pylist()]
     assert repr(got) == repr(ref)
+
+
+def test_reused_column_arrays_leave_nothing_of_the_block_before(tmp_path, monkeypatch):
+    """The typed columns' arrays are reused from block to block: a block whose lines lack
+    columns the one before wrote gets nulls there, and the first batch is not changed."""
+    full = _block([], before=20, after=0)
+    bare = ("\n".join('{"iter":%d,"timestamp":null}' % i for i in range(30)) + "\n").encode()
+    first = _assert_taken_and_same(full, tmp_path, monkeypatch)
+    monkeypatch.setattr(json_scan, "_TEMPLATE", None)
+    kept = json_scan.stats(full, 1, "s.jsonl")
+    rows = _assert_taken_and_same(bare, tmp_path, monkeypatch)
+    assert [r["num_active_requests"] for r in rows] == [None] * 30
+    assert [r["iter_latency_ms"] for r in rows] == [None] * 30
+    assert [r["rank"] for r in rows] == [None] * 30
+    assert kept.stats.to_pylist() == first
+
+
+def test_a_block_of_very_short_lines_gets_arrays_of_its_own(monkeypatch):
+    """A row bound past ``SCRATCH_CELLS`` is not kept for the next block (its arrays would hold
+    the thread's memory), and its rows are read all the same; a smaller one is kept."""
+    monkeypatch.setattr(json_scan, "_TEMPLATE", None)
+    monkeypatch.setattr(json_scan, "_scratch", threading.local())
+    monkeypatch.setattr(json_scan, "SCRATCH_CELLS", 64)
+    block = ("\n".join('{"iter":%d}' % i for i in range(50)) + "\n").encode()
+    got = json_scan.stats(block, 1, "s.jsonl")
+    assert got.stats.column("iter").to_pylist() == list(range(50))
+    assert getattr(json_scan._scratch, "arrays", None) is None
+    one = json_scan.stats(b'{"iter":7}\n', 1, "s.jsonl")       # 14 columns x 4 rows
+    assert one.stats.column("iter").to_pylist() == [7]
+    assert json_scan._scratch.arrays[0].size <= 64
