@@ -349,11 +349,45 @@ def json_number(buf, q, n):
     return True, K_FLOAT, 0, -v if neg else v, q
 
 
+@intrinsic
+def ctz64(typingctx, x):
+    """The trailing zero bits of the uint64 ``x`` (64 for 0)."""
+    sig = types.int64(types.uint64)
+
+    def codegen(context, builder, signature, args):
+        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 0))
+
+    return sig, codegen
+
+
+_ONES = np.uint64(0x0101010101010101)
+_HIGH = np.uint64(0x8080808080808080)
+_QUOTES = np.uint64(0x2222222222222222)
+_BACKSLASHES = np.uint64(0x5C5C5C5C5C5C5C5C)
+_SPACES = np.uint64(0x2020202020202020)
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _has_zero(w):
+    """The high bit of each zero byte of ``w`` (exact up to the lowest zero byte)."""
+    return (w - _ONES) & ~w & _HIGH
+
+
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def string_end(buf, q, n):
     """:func:`plain_string_end`, and whether the body holds a byte >= 0x80 (then the caller
     checks that the block is UTF-8)."""
     high = False
+    # 8 bytes at a time to the first that is a quote, a backslash, a control character or
+    # >= 0x80 (the bit tricks flag the lowest such byte exactly), then byte by byte
+    while q + 8 <= n:
+        w = peek8(buf, q)
+        stop = (_has_zero(w ^ _QUOTES) | _has_zero(w ^ _BACKSLASHES)
+                | ((w - _SPACES) & ~w & _HIGH) | (w & _HIGH))
+        if stop:
+            q += ctz64(stop) >> 3
+            break
+        q += 8
     while q < n:
         c = buf[q]
         if c == 34:
