@@ -130,7 +130,7 @@ def test_reused_column_arrays_leave_nothing_of_the_block_before(tmp_path, monkey
     """The typed columns' arrays are reused from block to block: a block whose lines lack
     columns the one before wrote gets nulls there, and the first batch is not changed."""
     full = _block([], before=20, after=0)
-    bare = ("\n".join('{"iter":%d,"timestamp":null}' % i for i in range(30)) + "\n").encode()
+    bare = ("\n".join(f'{{"iter":{i},"timestamp":null}}' for i in range(30)) + "\n").encode()
     first = _assert_taken_and_same(full, tmp_path, monkeypatch)
     monkeypatch.setattr(json_scan, "_TEMPLATE", None)
     kept = json_scan.stats(full, 1, "s.jsonl")
@@ -147,7 +147,7 @@ def test_a_block_of_very_short_lines_gets_arrays_of_its_own(monkeypatch):
     monkeypatch.setattr(json_scan, "_TEMPLATE", None)
     monkeypatch.setattr(json_scan, "_scratch", threading.local())
     monkeypatch.setattr(json_scan, "SCRATCH_CELLS", 64)
-    block = ("\n".join('{"iter":%d}' % i for i in range(50)) + "\n").encode()
+    block = ("\n".join(f'{{"iter":{i}}}' for i in range(50)) + "\n").encode()
     got = json_scan.stats(block, 1, "s.jsonl")
     assert got.stats.column("iter").to_pylist() == list(range(50))
     assert getattr(json_scan._scratch, "arrays", None) is None

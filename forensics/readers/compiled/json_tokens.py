@@ -167,10 +167,41 @@ def same_bytes(buf, a, names, o, m):
     return True
 
 
+@intrinsic
+def ctz64(typingctx, x):
+    """The trailing zero bits of the uint64 ``x`` (64 for 0)."""
+    sig = types.int64(types.uint64)
+
+    def codegen(context, builder, signature, args):
+        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 0))
+
+    return sig, codegen
+
+
+_ONES = np.uint64(0x0101010101010101)
+_HIGH = np.uint64(0x8080808080808080)
+_QUOTES = np.uint64(0x2222222222222222)
+_BACKSLASHES = np.uint64(0x5C5C5C5C5C5C5C5C)
+_SPACES = np.uint64(0x2020202020202020)
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _has_zero(w):
+    """The high bit of each zero byte of ``w`` (exact up to the lowest zero byte)."""
+    return (w - _ONES) & ~w & _HIGH
+
+
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def plain_string_end(buf, q, n):
     """Position of the closing quote of the string whose body starts at ``q``, or -1 when the
     body holds a backslash, a control character or the line ends first."""
+    while q + 8 <= n:          # 8 bytes at a time to the first quote, backslash or control
+        w = peek8(buf, q)
+        stop = _has_zero(w ^ _QUOTES) | _has_zero(w ^ _BACKSLASHES) | ((w - _SPACES) & ~w & _HIGH)
+        if stop:
+            q += ctz64(stop) >> 3
+            break
+        q += 8
     while q < n:
         c = buf[q]
         if c == 34:
@@ -244,7 +275,12 @@ def key_at(buf, words, a, n, names, offs, w, wo, wl, guess):
     e = plain_string_end(buf, a, n)
     if e < 0:
         return -1, -1
-    return find_name(buf, a, e - a, names, offs, -1), e
+    # the names of its length a word at a time: a request's state changes often enough that
+    # comparing each name byte by byte was one of the frame scanner's hottest loops (perf)
+    for i in range(len(wl)):
+        if wl[i] == e - a + 1 and name_here(words, a, w, wo, wl, i):
+            return i, e
+    return find_name(buf, a, e - a, names, offs, -1), e     # none, or near the block's end
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
@@ -347,30 +383,6 @@ def json_number(buf, q, n):
         return True, K_FTEXT, 0, 0.0, q
     v = m * pow10[e10] if e10 >= 0 else m / pow10[-e10]
     return True, K_FLOAT, 0, -v if neg else v, q
-
-
-@intrinsic
-def ctz64(typingctx, x):
-    """The trailing zero bits of the uint64 ``x`` (64 for 0)."""
-    sig = types.int64(types.uint64)
-
-    def codegen(context, builder, signature, args):
-        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 0))
-
-    return sig, codegen
-
-
-_ONES = np.uint64(0x0101010101010101)
-_HIGH = np.uint64(0x8080808080808080)
-_QUOTES = np.uint64(0x2222222222222222)
-_BACKSLASHES = np.uint64(0x5C5C5C5C5C5C5C5C)
-_SPACES = np.uint64(0x2020202020202020)
-
-
-@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
-def _has_zero(w):
-    """The high bit of each zero byte of ``w`` (exact up to the lowest zero byte)."""
-    return (w - _ONES) & ~w & _HIGH
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
