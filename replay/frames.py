@@ -244,8 +244,13 @@ class RunFrames:
         pos_c = np.minimum(pos, max(I - 1, 0))
         ok = (I > 0) & (kept[pos_c] == f_iter) if I else np.zeros(f_iter.size, bool)
         flat = pos_c[ok] * R + f_rank[ok]
+        # Frames written iteration by iteration, rank by rank, none dropped (the usual trace):
+        # each column is its grid already, no scatter (12 columns a window, measured ~2 ms).
+        in_grid = flat.size == f_iter.size == I * R and bool((flat == np.arange(I * R)).all())
 
         def grid(values: np.ndarray, fill, dtype) -> np.ndarray:
+            if in_grid:
+                return values.astype(dtype).reshape(I, R)
             g = np.full(I * R, fill, dtype=dtype)
             g[flat] = values[ok]
             return g.reshape(I, R)
