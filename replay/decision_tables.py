@@ -51,9 +51,10 @@ def decision_columns(frames, o, st, n, stopped, crashed_row, removed, alive_at_s
     role = np.where(o["padded"], np.where(o["role_context"], np.int8(1), np.int8(2)), np.int8(0))
     alive = o["survives"].copy()
     alive[-1] = alive_at_stop if stopped[-1] else alive[-1]
+    iters, ranks = frames.decision_rows(n)
     return {
-        "iter": ("plain", np.repeat(frames.iters[:n], R)),
-        "rank": ("plain", np.tile(np.arange(R, dtype=np.int64), n)),
+        "iter": ("plain", iters),
+        "rank": ("plain", ranks),
         "active": ("plain", o["active"].ravel()),
         "real": ("plain", frames.n_real[:n].ravel()),
         "schedulable": ("plain", st.schedulable[:n].ravel()),

@@ -366,6 +366,15 @@ class RunFrames:
                           role_context=role,
                           kv_precheck_ok=self.kv_precheck_ok)
 
+    def decision_rows(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(iter, rank)`` of each decision of the first ``n`` rows, flat in row order: the
+        same for every policy's decisions of these frames, so made once (read-only; on
+        fleet-1h, 15 walks a window)."""
+        R = self.num_ranks
+        return (self._shared_input(("decision iter", n), lambda: np.repeat(self.iters[:n], R)),
+                self._shared_input(("decision rank", n),
+                                   lambda: np.tile(np.arange(R, dtype=np.int64), n)))
+
     def _shared_input(self, key, make) -> np.ndarray:
         """An input array that policies share (read-only), made once per frames: the policies
         of a window's walks read the same role rows and the same absent recorded ``expected``
