@@ -517,7 +517,13 @@ def _bool_code(frames: pa.Table, name: str) -> np.ndarray:
     if not frames.num_rows:
         return np.zeros(0, np.int8)
     c = frames.column(name)
+    # A column a trace does not record is all null, one every frame records has none (a
+    # fleet hour: 3 and 2 of the 5): neither needs the null mask unpacked (~1 ms a window).
+    if c.null_count == len(c):
+        return np.full(len(c), -1, np.int8)
     vals = column_array(c, np.int8, False)
+    if not c.null_count:
+        return vals
     nulls = column_array(c.is_null(), bool)
     return np.where(nulls, -1, vals).astype(np.int8)
 
