@@ -336,9 +336,13 @@ def pad_step(policy: Policy, config: RunConfig, inputs: StepInputs, active: np.n
     ``over``: :func:`over_expected` of these arrays when the caller has it.
     """
     adp = policy.pads_run(config)
-    over = (over_expected(active, expected, inputs) if over is None else over) & adp
-    assert_crash = over & (policy.entry_check is EntryCheck.ASSERT)
-    warn = over & (policy.entry_check is EntryCheck.WARN)
+    over = over_expected(active, expected, inputs) if over is None else over
+    # The entry check's outcomes are ``over`` or nothing (an array and'ed with a Python bool
+    # would be a copy of either); ``warn`` is an output, so never the caller's array.
+    nothing = np.zeros(over.shape, bool)
+    over = over if adp else nothing
+    assert_crash = over if policy.entry_check is EntryCheck.ASSERT else nothing
+    warn = over.copy() if policy.entry_check is EntryCheck.WARN else nothing
     carried = inputs.carried
     if policy.uses_forward_intent(config):
         fleet = inputs.intent.max(axis=-1, keepdims=True)  # tp_allreduce(MAX) over the ranks
