@@ -337,8 +337,9 @@ def pad_step(policy: Policy, config: RunConfig, inputs: StepInputs, active: np.n
     """
     adp = policy.pads_run(config)
     over = over_expected(active, expected, inputs) if over is None else over
-    # The entry check's outcomes are ``over`` or nothing (an array and'ed with a Python bool
-    # would be a copy of either); ``warn`` is an output, so never the caller's array.
+    # The entry check's outcomes and the wish for a dummy are an array or nothing: an array
+    # and'ed with a Python bool is a copy of either (measured: a fifth of a window's decide);
+    # ``warn`` and ``crash`` are outputs: never the caller's array, nor one array twice.
     nothing = np.zeros(over.shape, bool)
     over = over if adp else nothing
     assert_crash = over if policy.entry_check is EntryCheck.ASSERT else nothing
@@ -347,16 +348,18 @@ def pad_step(policy: Policy, config: RunConfig, inputs: StepInputs, active: np.n
     if policy.uses_forward_intent(config):
         fleet = inputs.intent.max(axis=-1, keepdims=True)  # tp_allreduce(MAX) over the ranks
         fleet = np.broadcast_to(fleet, inputs.intent.shape)
-        needs = adp & (fleet != INTENT_NONE) & (inputs.sched_real == 0) & ~carried & ~assert_crash
+        needs = (fleet != INTENT_NONE) & (inputs.sched_real == 0) & ~carried & ~assert_crash
         role = fleet == INTENT_CONTEXT
     else:
         exp_eff = np.where(warn, np.maximum(expected, active), expected) \
             if policy.entry_check is EntryCheck.WARN else expected   # else ``warn`` is all False
         # ``sched_real + carried == 0``: counts are never negative
-        needs = adp & (exp_eff > 0) & (inputs.sched_real == 0) & ~carried & ~assert_crash
+        needs = (exp_eff > 0) & (inputs.sched_real == 0) & ~carried & ~assert_crash
         role = inputs.role_context
+    needs = needs if adp else nothing
     fits, refused = kv_outcomes(policy, config, inputs)
-    crash = assert_crash | (needs & refused & (policy.alloc_failure_for(config) is AllocFailure.CRASH))
+    crash = assert_crash | (needs & refused) \
+        if policy.alloc_failure_for(config) is AllocFailure.CRASH else assert_crash.copy()
     padded = needs & fits
     return PadDecision(padded=padded, role_context=padded & role,
                        alloc_failed=needs & ~fits & ~crash, crash=crash, surplus=warn)
@@ -467,7 +470,7 @@ def decide(policy: Policy, config: RunConfig, inputs: StepInputs,
     # A pending dummy is rolled back when the fleet skips: a pad-step one where the version's
     # transactional path applies, a post-schedule one on every path (PR #17379's test runs with
     # the fixes flag off and on).
-    pending = postpadded | (padded & policy.rolls_back(config))
+    pending = postpadded | padded if policy.rolls_back(config) else postpadded
     removed = np.where(~can_queue & pending, np.int8(REMOVED_ROLLBACK), removed).astype(
         np.int8, copy=False)
     survives = any_dummy & (removed == REMOVED_NONE)
