@@ -67,6 +67,33 @@ def test_ingest_uses_the_system_arrow_pool(command, env, expected):
     assert out.stdout.split()[-1] == expected
 
 
+_POSTMORTEM_POOL = """
+import sys, types
+sys.argv = ["forensics", "postmortem", {sample!r}, "-o", {out!r}, "-q"]
+def postmortem(*args, **kwargs):   # stands in for the pipeline: the pool is chosen by now
+    import pyarrow as pa
+    print(pa.default_memory_pool().backend_name)
+    sys.exit(0)
+sys.modules["forensics.pipeline"] = types.SimpleNamespace(postmortem=postmortem)
+from forensics.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize("env, expected", [(None, "system"), ("jemalloc", "jemalloc")])
+def test_postmortem_uses_the_system_arrow_pool(tmp_path, env, expected):
+    """The post-mortem's ingest and replay take Arrow's buffers from malloc, as an ingest does
+    (the user's choice kept)."""
+    run_env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    if env is not None:
+        run_env["ARROW_DEFAULT_MEMORY_POOL"] = env
+    code = _POSTMORTEM_POOL.format(sample=str(REPO / "traces" / "samples" / "healthy"),
+                                   out=str(tmp_path / "r"))
+    out = subprocess.run([sys.executable, "-c", code], env=run_env, capture_output=True,
+                         text=True, check=True, cwd=REPO)
+    assert out.stdout.split()[-1] == expected
+
+
 def test_system_arrow_pool_too_late_changes_nothing(monkeypatch):
     import pyarrow  # noqa: F401  (already imported: its pool may exist, the variable would lie)
     monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)

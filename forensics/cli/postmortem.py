@@ -21,7 +21,8 @@ from forensics.cli.options import (
     run_option,
     verdict_markup,
 )
-from forensics.cli.process_setup import imports_without_gc, one_blas_thread, started_as
+from forensics.cli.process_setup import (imports_without_gc, one_blas_thread, started_as,
+                                        system_arrow_pool)
 from forensics.output_dir import write_atomic
 from forensics.report.inline import plain
 
@@ -159,6 +160,9 @@ def command(inputs: tuple[str, ...], out_dir: str, policies: tuple[str, ...], fo
     lean = started_as("postmortem")
     if lean:
         one_blas_thread()
+        # Its ingest, as ``forensics ingest``'s, and its replay: mimalloc handed each window's
+        # freed buffers back and faulted fresh pages in for the next (64x100k: ~380k faults).
+        system_arrow_pool()
     with imports_without_gc() if lean else contextlib.nullcontext():
         from forensics.pipeline import postmortem
         from replay.isolation import isolate_specs

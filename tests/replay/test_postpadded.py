@@ -157,3 +157,14 @@ def test_the_simulator_records_refused_allocations_and_replays_them(tmp_path):
     postpad_refused = (d["batch"] == 0) & (d["active"] > 0) & (d["active"] < w.effective_cap)
     wanted = d["alloc_failed"] | postpad_refused
     assert refused == {(int(i), int(r)) for i, r in zip(d["iter"][wanted], d["rank"][wanted])}
+
+
+def test_a_field_some_frames_record_and_frames_out_of_rank_order():
+    """``postpadded`` recorded on rank 1 only reads -1 on rank 0 (a column with some nulls),
+    and frames listed rank 1 first still land on their ranks (not in grid order)."""
+    frames = [FRAMES[1], _without_postpadded(FRAMES)[0]]
+    rf = RunFrames.from_records([RUN] + frames)
+    assert rf.rec_postpadded.tolist() == [[-1, 1]]
+    assert rf.n_real.tolist() == [[1, 1]]
+    assert rf.line.tolist() == [[3, 2]]          # rank 0's frame is the file's third line
+    assert rf.real_batch.tolist() == [[1, 0]]    # rank 1 exact, rank 0 inferred (1 request)

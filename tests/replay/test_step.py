@@ -101,6 +101,19 @@ def test_adp_disabled_never_pads(name):
     assert not out.padded.any() and not out.postpadded.any() and not out.crash.any()
 
 
+def test_adp_disabled_never_trips_the_entry_check():
+    """Rank 0 holds 3 requests, the recorded expected is 1 (the counts match, so it is used):
+    under attention DP mid-2025's assert trips there (3 > 1); without it the pad methods do
+    nothing, so neither the assert nor the surplus warning."""
+    states, kw = [[GIP, GIP, GIP], [GIP]], dict(expected_recorded=1, recorded_counts=[3, 1])
+    on = one("mid-2025", RunConfig(tp_size=2, disaggregated=True), states, **kw)
+    assert on.crash.tolist() == [True, False]
+    for name in ("mid-2025", "tolerant-17278"):
+        off = one(name, RunConfig(tp_size=2, disaggregated=True, enable_attention_dp=False),
+                  states, **kw)
+        assert not off.crash.any() and not off.surplus.any()
+
+
 @pytest.mark.parametrize("name", ["fix-16161", "fix-16279", "tolerant-17278", "sched-aware-16921",
                                   "postpad-17379", "newest"])
 def test_refused_dummy_is_skipped_with_a_warning_inside_the_gate(name):
