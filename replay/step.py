@@ -59,7 +59,8 @@ EXPECTED_COMPUTED = 0
 EXPECTED_RECORDED = 1
 EXPECTED_SOURCE_NAMES = ("computed", "recorded")
 
-#: ``StepOutputs.removed_path`` codes (0: no dummy removed on this rank this iteration).
+#: ``StepOutputs.removed_path`` codes (0: no dummy removed on this rank this iteration;
+#: :func:`decide` sums them from 0/1 masks, so ``REMOVED_NONE`` must stay 0).
 REMOVED_NONE = 0
 REMOVED_UPDATE_STATES_TP = 1
 REMOVED_HANDLE_RESPONSES = 2
@@ -358,8 +359,8 @@ def pad_step(policy: Policy, config: RunConfig, inputs: StepInputs, active: np.n
         role = inputs.role_context
     needs = needs if adp else nothing
     fits, refused = kv_outcomes(policy, config, inputs)
-    crash = assert_crash | (needs & refused) \
-        if policy.alloc_failure_for(config) is AllocFailure.CRASH else assert_crash.copy()
+    crash = (assert_crash | (needs & refused)
+             if policy.alloc_failure_for(config) is AllocFailure.CRASH else assert_crash.copy())
     padded = needs & fits
     return PadDecision(padded=padded, role_context=padded & role,
                        alloc_failed=needs & ~fits & ~crash, crash=crash, surplus=warn)
@@ -466,7 +467,7 @@ def decide(policy: Policy, config: RunConfig, inputs: StepInputs,
     # A pending dummy is rolled back when the fleet skips: a pad-step one where the version's
     # transactional path applies, a post-schedule one on every path (PR #17379's test runs with
     # the fixes flag off and on).
-    pending = postpadded | padded if policy.rolls_back(config) else postpadded
+    pending = (postpadded | padded) if policy.rolls_back(config) else postpadded
     # Where the fleet queues a dummy leaves (the last element by _update_request_states_tp,
     # else by _handle_responses); where it skips, disjointly, a pending one is rolled back.
     # int8 codes summed from 0/1 masks: an np.where costs ~60 us on a 1024 x 64 grid, an int8
