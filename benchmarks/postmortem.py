@@ -34,6 +34,10 @@ and CPU seconds summed over threads).
 Medians over ``--rounds`` are printed per size, with the ratio of the baseline's to the
 streamed run's peak RSS and CPU time, and the RSS of each size against the first size's (the
 goal: flat in iterations). CPU seconds are more robust than wall seconds on a shared machine.
+Each measured process is printed as it ends with the machine's steal time and the CPU time of
+everything else meanwhile (``wholeprocess.host_times``); after the medians, the streamed run's
+wall as a multiple of the floor's round by round, the floor's spread, and the multiple of the
+fastest floor (the floor moves most with the host: see :func:`per_round`).
 
 CPU is ``resource.getrusage(RUSAGE_CHILDREN)`` read by a small proxy process whose only child
 is the measured worker (with the processes it starts: the ingest reads large inputs one file per
@@ -67,9 +71,13 @@ import sys
 import tempfile
 import time
 
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, _HERE)
+from wholeprocess import HostTimes, host_times  # noqa: E402  (the helpers beside this script)
+
 # This script lives next to modules named like the package (benchmarks/replay.py); keep its
-# directory off the path.
-sys.path = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
+# directory off the path from here on.
+sys.path = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
 
 _PROXY = """
 import resource, subprocess, sys, threading, time
@@ -173,16 +181,38 @@ def print_breakdown(timings: list[dict]) -> None:
         print(f"    {'(sum)':30s}" + "  ".join(f"{x:7.1f}" for x in total), flush=True)
 
 
-def measure(cmd: list[str], cwd: str, env: dict | None = None) -> tuple[float, float, float, float]:
-    """(wall seconds, CPU seconds, peak RSS of the process tree, of its largest process; MiB)
-    of one fresh worker process."""
+#: Fields of one measurement (:func:`measure`), in this order.
+FIELDS = ("wall", "cpu", "rss", "largest", "steal", "others")
+
+
+def measure(cmd: list[str], cwd: str, env: dict | None = None) -> tuple[float, ...]:
+    """One fresh worker process: (wall seconds, CPU seconds, peak RSS of the process tree, of
+    its largest process (MiB), the machine's steal seconds meanwhile, and the CPU seconds of
+    everything else on the machine meanwhile: the timing proxy's own, ~0.1 s, and any
+    neighbour's). The last two are 0 where ``/proc/stat`` cannot be read."""
+    before = host_times()
     # cwd: the work dir, so that benchmarks/replay.py never shadows the package in a worker
     proc = subprocess.run([sys.executable, "-c", _PROXY, *cmd], capture_output=True, text=True,
                           cwd=cwd, env=env)
+    after = host_times()
     if proc.returncode:
         raise SystemExit(f"failed: {' '.join(cmd)}\n{proc.stderr}")
-    wall, cpu, rss, largest = proc.stdout.split()
-    return float(wall), float(cpu), float(rss) / 1024, float(largest) / 1024   # KiB on Linux
+    wall, cpu, rss, largest = (float(x) for x in proc.stdout.split())
+    host = after - before if after is not None and before is not None else HostTimes(0.0, 0.0)
+    return (wall, cpu, rss / 1024, largest / 1024,   # KiB on Linux
+            max(host.steal, 0.0), max(host.busy - cpu, 0.0))
+
+
+def per_round(runs: dict[str, list[tuple[float, ...]]], floor: str) -> None:
+    """The streamed post-mortem's wall as a multiple of the floor's in the same round, and the
+    floor's spread: the floor (a pipe moving gigabytes) swings with the host far more than the
+    post-mortem does, so a ratio is only as good as the floor beside it."""
+    ratios = [s[0] / f[0] for s, f in zip(runs["streamed"], runs[floor])]
+    walls = sorted(f[0] for f in runs[floor])
+    print(f"  per round, streamed / floor wall: {' '.join(f'{r:.2f}x' for r in ratios)} "
+          f"(median {statistics.median(ratios):.2f}x); floor wall {walls[0]:.1f}-{walls[-1]:.1f} s,"
+          f" streamed / fastest floor {statistics.median(s[0] for s in runs['streamed']) / walls[0]:.2f}x",
+          flush=True)
 
 
 def decompressed_mb(path: str) -> float:
@@ -281,16 +311,19 @@ def main() -> None:
                 env = dict(os.environ, PYTHONPATH=os.path.abspath(args.baseline_tree))
                 variants["baseline tree"] = ([sys.executable, "-m", "forensics", "postmortem", sim,
                                               "-o", report, "-q"], env)
-            runs: dict[str, list[tuple[float, float, float, float]]] = {k: [] for k in variants}
+            runs: dict[str, list[tuple[float, ...]]] = {k: [] for k in variants}
             timings: list[dict] = []
             # the compiled scanners loaded once, compiled here on a cold cache (else the first
             # rounds would read with the reference reader while they build in the background)
             subprocess.run([sys.executable, "-c", "from forensics.readers import json_scan, "
                             "native_scan\nnative_scan.kernel(); json_scan.kernel()"], check=True)
-            for _ in range(args.rounds):            # interleaved: each round runs every variant
+            for r in range(args.rounds):            # interleaved: each round runs every variant
                 for name, (cmd, env) in variants.items():
                     shutil.rmtree(report, ignore_errors=True)   # no cached dataset
                     runs[name].append(measure(cmd, work, env))
+                    wall, cpu, _, _, steal, others = runs[name][-1]
+                    print(f"    round {r + 1}: {name:16s} wall {wall:6.1f} s  CPU {cpu:6.1f} s  "
+                          f"steal {steal:5.2f} s  others {others:5.2f} s", flush=True)
                     if name == "zstd -dc | wc -l":
                         continue
                     if name == "streamed":
@@ -301,16 +334,17 @@ def main() -> None:
                     # its findings behind
                     if not os.path.exists(os.path.join(report, "findings.json")):
                         raise SystemExit(f"failed: {' '.join(cmd)} wrote no {report}/findings.json")
-            med = {k: tuple(statistics.median(x[i] for x in v) for i in range(4))
+            med = {k: tuple(statistics.median(x[i] for x in v) for i in range(len(FIELDS)))
                    for k, v in runs.items()}
-            for name, (wall, cpu, rss, largest) in med.items():
+            for name, (wall, cpu, rss, largest, steal, others) in med.items():
                 print(f"  {name:14s} wall {wall:7.1f} s   CPU {cpu:7.1f} s   peak RSS {rss:7.0f} MiB "
-                      f"(largest process {largest:5.0f} MiB)   load {os.getloadavg()[0]:.1f}",
-                      flush=True)
-            s_wall, s_cpu, s_rss, _ = med["streamed"]
+                      f"(largest process {largest:5.0f} MiB)   steal {steal:5.2f} s   others "
+                      f"{others:5.2f} s   load {os.getloadavg()[0]:.1f}", flush=True)
+            s_wall, s_cpu, s_rss = med["streamed"][:3]
             f_wall, f_cpu = med["zstd -dc | wc -l"][:2]
             print(f"  streamed / zstd -dc | wc -l: wall {s_wall / f_wall:.2f}x (goal: 4x), "
                   f"CPU {s_cpu / f_cpu:.2f}x", flush=True)
+            per_round(runs, "zstd -dc | wc -l")
             print_breakdown(timings)
             for name in med:
                 if name not in ("streamed", "zstd -dc | wc -l"):

@@ -59,6 +59,45 @@ sys.exit(p.returncode)
 """
 
 
+@dataclasses.dataclass(frozen=True)
+class HostTimes:
+    """The whole machine's CPU seconds since boot, summed over its CPUs (``/proc/stat``'s
+    ``cpu`` line): ``busy``, every state but idle, iowait and steal; ``steal``, time the
+    hypervisor gave a CPU of this machine to someone else while it had work. The difference of
+    two readings around a measured process says whether it was alone: others' ``busy`` (the
+    difference less the process's own CPU) and ``steal`` should both be near 0 on a quiet
+    machine. On a virtual machine (this one is Firecracker) steal moves a pipe-bound process
+    such as ``zstd -dc | wc -l`` far more than a compute-bound one."""
+
+    busy: float
+    steal: float
+
+    def __sub__(self, other: "HostTimes") -> "HostTimes":
+        return HostTimes(busy=self.busy - other.busy, steal=self.steal - other.steal)
+
+
+def parse_proc_stat(text: str, ticks_per_second: int) -> HostTimes:
+    """:class:`HostTimes` of the text of ``/proc/stat`` (its first ``cpu`` line: user, nice,
+    system, idle, iowait, irq, softirq, steal, ...; guest time is inside user already)."""
+    for line in text.splitlines():
+        parts = line.split()
+        if parts and parts[0] == "cpu":
+            v = [int(x) for x in parts[1:9]] + [0] * max(0, 9 - len(parts))
+            user, nice, system, _idle, _iowait, irq, softirq, steal = v[:8]
+            return HostTimes(busy=(user + nice + system + irq + softirq) / ticks_per_second,
+                             steal=steal / ticks_per_second)
+    raise ValueError("no 'cpu' line in /proc/stat")
+
+
+def host_times() -> HostTimes | None:
+    """This machine's :class:`HostTimes` now, or None where there is no ``/proc/stat``."""
+    try:
+        with open("/proc/stat") as f:
+            return parse_proc_stat(f.read(), os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def warm_bytecode(env: dict[str, str], cache: str | os.PathLike) -> dict[str, str]:
     """``env`` with compiled bytecode kept, in ``cache`` (``PYTHONPYCACHEPREFIX``): what an
     installed package's second run has. An environment with ``PYTHONDONTWRITEBYTECODE`` set

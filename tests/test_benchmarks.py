@@ -41,3 +41,33 @@ def test_benchmark_script_runs(name, tmp_path):
     out = proc.stdout
     # Each benchmark prints a comparison against its baseline measured in the same run.
     assert any(ch.isdigit() for ch in out) and ("x" in out or "ratio" in out.lower()), out[-2000:]
+
+
+def _wholeprocess():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import wholeprocess
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    return wholeprocess
+
+
+def test_host_times_read_busy_and_steal_from_proc_stat():
+    """Busy is user + nice + system + irq + softirq (idle, iowait and steal are not), steal the
+    eighth field; guest (already inside user) is not added again."""
+    wp = _wholeprocess()
+    text = ("cpu  1000 50 300 9000 40 5 15 200 77 0\n"
+            "cpu0 500 25 150 4500 20 2 7 100 40 0\n"
+            "intr 12345\n")
+    t = wp.parse_proc_stat(text, 100)
+    assert t.busy == (1000 + 50 + 300 + 5 + 15) / 100
+    assert t.steal == 2.0
+    later = wp.parse_proc_stat(text.replace("cpu  1000", "cpu  1250").replace(" 200 77", " 260 77"), 100)
+    assert (later - t).busy == pytest.approx(2.5)
+    assert (later - t).steal == pytest.approx(0.6)
+
+
+def test_host_times_refuses_a_stat_without_a_cpu_line():
+    wp = _wholeprocess()
+    with pytest.raises(ValueError):
+        wp.parse_proc_stat("intr 1\nctxt 2\n", 100)
