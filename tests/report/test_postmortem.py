@@ -175,6 +175,8 @@ def test_timings_name_every_phase_and_the_stages_that_ran(crash_inputs, tmp_path
                                  "timeline", "report"]
     # a log and a trace were read; one window replayed in memory (no frames stage streamed)
     assert {"log read", "trace read", "dataset write"} <= set(t["stages"])
+    # the logs' crash signatures are read on a thread beside the replay: a stage, one block
+    assert t["stages"]["crash signatures"]["blocks"] == 1
     # the story's timeline is built beside the figures: a stage of its own, one block
     assert t["stages"]["timeline"]["blocks"] == 1
     for rec in t["phases"].values():

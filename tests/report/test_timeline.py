@@ -262,3 +262,18 @@ def test_postmortem_writes_the_timeline_of_the_story(tmp_path):
     check_trace_format(doc)
     assert doc["otherData"]["policy"] == res.chain_policy == "prefix-2026"
     assert any(e.get("cat") == "crash" for e in doc["traceEvents"])
+
+
+def test_postmortem_timeline_follows_the_story_when_it_is_not_the_recording_builds(tmp_path):
+    """The timeline is started on the recording build's replay before the verdicts are known;
+    when the story is another policy's it is that one's timeline that is written. Here the
+    recording build (prefix-2026) is not replayed, the first policy replayed (fix-16161, the
+    fix) is clean, and mid-2025 leaks: its replay tells the story."""
+    res = forensics.postmortem([NVBUG], tmp_path / "report", policies=["fix-16161", "mid-2025"])
+    assert {v.policy: v.verdict for v in res.verdicts} == {"fix-16161": "clean",
+                                                            "mid-2025": "leak"}
+    doc = json.loads((tmp_path / "report" / "timeline.json").read_text())
+    check_trace_format(doc)
+    assert doc["otherData"]["policy"] == res.chain_policy == "mid-2025"
+    # the guess and the story: two timelines built, one written
+    assert res.timings["stages"]["timeline"]["blocks"] == 2
