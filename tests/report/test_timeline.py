@@ -202,10 +202,13 @@ def test_a_long_run_is_thinned_and_stays_small(tmp_path):
         == timeline_json(doc)
 
 
-def test_thinned_blocks_hold_their_rows_maxima():
+@pytest.mark.parametrize("order", ["iteration", "rank"])
+def test_thinned_blocks_hold_their_rows_maxima(order):
     """Each thinned slice holds its rows' first and last iteration, their number, the largest
     active, expected and batch (a missing batch left out; none: null) and the fleet skips in
-    it, as read from the decisions row by row; a block cut by a detail window is two slices."""
+    it, as read from the decisions row by row; a block cut by a detail window is two slices.
+    Rows in iteration order (a replay's: whole iterations, reduced iteration by iteration) and
+    rank by rank (reduced row by row) give the same slices."""
     rng = np.random.default_rng(5)
     R, iters = 3, 9_000
     result = _long_run(R, iters)
@@ -218,6 +221,8 @@ def test_thinned_blocks_hold_their_rows_maxima():
     batch[rng.random(len(d)) < 0.3] = pd.NA
     batch[(d["iter"] >= 2_000) & (d["iter"] < 2_018)] = pd.NA     # a block with none at all
     d["batch"] = batch
+    if order == "rank":
+        d = d.sort_values(["rank", "iter"], kind="stable").reset_index(drop=True)
     result = ReplayResult(result.policy, result.config, result.run, d, result.ledger,
                           leak_records=result.leak_records, crash=result.crash,
                           skipped_iters=(300, 4_321), frames=None)
