@@ -3,7 +3,8 @@
 For each size (``RANKSxITERS``, default 32x20000, 32x100000 and 64x100000) the script simulates
 ``fleet-1h`` (rank 0 logging, zstd-compressed as the scenario's docs say) into the work
 directory, then times whole processes, each a fresh interpreter with no cached dataset (ingest
-included), in paired interleaved rounds:
+included) and its bytecode compiled beforehand as an installed package has it (:func:`compiled`),
+in paired interleaved rounds:
 
 - ``streamed``: ``forensics postmortem DIR -o REPORT -q`` as a user runs it: the replay reads
   the run in iteration windows (``replay.frame_windows.FrameWindows``) and keeps decisions and ledgers
@@ -73,7 +74,7 @@ import time
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
-from wholeprocess import HostTimes, host_times  # noqa: E402  (the helpers beside this script)
+from wholeprocess import HostTimes, host_times, warm_bytecode  # noqa: E402  (the helpers beside this script)
 
 # This script lives next to modules named like the package (benchmarks/replay.py); keep its
 # directory off the path from here on.
@@ -203,6 +204,30 @@ def measure(cmd: list[str], cwd: str, env: dict | None = None) -> tuple[float, .
             max(host.steal, 0.0), max(host.busy - cpu, 0.0))
 
 
+def compiled(env: dict, cwd: str) -> dict:
+    """``env`` with the bytecode of the ``forensics`` and ``replay`` packages it imports
+    compiled into a cache (``wholeprocess.warm_bytecode``; one cache for every checkout, kept
+    apart by their paths), as an installed package has it: this machine sets
+    ``PYTHONDONTWRITEBYTECODE``, and a checkout would be compiled anew in every timed process
+    (~0.1 s CPU a user never pays, measured)."""
+    env = warm_bytecode(env, os.path.join(cwd, "pycache"))
+    subprocess.run([sys.executable, "-c", "import compileall, os, forensics, replay\n"
+                    "for m in (forensics, replay):\n"
+                    "    compileall.compile_dir(os.path.dirname(m.__file__), quiet=1)"],
+                   env=env, cwd=cwd, check=True)
+    # the cache stands in for every package's __pycache__ (pandas', pyarrow's, ...): one
+    # untimed post-mortem of a tiny run fills it with what a post-mortem imports
+    tiny, out = os.path.join(cwd, "warm-up"), os.path.join(cwd, "warm-up-report")
+    if not os.path.isdir(tiny):
+        subprocess.run([sys.executable, "-m", "forensics", "simulate", "--scenario", "fleet-1h",
+                        "--ranks", "4", "--iters", "50", "--log-ranks", "0", "--compress", "zst",
+                        "-o", tiny], env=env, cwd=cwd, check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "forensics", "postmortem", tiny, "-o", out, "-q"],
+                   env=env, cwd=cwd, capture_output=True)
+    shutil.rmtree(out, ignore_errors=True)
+    return env
+
+
 def per_round(runs: dict[str, list[tuple[float, ...]]], floor: str) -> None:
     """The streamed post-mortem's wall as a multiple of the floor's in the same round, and the
     floor's spread: the floor (a pipe moving gigabytes) swings with the host far more than the
@@ -298,17 +323,19 @@ def main() -> None:
             if args.rounds < 1:
                 continue
             timings_file = os.path.join(work, "timings.json")
+            ours = compiled(dict(os.environ), work)
             variants = {"zstd -dc | wc -l": (floor_command(sim), None),
                         "streamed": ([sys.executable, "-m", "forensics", "postmortem", sim, "-o",
-                                      report, "-q", "--timings", timings_file], None)}
+                                      report, "-q", "--timings", timings_file], ours)}
             if args.one_reader:
-                variants["one reader"] = (variants["streamed"][0][:-2] + ["--jobs", "1"], None)
+                variants["one reader"] = (variants["streamed"][0][:-2] + ["--jobs", "1"], ours)
             if args.two_readers:
-                variants["two readers"] = (variants["streamed"][0][:-2] + ["--jobs", "2"], None)
+                variants["two readers"] = (variants["streamed"][0][:-2] + ["--jobs", "2"], ours)
             if ranks * iters <= args.baseline_up_to:
-                variants["one window"] = ([sys.executable, "-c", _ONE_WINDOW, sim, report], None)
+                variants["one window"] = ([sys.executable, "-c", _ONE_WINDOW, sim, report], ours)
             if args.baseline_tree:
-                env = dict(os.environ, PYTHONPATH=os.path.abspath(args.baseline_tree))
+                env = compiled(dict(os.environ, PYTHONPATH=os.path.abspath(args.baseline_tree)),
+                               work)
                 variants["baseline tree"] = ([sys.executable, "-m", "forensics", "postmortem", sim,
                                               "-o", report, "-q"], env)
             runs: dict[str, list[tuple[float, ...]]] = {k: [] for k in variants}
