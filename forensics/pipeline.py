@@ -115,8 +115,9 @@ def _after_ingest(ds, summary_job, inputs, out: Path, report_dir: ReportDir, pol
     else:
         # The logs' crash signatures are read on a thread while the runs are replayed: the
         # replay needs nothing of them, only the verdicts do. Measured at 64 ranks x 100k
-        # iterations (medians of 3-4 rounds): the phases before and after the replay went from
-        # 0.29 s (signatures) and 0.30 s (verdicts, loading the events) to 0.1 s and 0.0 s.
+        # iterations, dataset cached, 6 alternating runs each: the signatures phase went from
+        # 0.23-0.32 s to 0.08-0.12 s, the replay beside it a little slower (the GIL), the
+        # post-mortem 6.96 -> 6.74 s wall (medians, with the timeline's start below).
         with ThreadPoolExecutor(1, thread_name_prefix="signatures") as logs_pool:
             logs_job = logs_pool.submit(_logs_findings, ds, pols, config, has_traces=True)
             with CLOCK.phase("replay"):

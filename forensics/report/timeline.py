@@ -296,14 +296,14 @@ def _block_events(result: ReplayResult, win: IterWindows, block: int, skips: np.
     comma-separated (:func:`timeline` parses it, :func:`story_timeline_json` splices it)."""
     starts = np.array([a for a, _ in win.segments], np.int64)
     ends = np.array([b for _, b in win.segments], np.int64)
-    ranks = int(result.config.tp_size)
-    groups = _BlockMaxima(starts, block, lo, hi, ranks, 3)
+    n_ranks = int(result.config.tp_size)
+    groups = _BlockMaxima(starts, block, lo, hi, n_ranks, 3)
     for b in result.decision_batches(["iter", "rank", "active", "expected", "batch"]):
         it, rank = _ints(b.column(0)), _ints(b.column(1))
         # a streamed replay's row group is a window: whole iterations, ranks in order
-        grid = _whole_iterations(it, rank, ranks)
+        grid = _whole_iterations(it, rank, n_ranks)
         if grid:
-            it = it[::ranks]
+            it = it[::n_ranks]
         seg = np.searchsorted(starts, it, side="right") - 1
         inside = (seg >= 0) & (it <= ends[np.maximum(seg, 0)]) if starts.size else \
             np.zeros(it.size, bool)
@@ -313,7 +313,7 @@ def _block_events(result: ReplayResult, win: IterWindows, block: int, skips: np.
         values = [_floats(b.column(k)) for k in (2, 3, 4)]
         if grid:
             groups.add_iterations(seg[keep] + 1, it[keep],
-                                  [v.reshape(-1, ranks)[keep] for v in values])
+                                  [v.reshape(-1, n_ranks)[keep] for v in values])
         else:
             groups.add(seg[keep] + 1, it[keep], rank[keep], [v[keep] for v in values])
     ranks, first, last, n, (act, exp, bat) = groups.result()
