@@ -23,7 +23,10 @@ in paired interleaved rounds:
 - ``zstd -dc | wc -l`` (the floor): decompressing the run's compressed files and counting
   their lines, one pipeline (``zstd -dc FILES | wc -l``), what any reader of the inputs pays;
   the streamed post-mortem's wall and CPU are printed as multiples of it (the goal: wall within
-  4x on 2 cores).
+  4x on 2 cores). With ``--floor-parts``, also ``zstd -dc FILES > /dev/null`` (on this machine
+  most of the floor is the pipe, system time copying gigabytes into ``wc``, not ``zstd``) and
+  the floor pinned to one CPU (``taskset -c 0``: the pipe is fastest with both ends on one CPU,
+  and the unpinned floor swings between that and the slower placement, :func:`one_core_floor_command`).
 
 The streamed post-mortem writes where its time went (``forensics postmortem --timings FILE``,
 :mod:`replay.stage_clock`): the medians over the rounds are printed as a stage breakdown, the
@@ -38,7 +41,9 @@ goal: flat in iterations). CPU seconds are more robust than wall seconds on a sh
 Each measured process is printed as it ends with the machine's steal time and the CPU time of
 everything else meanwhile (``wholeprocess.host_times``); after the medians, the streamed run's
 wall as a multiple of the floor's round by round, the floor's spread, and the multiple of the
-fastest floor (the floor moves most with the host: see :func:`per_round`).
+fastest floor (the floor moves most with the host: see :func:`per_round`), and the ratios of
+the quiet rounds alone (no more than ``wholeprocess.QUIET_STEAL`` seconds of steal during either
+process of the round): the reading "on a quiet machine".
 
 CPU is ``resource.getrusage(RUSAGE_CHILDREN)`` read by a small proxy process whose only child
 is the measured worker (with the processes it starts: the ingest reads large inputs one file per
@@ -74,7 +79,7 @@ import time
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
-from wholeprocess import HostTimes, host_times, warm_bytecode  # noqa: E402  (the helpers beside this script)
+from wholeprocess import QUIET_STEAL, HostTimes, host_times, quiet_ratios, warm_bytecode  # noqa: E402  (the helpers beside this script)
 
 # This script lives next to modules named like the package (benchmarks/replay.py); keep its
 # directory off the path from here on.
@@ -160,8 +165,26 @@ print(time.perf_counter() - t, n)
 
 def floor_command(sim: str) -> list[str]:
     """``zstd -dc FILES | wc -l`` of the run's compressed files, as one shell pipeline."""
-    files = sorted(os.path.join(sim, n) for n in os.listdir(sim) if n.endswith(".zst"))
-    return ["sh", "-c", 'zstd -qdc "$@" | wc -l', "sh", *files]
+    return ["sh", "-c", 'zstd -qdc "$@" | wc -l', "sh", *_compressed(sim)]
+
+
+def decompress_command(sim: str) -> list[str]:
+    """The floor's decompression alone: ``zstd -dc FILES > /dev/null`` (no pipe, no count)."""
+    return ["sh", "-c", 'zstd -qdc "$@" > /dev/null', "sh", *_compressed(sim)]
+
+
+def one_core_floor_command(sim: str) -> list[str] | None:
+    """The floor with both ends of its pipe on one CPU (``taskset -c 0``), or None without
+    ``taskset``: measured here, the pipeline is fastest so (2.7-3.1 s at 32x100k against
+    4.7-8.9 s with ``zstd`` and ``wc`` on different CPUs), and an unpinned floor is fast in the
+    rounds where the scheduler happens to place it so."""
+    if shutil.which("taskset") is None:
+        return None
+    return ["taskset", "-c", "0", *floor_command(sim)]
+
+
+def _compressed(sim: str) -> list[str]:
+    return sorted(os.path.join(sim, n) for n in os.listdir(sim) if n.endswith(".zst"))
 
 
 def print_breakdown(timings: list[dict]) -> None:
@@ -184,6 +207,8 @@ def print_breakdown(timings: list[dict]) -> None:
 
 #: Fields of one measurement (:func:`measure`), in this order.
 FIELDS = ("wall", "cpu", "rss", "largest", "steal", "others")
+#: The variants that are the floor or a part of it (no findings.json, no timings).
+FLOORS = FLOOR, DECOMPRESS, ONE_CPU = "zstd -dc | wc -l", "zstd -dc > null", "floor, one CPU"
 
 
 def measure(cmd: list[str], cwd: str, env: dict | None = None) -> tuple[float, ...]:
@@ -229,15 +254,22 @@ def compiled(env: dict, cwd: str) -> dict:
 
 
 def per_round(runs: dict[str, list[tuple[float, ...]]], floor: str) -> None:
-    """The streamed post-mortem's wall as a multiple of the floor's in the same round, and the
-    floor's spread: the floor (a pipe moving gigabytes) swings with the host far more than the
-    post-mortem does, so a ratio is only as good as the floor beside it."""
+    """The streamed post-mortem's wall as a multiple of the floor's in the same round, the
+    floor's spread, and the rounds of a quiet machine: the floor (a pipe moving gigabytes)
+    swings with the host far more than the post-mortem does, so a ratio is only as good as the
+    floor beside it."""
     ratios = [s[0] / f[0] for s, f in zip(runs["streamed"], runs[floor])]
     walls = sorted(f[0] for f in runs[floor])
     print(f"  per round, streamed / floor wall: {' '.join(f'{r:.2f}x' for r in ratios)} "
           f"(median {statistics.median(ratios):.2f}x); floor wall {walls[0]:.1f}-{walls[-1]:.1f} s,"
           f" streamed / fastest floor {statistics.median(s[0] for s in runs['streamed']) / walls[0]:.2f}x",
           flush=True)
+    steal = FIELDS.index("steal")
+    quiet = quiet_ratios([(s[0], s[steal]) for s in runs["streamed"]],
+                         [(f[0], f[steal]) for f in runs[floor]])
+    print(f"  quiet rounds (steal <= {QUIET_STEAL} s in both): {len(quiet)} of {len(ratios)}"
+          + (f", streamed / floor wall {' '.join(f'{r:.2f}x' for r in quiet)} "
+             f"(median {statistics.median(quiet):.2f}x)" if quiet else ""), flush=True)
 
 
 def decompressed_mb(path: str) -> float:
@@ -290,6 +322,9 @@ def main() -> None:
                     help="also time the streamed post-mortem reading two input files at once "
                          "(--jobs 2: more memory, less wall time)")
     ap.add_argument("--baseline-tree", help="also time `forensics postmortem` of this checkout")
+    ap.add_argument("--floor-parts", action="store_true",
+                    help="also time the floor's decompression alone (zstd -dc FILES > /dev/null): "
+                         "what of the floor is zstd and what is the pipe into wc")
     ap.add_argument("--stats-reader", action="store_true",
                     help="also time the IterationStats reader against the per-object json.loads loop "
                          "on the first size's stats.jsonl.zst")
@@ -330,9 +365,13 @@ def main() -> None:
             if args.rounds < 1:
                 continue
             timings_file = os.path.join(work, "timings.json")
-            variants = {"zstd -dc | wc -l": (floor_command(sim), None),
+            variants = {FLOOR: (floor_command(sim), None),
                         "streamed": ([sys.executable, "-m", "forensics", "postmortem", sim, "-o",
                                       report, "-q", "--timings", timings_file], ours)}
+            if args.floor_parts:
+                variants[DECOMPRESS] = (decompress_command(sim), None)
+                if one_core_floor_command(sim) is not None:
+                    variants[ONE_CPU] = (one_core_floor_command(sim), None)
             if args.one_reader:
                 variants["one reader"] = (variants["streamed"][0][:-2] + ["--jobs", "1"], ours)
             if args.two_readers:
@@ -355,7 +394,7 @@ def main() -> None:
                     wall, cpu, _, _, steal, others = runs[name][-1]
                     print(f"    round {r + 1}: {name:16s} wall {wall:6.1f} s  CPU {cpu:6.1f} s  "
                           f"steal {steal:5.2f} s  others {others:5.2f} s", flush=True)
-                    if name == "zstd -dc | wc -l":
+                    if name in FLOORS:
                         continue
                     if name == "streamed":
                         with open(timings_file) as f:
@@ -372,13 +411,20 @@ def main() -> None:
                       f"(largest process {largest:5.0f} MiB)   steal {steal:5.2f} s   others "
                       f"{others:5.2f} s   load {os.getloadavg()[0]:.1f}", flush=True)
             s_wall, s_cpu, s_rss = med["streamed"][:3]
-            f_wall, f_cpu = med["zstd -dc | wc -l"][:2]
+            f_wall, f_cpu = med[FLOOR][:2]
             print(f"  streamed / zstd -dc | wc -l: wall {s_wall / f_wall:.2f}x (goal: 4x), "
                   f"CPU {s_cpu / f_cpu:.2f}x", flush=True)
-            per_round(runs, "zstd -dc | wc -l")
+            per_round(runs, FLOOR)
             print_breakdown(timings)
             for name in med:
-                if name not in ("streamed", "zstd -dc | wc -l"):
+                if name == DECOMPRESS:
+                    print(f"  zstd -dc > null / zstd -dc | wc -l: wall {med[name][0] / f_wall:.2f}x, "
+                          f"CPU {med[name][1] / f_cpu:.2f}x", flush=True)
+                elif name == ONE_CPU:
+                    each = " ".join(f"{s[0] / o[0]:.2f}x" for s, o in zip(runs["streamed"], runs[name]))
+                    print(f"  streamed / floor on one CPU: wall {s_wall / med[name][0]:.2f}x "
+                          f"(per round {each})", flush=True)
+                elif name not in ("streamed", FLOOR):
                     print(f"  {name} / streamed: peak RSS {med[name][2] / s_rss:.2f}x, "
                           f"CPU {med[name][1] / s_cpu:.2f}x", flush=True)
             if args.stats_reader and first_rss is None:

@@ -89,6 +89,22 @@ def parse_proc_stat(text: str, ticks_per_second: int) -> HostTimes:
     raise ValueError("no 'cpu' line in /proc/stat")
 
 
+#: A measured process saw a quiet machine when the hypervisor took at most this many seconds
+#: of its CPUs meanwhile (``HostTimes.steal``); steal comes in bursts of 1-6 s here.
+QUIET_STEAL = 0.3
+
+
+def quiet_ratios(ours: Sequence[tuple[float, float]], floor: Sequence[tuple[float, float]],
+                 steal_limit: float = QUIET_STEAL) -> list[float]:
+    """Our wall over the floor's, round by round, of the rounds in which neither process saw
+    more than ``steal_limit`` seconds of steal: ``ours`` and ``floor`` are (wall, steal) per
+    round, paired by position. The reading "on a quiet machine" of a paired benchmark."""
+    if len(ours) != len(floor):
+        raise ValueError(f"{len(ours)} rounds of ours against {len(floor)} of the floor")
+    return [o[0] / f[0] for o, f in zip(ours, floor)
+            if o[1] <= steal_limit and f[1] <= steal_limit and f[0] > 0]
+
+
 def host_times() -> HostTimes | None:
     """This machine's :class:`HostTimes` now, or None where there is no ``/proc/stat``."""
     try:

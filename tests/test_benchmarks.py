@@ -20,7 +20,8 @@ CASES = {
                      "--methods", "ours,json.loads"],
     "startup": ["--rounds", "1"],
     # the in-memory baseline for the first size only (the second takes the branch that skips it)
-    "postmortem": ["--sizes", "4x50,4x100", "--rounds", "1", "--baseline-up-to", "200"],
+    "postmortem": ["--sizes", "4x50,4x100", "--rounds", "1", "--baseline-up-to", "200",
+                   "--floor-parts"],
     "explore": ["--policies", "prefix-2026", "--iterations", "1", "--requests", "1",
                 "--era", "", "--small-iterations", "2"],
     "explore_eras": ["--eras", "002f3cc", "--iterations", "1"],
@@ -71,3 +72,16 @@ def test_host_times_refuses_a_stat_without_a_cpu_line():
     wp = _wholeprocess()
     with pytest.raises(ValueError):
         wp.parse_proc_stat("intr 1\nctxt 2\n", 100)
+
+
+def test_quiet_ratios_keep_the_rounds_where_neither_process_saw_steal():
+    """A round counts as quiet only when both of its processes saw at most the limit of steal;
+    the ratio is ours over the floor of the same round."""
+    wp = _wholeprocess()
+    ours = [(12.0, 0.1), (13.0, 0.9), (11.0, 0.0), (10.0, 0.3)]
+    floor = [(3.0, 0.0), (4.0, 0.0), (2.0, 2.5), (4.0, 0.31)]
+    assert wp.quiet_ratios(ours, floor, steal_limit=0.3) == [4.0]
+    assert wp.quiet_ratios(ours, floor, steal_limit=1.0) == [4.0, 3.25, 2.5]
+    assert wp.quiet_ratios([], []) == []
+    with pytest.raises(ValueError):
+        wp.quiet_ratios(ours, floor[:3])
