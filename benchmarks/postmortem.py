@@ -175,7 +175,7 @@ def decompress_command(sim: str) -> list[str]:
 
 def one_core_floor_command(sim: str) -> list[str] | None:
     """The floor with both ends of its pipe on one CPU (``taskset -c 0``), or None without
-    ``taskset``: measured here, the pipeline is fastest so (2.7-3.1 s at 32x100k against
+    ``taskset``: measured here, the pipeline is fastest so (2.6-3.1 s at 32x100k against
     4.7-8.9 s with ``zstd`` and ``wc`` on different CPUs), and an unpinned floor is fast in the
     rounds where the scheduler happens to place it so."""
     if shutil.which("taskset") is None:
