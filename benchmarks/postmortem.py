@@ -323,8 +323,9 @@ def main() -> None:
                          "(--jobs 2: more memory, less wall time)")
     ap.add_argument("--baseline-tree", help="also time `forensics postmortem` of this checkout")
     ap.add_argument("--floor-parts", action="store_true",
-                    help="also time the floor's decompression alone (zstd -dc FILES > /dev/null): "
-                         "what of the floor is zstd and what is the pipe into wc")
+                    help="also time the floor's decompression alone (zstd -dc FILES > /dev/null: "
+                         "what of the floor is zstd and what is the pipe into wc) and the floor "
+                         "pinned to one CPU (taskset -c 0: its fastest placement)")
     ap.add_argument("--stats-reader", action="store_true",
                     help="also time the IterationStats reader against the per-object json.loads loop "
                          "on the first size's stats.jsonl.zst")
@@ -370,8 +371,9 @@ def main() -> None:
                                       report, "-q", "--timings", timings_file], ours)}
             if args.floor_parts:
                 variants[DECOMPRESS] = (decompress_command(sim), None)
-                if one_core_floor_command(sim) is not None:
-                    variants[ONE_CPU] = (one_core_floor_command(sim), None)
+                pinned = one_core_floor_command(sim)
+                if pinned is not None:
+                    variants[ONE_CPU] = (pinned, None)
             if args.one_reader:
                 variants["one reader"] = (variants["streamed"][0][:-2] + ["--jobs", "1"], ours)
             if args.two_readers:
