@@ -79,7 +79,9 @@ import time
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
-from wholeprocess import QUIET_STEAL, HostTimes, host_times, quiet_ratios, warm_bytecode  # noqa: E402  (the helpers beside this script)
+# the helpers beside this script
+from wholeprocess import (QUIET_STEAL, HostTimes, host_times, quiet_ratios,  # noqa: E402
+                          ready_scanners, warm_bytecode)
 
 # This script lives next to modules named like the package (benchmarks/replay.py); keep its
 # directory off the path from here on.
@@ -253,12 +255,17 @@ def compiled(env: dict, cwd: str) -> dict:
     return env
 
 
+def round_ratios(ours: list[tuple[float, ...]], floor: list[tuple[float, ...]]) -> list[float]:
+    """Our wall over the floor's, round by round (measurements as :func:`measure` gives them)."""
+    return [o[0] / f[0] for o, f in zip(ours, floor)]
+
+
 def per_round(runs: dict[str, list[tuple[float, ...]]], floor: str) -> None:
     """The streamed post-mortem's wall as a multiple of the floor's in the same round, the
     floor's spread, and the rounds of a quiet machine: the floor (a pipe moving gigabytes)
     swings with the host far more than the post-mortem does, so a ratio is only as good as the
     floor beside it."""
-    ratios = [s[0] / f[0] for s, f in zip(runs["streamed"], runs[floor])]
+    ratios = round_ratios(runs["streamed"], runs[floor])
     walls = sorted(f[0] for f in runs[floor])
     print(f"  per round, streamed / floor wall: {' '.join(f'{r:.2f}x' for r in ratios)} "
           f"(median {statistics.median(ratios):.2f}x); floor wall {walls[0]:.1f}-{walls[-1]:.1f} s,"
@@ -344,6 +351,9 @@ def main() -> None:
         ours = theirs = None
         if args.rounds >= 1:
             ours = compiled(dict(os.environ), work)
+            # the compiled scanners loaded once, compiled here on a cold cache (else the first
+            # rounds would read with the reference reader while they build in the background)
+            ready_scanners(ours)
             if args.baseline_tree:
                 theirs = compiled(dict(os.environ, PYTHONPATH=os.path.abspath(args.baseline_tree)),
                                   work)
@@ -385,10 +395,6 @@ def main() -> None:
                                               "-o", report, "-q"], theirs)
             runs: dict[str, list[tuple[float, ...]]] = {k: [] for k in variants}
             timings: list[dict] = []
-            # the compiled scanners loaded once, compiled here on a cold cache (else the first
-            # rounds would read with the reference reader while they build in the background)
-            subprocess.run([sys.executable, "-c", "from forensics.readers import json_scan, "
-                            "native_scan\nnative_scan.kernel(); json_scan.kernel()"], check=True)
             for r in range(args.rounds):            # interleaved: each round runs every variant
                 for name, (cmd, env) in variants.items():
                     shutil.rmtree(report, ignore_errors=True)   # no cached dataset
@@ -423,7 +429,7 @@ def main() -> None:
                     print(f"  zstd -dc > null / zstd -dc | wc -l: wall {med[name][0] / f_wall:.2f}x, "
                           f"CPU {med[name][1] / f_cpu:.2f}x", flush=True)
                 elif name == ONE_CPU:
-                    each = " ".join(f"{s[0] / o[0]:.2f}x" for s, o in zip(runs["streamed"], runs[name]))
+                    each = " ".join(f"{r:.2f}x" for r in round_ratios(runs["streamed"], runs[name]))
                     print(f"  streamed / floor on one CPU: wall {s_wall / med[name][0]:.2f}x "
                           f"(per round {each})", flush=True)
                 elif name not in ("streamed", FLOOR):
